@@ -1,0 +1,10 @@
+#include "base/clock.h"
+
+namespace kshard {
+
+SystemClock& SystemClock::instance() {
+  static SystemClock clock;
+  return clock;
+}
+
+}  // namespace kshard

@@ -1,0 +1,71 @@
+// Http::Client: kshard's HTTP client interface, for one origin ("http://10.1.0.7:7101").
+//
+// Connections are kept alive and reused. Every request has a deadline (the request's own timeout
+// or the client's default); a transport failure or a timeout is a non-OK Status (Unavailable,
+// DeadlineExceeded), while any HTTP status the server sent is an OK Response.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "http/message.h"
+
+namespace kshard::http {
+
+struct TlsClientOptions {
+  // Server verification: a CA bundle as a file or PEM data; with neither, the system store.
+  std::string caFile;
+  std::string caData;
+  bool insecureSkipVerify = false;
+  std::string serverName;  // SNI and name checked; default: the origin's host
+  // Client certificate (mutual TLS), as files or PEM data.
+  std::string certFile;
+  std::string certData;
+  std::string keyFile;
+  std::string keyData;
+};
+
+struct ClientOptions {
+  std::string baseUrl;  // scheme://host:port, no path
+  std::chrono::milliseconds connectTimeout{std::chrono::seconds(3)};
+  std::chrono::milliseconds requestTimeout{std::chrono::seconds(30)};
+  std::size_t maxConnections = 32;           // open connections kept to the origin
+  std::size_t maxResponseBytes = 64u << 20;  // larger bodies fail with ResourceExhausted
+  std::string userAgent = "kshard";
+  TlsClientOptions tls;
+};
+
+// A response whose body arrives over time (Kubernetes watches).
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  virtual int status() const = 0;
+  virtual const Headers& headers() const = 0;
+  // Blocks until some body bytes arrive, the body ends (an empty string), the stream fails
+  // (non-OK), or `timeout` passes (DeadlineExceeded; the stream stays usable).
+  virtual StatusOr<std::string> read(std::chrono::milliseconds timeout) = 0;
+  // Aborts the stream from any thread; a blocked read() returns Cancelled.
+  virtual void cancel() = 0;
+};
+
+using ResponseCallback = std::function<void(StatusOr<Response>)>;
+
+class Client {
+ public:
+  virtual ~Client() = default;
+  // Sends `request` (its target is the path and query) and calls `done` exactly once, on a
+  // client thread, with the response or the transport error.
+  virtual void send(Request request, ResponseCallback done) = 0;
+  // Opens a streaming response; returns once the status and headers arrived.
+  virtual StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) = 0;
+
+  // Blocking convenience over send().
+  StatusOr<Response> sendSync(Request request);
+};
+
+}  // namespace kshard::http

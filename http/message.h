@@ -1,0 +1,77 @@
+// HTTP request and response values shared by kshard's server and client interfaces. No
+// third-party type appears here: the adapters (cpprestsdk, Boost.Beast) convert at the edge.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kshard::http {
+
+enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions };
+
+std::string_view methodName(Method m);
+std::optional<Method> parseMethod(std::string_view name);
+
+// Header fields in arrival order; names compare case-insensitively.
+class Headers {
+ public:
+  using Entry = std::pair<std::string, std::string>;
+
+  void add(std::string name, std::string value);
+  // Replaces every field of that name.
+  void set(std::string name, std::string value);
+  void remove(std::string_view name);
+  std::optional<std::string_view> get(std::string_view name) const;
+  bool has(std::string_view name) const { return get(name).has_value(); }
+
+  std::vector<Entry>::const_iterator begin() const { return entries_.begin(); }
+  std::vector<Entry>::const_iterator end() const { return entries_.end(); }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+struct Request {
+  Method method = Method::kGet;
+  // Path and query as sent on the wire: "/v1/entities/counter/a%2Fb?mode=tell".
+  std::string target;
+  Headers headers;
+  std::string body;
+  // Client side: a per-request timeout overriding the client's default; zero means the default.
+  std::chrono::milliseconds timeout{0};
+
+  // Filled in by the server before the handler runs.
+  std::string path;                           // target without the query, still percent-encoded
+  std::map<std::string, std::string> query;   // decoded query parameters
+  std::map<std::string, std::string> params;  // decoded captures of the route pattern
+  std::string remoteAddress;                  // "ip:port" of the peer
+
+  // The capture named `name` (empty when the route has none of that name).
+  std::string_view param(std::string_view name) const;
+  std::optional<std::string_view> queryParam(std::string_view name) const;
+};
+
+struct Response {
+  int status = 200;
+  Headers headers;
+  std::string body;
+
+  // A response with Content-Type: application/json.
+  static Response json(int status, std::string body);
+  // kshard's error shape: {"error": {"code": "<code>", "message": "<message>"}}.
+  static Response error(int status, std::string_view code, std::string_view message);
+};
+
+// Percent-decodes a path segment or query component; false on a malformed escape. '+' is kept
+// as '+' in paths and becomes a space only when `plusIsSpace` (query strings).
+bool percentDecode(std::string_view in, std::string& out, bool plusIsSpace = false);
+// Percent-encodes everything outside RFC 3986's unreserved set, so an entity id is one segment.
+std::string percentEncode(std::string_view in);
+
+}  // namespace kshard::http

@@ -31,15 +31,15 @@ bool parseLogLevel(std::string_view text, LogLevel& out);
 class LogValue {
  public:
   using Variant = std::variant<std::string, std::int64_t, std::uint64_t, double, bool>;
-  LogValue(const char* v) : v_(std::string(v)) {}                 // NOLINT
-  LogValue(std::string_view v) : v_(std::string(v)) {}            // NOLINT
-  LogValue(std::string v) : v_(std::move(v)) {}                   // NOLINT
-  LogValue(bool v) : v_(v) {}                                     // NOLINT
-  LogValue(double v) : v_(v) {}                                   // NOLINT
-  LogValue(int v) : v_(static_cast<std::int64_t>(v)) {}           // NOLINT
-  LogValue(long v) : v_(static_cast<std::int64_t>(v)) {}          // NOLINT
-  LogValue(long long v) : v_(static_cast<std::int64_t>(v)) {}     // NOLINT
-  LogValue(unsigned v) : v_(static_cast<std::uint64_t>(v)) {}     // NOLINT
+  LogValue(const char* v) : v_(std::string(v)) {}                        // NOLINT
+  LogValue(std::string_view v) : v_(std::string(v)) {}                   // NOLINT
+  LogValue(std::string v) : v_(std::move(v)) {}                          // NOLINT
+  LogValue(bool v) : v_(v) {}                                            // NOLINT
+  LogValue(double v) : v_(v) {}                                          // NOLINT
+  LogValue(int v) : v_(static_cast<std::int64_t>(v)) {}                  // NOLINT
+  LogValue(long v) : v_(static_cast<std::int64_t>(v)) {}                 // NOLINT
+  LogValue(long long v) : v_(static_cast<std::int64_t>(v)) {}            // NOLINT
+  LogValue(unsigned v) : v_(static_cast<std::uint64_t>(v)) {}            // NOLINT
   LogValue(unsigned long v) : v_(static_cast<std::uint64_t>(v)) {}       // NOLINT
   LogValue(unsigned long long v) : v_(static_cast<std::uint64_t>(v)) {}  // NOLINT
   const Variant& get() const { return v_; }
@@ -51,7 +51,8 @@ class LogValue {
 using LogField = std::pair<std::string, LogValue>;
 using LogFields = std::vector<LogField>;
 
-// Where finished lines go. Must be thread-safe; the default writes to stderr with one write per line.
+// Where finished lines go. Must be thread-safe; the default writes to stderr with one write per
+// line.
 using LogSink = std::function<void(std::string_view line)>;
 
 class Logger {

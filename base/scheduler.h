@@ -71,7 +71,8 @@ class ThreadScheduler final : public Scheduler {
 };
 
 // A scheduler on a ManualClock: time moves only in advance(), which runs every task that falls due,
-// in order, on the calling thread (a task scheduled by a task runs too if it falls due in the span).
+// in order, on the calling thread (a task scheduled by a task runs too if it falls due in the
+// span).
 class ManualScheduler final : public Scheduler {
  public:
   ManualScheduler() = default;

@@ -1,7 +1,8 @@
 // Status and StatusOr<T>: how kshard reports failure without exceptions on the message path.
 //
 // A Status is a code plus a message an operator can act on. Library exceptions are turned into a
-// Status in the adapter that called the library; everything above the adapters passes Status values.
+// Status in the adapter that called the library; everything above the adapters passes Status
+// values.
 #pragma once
 
 #include <cassert>
@@ -14,19 +15,19 @@ namespace kshard {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller sent something malformed; retrying the same input fails again
-  kNotFound,           // the thing named does not exist
-  kAlreadyExists,      // create of something that exists
-  kConflict,           // optimistic concurrency lost (resourceVersion, epoch)
-  kGone,               // a watch's resourceVersion is too old; relist
-  kUnauthenticated,    // no or invalid credentials
-  kPermissionDenied,   // credentials valid, action not allowed
-  kFailedPrecondition, // the system is not in a state where this can be done (e.g. not the leader)
-  kResourceExhausted,  // rate limited, too large, out of capacity
-  kUnavailable,        // transient: connection refused, 503, peer down; retrying may help
-  kDeadlineExceeded,   // the operation did not finish in time
-  kCancelled,          // the caller gave up or the component is shutting down
-  kInternal,           // a bug or an unexpected state
+  kInvalidArgument,     // the caller sent something malformed; retrying the same input fails again
+  kNotFound,            // the thing named does not exist
+  kAlreadyExists,       // create of something that exists
+  kConflict,            // optimistic concurrency lost (resourceVersion, epoch)
+  kGone,                // a watch's resourceVersion is too old; relist
+  kUnauthenticated,     // no or invalid credentials
+  kPermissionDenied,    // credentials valid, action not allowed
+  kFailedPrecondition,  // the system is not in a state where this can be done (e.g. not the leader)
+  kResourceExhausted,   // rate limited, too large, out of capacity
+  kUnavailable,         // transient: connection refused, 503, peer down; retrying may help
+  kDeadlineExceeded,    // the operation did not finish in time
+  kCancelled,           // the caller gave up or the component is shutting down
+  kInternal,            // a bug or an unexpected state
 };
 
 std::string_view statusCodeName(StatusCode code);
@@ -56,11 +57,15 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status notFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status conflict(std::string m) { return {StatusCode::kConflict, std::move(m)}; }
 inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status deadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status deadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 inline Status failedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
@@ -71,7 +76,7 @@ inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::mo
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : state_(std::move(value)) {}        // NOLINT: implicit by design
   StatusOr(Status status) : state_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(state_).ok() && "StatusOr built from an OK Status has no value");
   }

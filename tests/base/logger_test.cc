@@ -32,7 +32,8 @@ TEST(LoggerTest, FiltersBelowLevelAndChildAddsFields) {
   Logger child = log.withFields({{"shard_map", "demo/counter"}});
   child.warn("slow");
   ASSERT_EQ(cap.lines.size(), 1u);
-  EXPECT_NE(cap.lines[0].find("\"msg\":\"slow\",\"shard_map\":\"demo/counter\""), std::string::npos);
+  EXPECT_NE(cap.lines[0].find("\"msg\":\"slow\",\"shard_map\":\"demo/counter\""),
+            std::string::npos);
 }
 
 TEST(LoggerTest, EscapesControlCharactersAndInvalidUtf8) {

@@ -16,10 +16,10 @@ std::vector<char16_t> units(std::string_view s) {
 TEST(Utf8Test, AcceptsWellFormedText) {
   EXPECT_TRUE(validateUtf8("").ok());
   EXPECT_TRUE(validateUtf8("guild1").ok());
-  EXPECT_TRUE(validateUtf8("\xC3\xA9t\xC3\xA9").ok());      // été
-  EXPECT_TRUE(validateUtf8("\xE4\xB8\xAD").ok());           // 中
-  EXPECT_TRUE(validateUtf8("\xF0\x9F\x98\x80").ok());       // 😀
-  EXPECT_TRUE(validateUtf8("\xF4\x8F\xBF\xBF").ok());       // U+10FFFF
+  EXPECT_TRUE(validateUtf8("\xC3\xA9t\xC3\xA9").ok());  // été
+  EXPECT_TRUE(validateUtf8("\xE4\xB8\xAD").ok());       // 中
+  EXPECT_TRUE(validateUtf8("\xF0\x9F\x98\x80").ok());   // 😀
+  EXPECT_TRUE(validateUtf8("\xF4\x8F\xBF\xBF").ok());   // U+10FFFF
 }
 
 TEST(Utf8Test, RejectsMalformedSequencesWithTheirOffset) {

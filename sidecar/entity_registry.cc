@@ -1,0 +1,418 @@
+#include "sidecar/entity_registry.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace kshard::sidecar {
+namespace {
+
+http::Response acceptedResponse() {
+  http::Response r;
+  r.status = 202;
+  return r;
+}
+
+}  // namespace
+
+std::size_t EntityKeyHash::operator()(const EntityKey& k) const {
+  const std::size_t a = std::hash<std::string>{}(k.type);
+  const std::size_t b = std::hash<std::string>{}(k.id);
+  return a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+}
+
+EntityRegistry::EntityRegistry(EntityHost& host, Scheduler& scheduler,
+                               EntityRegistryOptions options, Logger logger)
+    : host_(host), scheduler_(scheduler), options_(options), log_(std::move(logger)) {}
+
+EntityRegistry::~EntityRegistry() {
+  std::lock_guard lock(mu_);
+  for (const auto& [id, unused] : timers_) scheduler_.cancel(id);
+}
+
+void EntityRegistry::run(Actions& actions) {
+  for (auto& a : actions) a();
+  actions.clear();
+}
+
+void EntityRegistry::scheduleLocked(Duration delay, std::function<void()> task,
+                                    Scheduler::TaskId* slot) {
+  // The id is only known after runAfter returns, and the task may not run before the lock is
+  // released, so the task can find and erase its own entry.
+  auto id = std::make_shared<Scheduler::TaskId>(0);
+  *id = scheduler_.runAfter(delay, [this, id, task = std::move(task)] {
+    {
+      std::lock_guard lock(mu_);
+      if (timers_.erase(*id) == 0) return;  // cancelled while due
+    }
+    task();
+  });
+  timers_.emplace(*id, true);
+  if (slot) *slot = *id;
+}
+
+std::vector<ShardId> EntityRegistry::assign(const std::vector<ShardId>& shards, Epoch epoch) {
+  std::vector<ShardId> refused;
+  std::lock_guard lock(mu_);
+  for (ShardId s : shards) {
+    // A draining pod takes no shard: it is about to leave, and whatever it accepted now it
+    // would have to hand off again at once.
+    if (draining_) {
+      refused.push_back(s);
+      continue;
+    }
+    // Epoch fence: an unassign as of a newer epoch was processed, so this assign was sent
+    // before it and arrives late. Taking the shard would make two owners.
+    if (auto f = fences_.find(s); f != fences_.end() && epoch < f->second) {
+      refused.push_back(s);
+      continue;
+    }
+    auto [it, inserted] = shards_.try_emplace(s);
+    Shard& shard = it->second;
+    if (inserted || shard.state == ShardState::kHandingOff) {
+      shard.state = ShardState::kOwned;
+      shard.epoch = epoch;
+    } else {
+      shard.epoch = std::max(shard.epoch, epoch);
+    }
+  }
+  if (!refused.empty()) {
+    log_.warn("assign refused", {{"shards", static_cast<std::uint64_t>(refused.size())},
+                                 {"epoch", epoch},
+                                 {"draining", draining_}});
+  }
+  return refused;
+}
+
+void EntityRegistry::unassign(const std::vector<ShardId>& shards, Epoch epoch, Duration timeout,
+                              HandoffCallback done) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    handOffLocked(shards, epoch, actions);
+    waitForReleaseLocked(shards, timeout, std::move(done), actions);
+  }
+  run(actions);
+}
+
+void EntityRegistry::revokeIfOlder(ShardId shard, Epoch epoch) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    auto it = shards_.find(shard);
+    if (it == shards_.end() || it->second.state != ShardState::kOwned ||
+        it->second.epoch >= epoch) {
+      return;
+    }
+    log_.warn("shard given away at a newer epoch, releasing",
+              {{"shard", shard}, {"owned_epoch", it->second.epoch}, {"epoch", epoch}});
+    handOffLocked({shard}, epoch, actions);
+  }
+  run(actions);
+}
+
+void EntityRegistry::drain(Duration timeout, std::function<void(bool)> done) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+    std::vector<ShardId> all;
+    all.reserve(shards_.size());
+    for (const auto& [s, unused] : shards_) all.push_back(s);
+    handOffLocked(all, std::nullopt, actions);
+    waitForReleaseLocked(
+        std::move(all), timeout,
+        [done = std::move(done)](std::vector<ShardId> busy) { done(busy.empty()); }, actions);
+  }
+  run(actions);
+}
+
+void EntityRegistry::handOffLocked(const std::vector<ShardId>& shards, std::optional<Epoch> fence,
+                                   Actions& out) {
+  std::unordered_set<ShardId> starting;
+  for (ShardId s : shards) {
+    if (fence) {
+      Epoch& f = fences_[s];
+      f = std::max(f, *fence);
+    }
+    auto it = shards_.find(s);
+    if (it == shards_.end()) continue;
+    if (it->second.entities == 0) {
+      shards_.erase(it);
+      continue;
+    }
+    if (it->second.state == ShardState::kOwned) {
+      it->second.state = ShardState::kHandingOff;
+      starting.insert(s);
+    }
+  }
+  if (!starting.empty()) {
+    // Idle entities stop now; busy ones stop after their accepted messages (afterTurnLocked).
+    for (auto& [key, e] : entities_) {
+      if (starting.count(e.shard) && !e.busy && e.mailbox.empty()) beginStopLocked(key, e, out);
+    }
+  }
+  completeHandoffsLocked(out);
+}
+
+void EntityRegistry::waitForReleaseLocked(std::vector<ShardId> shards, Duration timeout,
+                                          HandoffCallback done, Actions& out) {
+  const bool released = std::none_of(shards.begin(), shards.end(),
+                                     [this](ShardId s) { return shards_.count(s) > 0; });
+  // A shard retaken by assign while handing off is not released: it stays busy for this waiter.
+  if (released) {
+    out.push_back([done = std::move(done)] { done({}); });
+    return;
+  }
+  auto handoff = std::make_shared<Handoff>();
+  handoff->shards = std::move(shards);
+  handoff->done = std::move(done);
+  scheduleLocked(
+      timeout, [this, handoff] { onHandoffDeadline(handoff); }, &handoff->deadline);
+  handoffs_.push_back(std::move(handoff));
+}
+
+void EntityRegistry::completeHandoffsLocked(Actions& out) {
+  for (auto it = handoffs_.begin(); it != handoffs_.end();) {
+    const auto& h = *it;
+    const bool released = std::none_of(h->shards.begin(), h->shards.end(),
+                                       [this](ShardId s) { return shards_.count(s) > 0; });
+    if (!released) {
+      ++it;
+      continue;
+    }
+    if (timers_.erase(h->deadline)) scheduler_.cancel(h->deadline);
+    out.push_back([done = std::move(h->done)] { done({}); });
+    it = handoffs_.erase(it);
+  }
+}
+
+void EntityRegistry::onHandoffDeadline(const std::shared_ptr<Handoff>& handoff) {
+  std::vector<ShardId> busy;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find(handoffs_.begin(), handoffs_.end(), handoff);
+    if (it == handoffs_.end()) return;
+    handoffs_.erase(it);
+    for (ShardId s : handoff->shards) {
+      if (shards_.count(s)) busy.push_back(s);
+    }
+  }
+  log_.warn("handoff deadline passed", {{"busy_shards", static_cast<std::uint64_t>(busy.size())}});
+  handoff->done(std::move(busy));
+}
+
+void EntityRegistry::deliver(Message message, DeliveryCallback done) {
+  Actions actions;
+  std::optional<Refusal> refusal;
+  const bool tell = message.mode == DeliveryMode::kTell;
+  {
+    std::lock_guard lock(mu_);
+    auto sit = shards_.find(message.shard);
+    auto eit = entities_.find(message.key);
+    if (sit == shards_.end() || sit->second.state != ShardState::kOwned) {
+      refusal = Refusal::kNotOwned;
+    } else if (eit == entities_.end() && draining_) {
+      refusal = Refusal::kDraining;
+    } else {
+      if (eit == entities_.end()) {
+        eit = entities_.try_emplace(message.key).first;
+        eit->second.shard = message.shard;
+        eit->second.lastActive = scheduler_.clock().now();
+        ++sit->second.entities;
+      }
+      Entity& e = eit->second;
+      if (e.mailbox.size() >= options_.maxMailbox) {
+        refusal = Refusal::kOverloaded;
+      } else {
+        const EntityKey key = message.key;
+        e.mailbox.push_back(Pending{std::move(message), tell ? nullptr : std::move(done)});
+        if (!e.busy) startNextLocked(key, e, actions);
+      }
+    }
+  }
+  if (refusal) {
+    done(DeliveryOutcome{refusal, http::Response{}});
+  } else if (tell) {
+    done(DeliveryOutcome{std::nullopt, acceptedResponse()});
+  }
+  run(actions);
+}
+
+void EntityRegistry::startNextLocked(const EntityKey& key, Entity& e, Actions& out) {
+  Pending next = std::move(e.mailbox.front());
+  e.mailbox.pop_front();
+  e.busy = true;
+  const Epoch epoch = shards_.at(e.shard).epoch;
+  out.push_back([this, key, epoch, next = std::move(next)]() mutable {
+    host_.deliver(std::move(next.message), epoch,
+                  [this, key, done = std::move(next.done)](StatusOr<http::Response> r) mutable {
+                    onDelivered(key, std::move(done), std::move(r));
+                  });
+  });
+}
+
+void EntityRegistry::onDelivered(const EntityKey& key, DeliveryCallback done,
+                                 StatusOr<http::Response> result) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entities_.find(key);
+    if (it != entities_.end()) {  // always: a busy entity is never removed
+      Entity& e = it->second;
+      e.busy = false;
+      e.lastActive = scheduler_.clock().now();
+      afterTurnLocked(key, e, actions);
+    }
+  }
+  if (done) {
+    done(DeliveryOutcome{std::nullopt, std::move(result)});
+  } else if (!result.ok()) {
+    log_.warn("tell delivery failed",
+              {{"type", key.type}, {"id", key.id}, {"error", result.status().toString()}});
+  }
+  run(actions);
+}
+
+bool EntityRegistry::handingOffLocked(ShardId shard) const {
+  auto it = shards_.find(shard);
+  return it == shards_.end() || it->second.state == ShardState::kHandingOff;
+}
+
+void EntityRegistry::afterTurnLocked(const EntityKey& key, Entity& e, Actions& out) {
+  if (!e.mailbox.empty()) {
+    startNextLocked(key, e, out);
+  } else if (handingOffLocked(e.shard)) {
+    beginStopLocked(key, e, out);
+  } else if (options_.idleTimeout > Duration::zero() && e.idleTimer == 0) {
+    scheduleLocked(
+        options_.idleTimeout, [this, key] { onIdle(key); }, &e.idleTimer);
+  }
+}
+
+void EntityRegistry::onIdle(const EntityKey& key) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entities_.find(key);
+    if (it == entities_.end()) return;
+    Entity& e = it->second;
+    e.idleTimer = 0;
+    if (e.busy || !e.mailbox.empty()) return;  // afterTurnLocked re-arms the timer
+    const Duration idle = scheduler_.clock().now() - e.lastActive;
+    if (idle < options_.idleTimeout) {
+      // Timers are not re-armed on every message (that would cost a timer per message); a
+      // timer that fires early re-arms itself for the remainder instead.
+      scheduleLocked(
+          options_.idleTimeout - idle, [this, key] { onIdle(key); }, &e.idleTimer);
+      return;
+    }
+    beginStopLocked(key, e, actions);
+  }
+  run(actions);
+}
+
+void EntityRegistry::beginStopLocked(const EntityKey& key, Entity& e, Actions& out) {
+  if (e.idleTimer != 0) {
+    if (timers_.erase(e.idleTimer)) scheduler_.cancel(e.idleTimer);
+    e.idleTimer = 0;
+  }
+  e.busy = true;
+  e.stopping = true;
+  const ShardId shard = e.shard;
+  out.push_back([this, key, shard] {
+    host_.stop(key, shard, [this, key](Status st) { onStopped(key, std::move(st)); });
+  });
+}
+
+void EntityRegistry::onStopped(const EntityKey& key, Status result) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entities_.find(key);
+    if (it == entities_.end()) return;
+    Entity& e = it->second;
+    e.busy = false;
+    e.stopping = false;
+    if (!result.ok()) {
+      log_.warn("entity stop failed",
+                {{"type", key.type}, {"id", key.id}, {"error", result.toString()}});
+      if (handingOffLocked(e.shard)) {
+        // The shard cannot be released while the entity may still hold state: retry.
+        scheduleLocked(
+            options_.stopRetryDelay,
+            [this, key] {
+              Actions retry;
+              {
+                std::lock_guard inner(mu_);
+                auto r = entities_.find(key);
+                if (r != entities_.end() && !r->second.busy) afterTurnLocked(key, r->second, retry);
+              }
+              run(retry);
+            },
+            nullptr);
+      } else {
+        afterTurnLocked(key, e, actions);  // stays active; passivation is tried again later
+      }
+    } else if (!e.mailbox.empty()) {
+      // Messages arrived while the entity stopped (its shard is still owned): start it again.
+      startNextLocked(key, e, actions);
+    } else {
+      removeEntityLocked(key, actions);
+    }
+  }
+  run(actions);
+}
+
+void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
+  auto it = entities_.find(key);
+  const ShardId shard = it->second.shard;
+  entities_.erase(it);
+  auto sit = shards_.find(shard);
+  if (sit == shards_.end()) return;
+  --sit->second.entities;
+  if (sit->second.state == ShardState::kHandingOff && sit->second.entities == 0) {
+    shards_.erase(sit);
+    completeHandoffsLocked(out);
+  }
+}
+
+bool EntityRegistry::owns(ShardId shard) const {
+  std::lock_guard lock(mu_);
+  auto it = shards_.find(shard);
+  return it != shards_.end() && it->second.state == ShardState::kOwned;
+}
+
+std::optional<Epoch> EntityRegistry::ownedEpoch(ShardId shard) const {
+  std::lock_guard lock(mu_);
+  auto it = shards_.find(shard);
+  if (it == shards_.end() || it->second.state != ShardState::kOwned) return std::nullopt;
+  return it->second.epoch;
+}
+
+std::vector<ShardId> EntityRegistry::ownedShards() const {
+  std::lock_guard lock(mu_);
+  std::vector<ShardId> out;
+  for (const auto& [s, shard] : shards_) {
+    if (shard.state == ShardState::kOwned) out.push_back(s);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::size_t EntityRegistry::activeEntities() const {
+  std::lock_guard lock(mu_);
+  return entities_.size();
+}
+
+std::size_t EntityRegistry::activeEntities(const std::string& type) const {
+  std::lock_guard lock(mu_);
+  return static_cast<std::size_t>(std::count_if(
+      entities_.begin(), entities_.end(), [&](const auto& kv) { return kv.first.type == type; }));
+}
+
+bool EntityRegistry::draining() const {
+  std::lock_guard lock(mu_);
+  return draining_;
+}
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,198 @@
+// EntityRegistry: the entities this pod runs, and the shards it owns.
+//
+// It is the sidecar's single-owner enforcement point. A message is delivered only while this pod
+// owns the entity's shard; entities are turn-based (one message at a time, in arrival order);
+// an entity starts on its first message and stops (through the app's stop callback) when idle
+// for `idleTimeout`, when its shard is unassigned or revoked, and when the pod drains.
+//
+// Ownership per shard moves through three states:
+//
+//   not owned --assign(e)--> owned(e) --unassign/revoke--> handing off --all stopped--> not owned
+//
+// While handing off, no new message is accepted for the shard, messages already accepted (in a
+// mailbox or at the app) finish, and then each of the shard's entities is stopped. Only then is
+// the shard released, so the operator may give it to another pod without two pods ever running
+// the same entity.
+//
+// Epoch fencing: an unassign carries the epoch at which the shard leaves this pod. An assign with
+// an older epoch is a delayed duplicate from before that unassign and is refused; accepting it
+// would let this pod own a shard the operator already gave to another pod.
+//
+// Thread-safe. Callbacks into the EntityHost and completion callbacks run without the lock held.
+// Lifetime: destroy the registry only after the EntityHost and the Scheduler have stopped calling
+// back into it (the destructor cancels the registry's own timers).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/logger.h"
+#include "base/scheduler.h"
+#include "base/status.h"
+#include "http/message.h"
+
+namespace kshard::sidecar {
+
+using ShardId = std::int32_t;
+using Epoch = std::uint64_t;
+
+enum class DeliveryMode { kAsk, kTell };
+
+struct EntityKey {
+  std::string type;
+  std::string id;
+  friend bool operator==(const EntityKey&, const EntityKey&) = default;
+};
+
+struct EntityKeyHash {
+  std::size_t operator()(const EntityKey& k) const;
+};
+
+struct Message {
+  EntityKey key;
+  ShardId shard = 0;
+  DeliveryMode mode = DeliveryMode::kAsk;
+  http::Headers headers;  // passed on to the app (content type and the like)
+  std::string body;
+};
+
+// The app, as the registry sees it. Implementations answer each call exactly once, from any thread.
+class EntityHost {
+ public:
+  virtual ~EntityHost() = default;
+  // Delivers one message; `epoch` is the fencing token of this pod's ownership of the shard.
+  virtual void deliver(Message message, Epoch epoch,
+                       std::function<void(StatusOr<http::Response>)> done) = 0;
+  // Stops an entity; OK once its state is safe.
+  virtual void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) = 0;
+};
+
+// Why a message was not accepted. The sender retries kNotOwned and kDraining elsewhere or later.
+enum class Refusal {
+  kNotOwned,    // this pod does not own the shard (or it is being handed off)
+  kDraining,    // the pod drains: no new entity starts here
+  kOverloaded,  // the entity's mailbox is full
+};
+
+// The outcome of deliver(): the app's response (ask), 202 once queued (tell), or a refusal.
+struct DeliveryOutcome {
+  std::optional<Refusal> refusal;
+  StatusOr<http::Response> response = http::Response{};
+};
+
+struct EntityRegistryOptions {
+  Duration idleTimeout = std::chrono::seconds(60);  // zero: never passivate
+  std::size_t maxMailbox = 1000;                    // queued messages per entity
+  Duration stopRetryDelay = std::chrono::milliseconds(200);
+};
+
+class EntityRegistry {
+ public:
+  using DeliveryCallback = std::function<void(DeliveryOutcome)>;
+  // Called with the shards that were not released before the deadline (empty: all released).
+  using HandoffCallback = std::function<void(std::vector<ShardId> stillBusy)>;
+
+  EntityRegistry(EntityHost& host, Scheduler& scheduler, EntityRegistryOptions options,
+                 Logger logger);
+  ~EntityRegistry();
+  EntityRegistry(const EntityRegistry&) = delete;
+  EntityRegistry& operator=(const EntityRegistry&) = delete;
+
+  // Takes ownership of `shards` at `epoch`. Idempotent. Returns the shards refused because an
+  // unassign at a newer epoch was already processed (a delayed, stale assign). A shard that is
+  // being handed off is taken back: its remaining entities stay active here.
+  std::vector<ShardId> assign(const std::vector<ShardId>& shards, Epoch epoch);
+
+  // Releases `shards` as of `epoch` (see the epoch fencing above): refuses new messages for them,
+  // lets accepted ones finish, stops their entities, and calls `done` once all are released or
+  // when `timeout` passes (with the shards still busy; they keep handing off in the background).
+  // Shards this pod does not own count as released.
+  void unassign(const std::vector<ShardId>& shards, Epoch epoch, Duration timeout,
+                HandoffCallback done);
+
+  // The watched ShardMap gave `shard` to another pod at `epoch`: release it at once if this pod
+  // holds it at an older epoch.
+  void revokeIfOlder(ShardId shard, Epoch epoch);
+
+  // Refuses new entities from now on, stops every active one (after their accepted messages),
+  // and calls `done(true)` once none is left, or `done(false)` when `timeout` passes first.
+  void drain(Duration timeout, std::function<void(bool complete)> done);
+
+  // Accepts a message for delivery. Ask: `done` gets the app's answer. Tell: `done` gets 202 as
+  // soon as the message is queued; the app's answer is only logged.
+  void deliver(Message message, DeliveryCallback done);
+
+  bool owns(ShardId shard) const;
+  std::optional<Epoch> ownedEpoch(ShardId shard) const;
+  std::vector<ShardId> ownedShards() const;
+  std::size_t activeEntities() const;
+  std::size_t activeEntities(const std::string& type) const;
+  bool draining() const;
+
+ private:
+  struct Pending {
+    Message message;
+    DeliveryCallback done;  // empty for tell (already answered)
+  };
+  struct Entity {
+    ShardId shard = 0;
+    std::deque<Pending> mailbox;
+    bool busy = false;      // a message or the stop call is at the app
+    bool stopping = false;  // the stop call is at the app
+    SteadyTime lastActive{};
+    Scheduler::TaskId idleTimer = 0;
+  };
+  // A caller waiting for shards to be released (an unassign or the drain).
+  struct Handoff {
+    std::vector<ShardId> shards;
+    HandoffCallback done;
+    Scheduler::TaskId deadline = 0;
+  };
+  enum class ShardState { kOwned, kHandingOff };
+  struct Shard {
+    ShardState state = ShardState::kOwned;
+    Epoch epoch = 0;
+    std::size_t entities = 0;
+  };
+  using Lock = std::unique_lock<std::mutex>;
+  // Work to do once the lock is released.
+  using Actions = std::vector<std::function<void()>>;
+
+  void startNextLocked(const EntityKey& key, Entity& e, Actions& out);
+  void onDelivered(const EntityKey& key, DeliveryCallback done, StatusOr<http::Response> result);
+  void onStopped(const EntityKey& key, Status result);
+  void onIdle(const EntityKey& key);
+  void afterTurnLocked(const EntityKey& key, Entity& e, Actions& out);
+  bool handingOffLocked(ShardId shard) const;
+  void beginStopLocked(const EntityKey& key, Entity& e, Actions& out);
+  void removeEntityLocked(const EntityKey& key, Actions& out);
+  void handOffLocked(const std::vector<ShardId>& shards, std::optional<Epoch> fence, Actions& out);
+  void scheduleLocked(Duration delay, std::function<void()> task, Scheduler::TaskId* slot);
+  void waitForReleaseLocked(std::vector<ShardId> shards, Duration timeout, HandoffCallback done,
+                            Actions& out);
+  void completeHandoffsLocked(Actions& out);
+  void onHandoffDeadline(const std::shared_ptr<Handoff>& handoff);
+  static void run(Actions& actions);
+
+  EntityHost& host_;
+  Scheduler& scheduler_;
+  const EntityRegistryOptions options_;
+  Logger log_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<EntityKey, Entity, EntityKeyHash> entities_;
+  std::unordered_map<ShardId, Shard> shards_;
+  std::unordered_map<ShardId, Epoch> fences_;  // epoch of the last unassign/revoke per shard
+  std::vector<std::shared_ptr<Handoff>> handoffs_;
+  bool draining_ = false;
+  std::unordered_map<Scheduler::TaskId, bool> timers_;  // pending timers, cancelled on destruction
+};
+
+}  // namespace kshard::sidecar

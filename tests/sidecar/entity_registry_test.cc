@@ -1,0 +1,327 @@
+#include "sidecar/entity_registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+
+namespace kshard::sidecar {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// An app whose calls are held until the test completes them, so in-flight work is observable.
+class HeldHost : public EntityHost {
+ public:
+  struct Delivery {
+    Message message;
+    Epoch epoch;
+    std::function<void(StatusOr<http::Response>)> done;
+  };
+  struct Stop {
+    EntityKey key;
+    std::function<void(Status)> done;
+  };
+
+  void deliver(Message message, Epoch epoch,
+               std::function<void(StatusOr<http::Response>)> done) override {
+    deliveries.push_back({std::move(message), epoch, std::move(done)});
+  }
+  void stop(const EntityKey& key, ShardId, std::function<void(Status)> done) override {
+    stops.push_back({key, std::move(done)});
+  }
+
+  // Answers the oldest held delivery with `status` and the message body echoed back.
+  void completeDelivery(int status = 200) {
+    ASSERT_FALSE(deliveries.empty()) << "no delivery is held at the app";
+    Delivery d = std::move(deliveries.front());
+    deliveries.pop_front();
+    http::Response r;
+    r.status = status;
+    r.body = d.message.body;
+    d.done(std::move(r));
+  }
+  void completeStop(Status st = {}) {
+    ASSERT_FALSE(stops.empty()) << "no stop call is held at the app";
+    Stop s = std::move(stops.front());
+    stops.pop_front();
+    s.done(std::move(st));
+  }
+
+  std::deque<Delivery> deliveries;
+  std::deque<Stop> stops;
+};
+
+struct Outcomes {
+  std::vector<DeliveryOutcome> got;
+  EntityRegistry::DeliveryCallback callback() {
+    return [this](DeliveryOutcome o) { got.push_back(std::move(o)); };
+  }
+};
+
+Message msg(const std::string& id, ShardId shard, std::string body = "",
+            DeliveryMode mode = DeliveryMode::kAsk) {
+  Message m;
+  m.key = {"counter", id};
+  m.shard = shard;
+  m.mode = mode;
+  m.body = std::move(body);
+  return m;
+}
+
+class EntityRegistryTest : public ::testing::Test {
+ protected:
+  EntityRegistryTest()
+      : registry_(host_, scheduler_, options(), Logger("test", LogLevel::kError)) {}
+
+  static EntityRegistryOptions options() {
+    EntityRegistryOptions o;
+    o.idleTimeout = seconds(60);
+    o.maxMailbox = 3;
+    return o;
+  }
+
+  HeldHost host_;
+  ManualScheduler scheduler_;
+  EntityRegistry registry_;
+  Outcomes out_;
+};
+
+TEST_F(EntityRegistryTest, RefusesMessagesForShardsItDoesNotOwn) {
+  registry_.deliver(msg("a", 7), out_.callback());
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kNotOwned);
+  EXPECT_TRUE(host_.deliveries.empty());
+}
+
+TEST_F(EntityRegistryTest, DeliversOneMessageAtATimePerEntityInOrder) {
+  ASSERT_THAT(registry_.assign({7}, 3), IsEmpty());
+  registry_.deliver(msg("a", 7, "1"), out_.callback());
+  registry_.deliver(msg("a", 7, "2"), out_.callback());
+  registry_.deliver(msg("a", 7, "3"), out_.callback());
+  ASSERT_EQ(host_.deliveries.size(), 1u) << "a second message reached a busy entity";
+  EXPECT_EQ(host_.deliveries[0].message.body, "1");
+  EXPECT_EQ(host_.deliveries[0].epoch, 3u);
+  host_.completeDelivery();
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  EXPECT_EQ(host_.deliveries[0].message.body, "2");
+  host_.completeDelivery();
+  host_.completeDelivery();
+  ASSERT_EQ(out_.got.size(), 3u);
+  EXPECT_EQ(out_.got[0].response->body, "1");
+  EXPECT_EQ(out_.got[1].response->body, "2");
+  EXPECT_EQ(out_.got[2].response->body, "3");
+}
+
+TEST_F(EntityRegistryTest, DifferentEntitiesRunConcurrently) {
+  ASSERT_THAT(registry_.assign({7, 8}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  registry_.deliver(msg("b", 7), out_.callback());
+  registry_.deliver(msg("c", 8), out_.callback());
+  EXPECT_EQ(host_.deliveries.size(), 3u);
+  EXPECT_EQ(registry_.activeEntities(), 3u);
+}
+
+TEST_F(EntityRegistryTest, TellIsAnsweredWhenQueuedAndStillDelivered) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7, "x", DeliveryMode::kTell), out_.callback());
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_FALSE(out_.got[0].refusal.has_value());
+  EXPECT_EQ(out_.got[0].response->status, 202);
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  host_.completeDelivery();
+  EXPECT_EQ(out_.got.size(), 1u) << "a tell was answered twice";
+}
+
+TEST_F(EntityRegistryTest, FullMailboxRefusesWithOverload) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  for (int i = 0; i < 5; ++i) registry_.deliver(msg("a", 7), out_.callback());
+  // One at the app, three queued, the fifth refused.
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kOverloaded);
+}
+
+TEST_F(EntityRegistryTest, PassivatesAfterIdleTimeout) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(59));
+  EXPECT_TRUE(host_.stops.empty());
+  scheduler_.advance(seconds(1));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_EQ(host_.stops[0].key.id, "a");
+  EXPECT_EQ(registry_.activeEntities(), 1u) << "removed before the app confirmed the stop";
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  EXPECT_TRUE(registry_.owns(7));
+}
+
+TEST_F(EntityRegistryTest, ActivityPostponesPassivation) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(30));
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(59));
+  EXPECT_TRUE(host_.stops.empty()) << "stopped 59 s after its last message";
+  scheduler_.advance(seconds(1));
+  EXPECT_EQ(host_.stops.size(), 1u);
+}
+
+TEST_F(EntityRegistryTest, MessageDuringPassivationRestartsTheEntityAfterTheStop) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7, "1"), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(60));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  registry_.deliver(msg("a", 7, "2"), out_.callback());
+  EXPECT_TRUE(host_.deliveries.empty()) << "delivered while the entity was stopping";
+  host_.completeStop();
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  EXPECT_EQ(host_.deliveries[0].message.body, "2");
+}
+
+TEST_F(EntityRegistryTest, UnassignWaitsForInFlightMessages) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7, "1"), out_.callback());
+  registry_.deliver(msg("a", 7, "2"), out_.callback());  // queued, accepted before the unassign
+  std::optional<std::vector<ShardId>> released;
+  registry_.unassign({7}, 2, seconds(30), [&](std::vector<ShardId> busy) { released = busy; });
+  EXPECT_FALSE(released.has_value());
+  EXPECT_FALSE(registry_.owns(7));
+
+  registry_.deliver(msg("b", 7), out_.callback());  // new work for the shard is refused
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kNotOwned);
+
+  host_.completeDelivery();  // "1"
+  host_.completeDelivery();  // "2", accepted before the unassign, still delivered
+  EXPECT_FALSE(released.has_value());
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  ASSERT_TRUE(released.has_value());
+  EXPECT_THAT(*released, IsEmpty());
+  EXPECT_EQ(out_.got.size(), 3u);
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(EntityRegistryTest, UnassignOfIdleShardReturnsAtOnce) {
+  ASSERT_THAT(registry_.assign({7, 9}, 1), IsEmpty());
+  std::optional<std::vector<ShardId>> released;
+  registry_.unassign({7, 9, 11}, 2, seconds(30), [&](std::vector<ShardId> b) { released = b; });
+  ASSERT_TRUE(released.has_value());
+  EXPECT_THAT(*released, IsEmpty());
+  EXPECT_THAT(registry_.ownedShards(), IsEmpty());
+}
+
+TEST_F(EntityRegistryTest, UnassignNamesShardsStillBusyAtTheDeadline) {
+  ASSERT_THAT(registry_.assign({7, 8}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  std::optional<std::vector<ShardId>> released;
+  registry_.unassign({7, 8}, 2, seconds(30), [&](std::vector<ShardId> b) { released = b; });
+  scheduler_.advance(seconds(30));
+  ASSERT_TRUE(released.has_value());
+  EXPECT_THAT(*released, ElementsAre(7));
+  // The handoff goes on in the background and the shard is released when the work ends.
+  host_.completeDelivery();
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  EXPECT_FALSE(registry_.owns(7));
+}
+
+TEST_F(EntityRegistryTest, StopFailureDuringHandoffIsRetried) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  bool released = false;
+  registry_.unassign({7}, 2, seconds(30), [&](std::vector<ShardId> b) { released = b.empty(); });
+  host_.completeStop(unavailable("app restarting"));
+  EXPECT_FALSE(released);
+  EXPECT_TRUE(host_.stops.empty());
+  scheduler_.advance(milliseconds(200));
+  ASSERT_EQ(host_.stops.size(), 1u) << "the failed stop was not retried";
+  host_.completeStop();
+  EXPECT_TRUE(released);
+}
+
+TEST_F(EntityRegistryTest, StaleAssignAfterUnassignIsRefused) {
+  ASSERT_THAT(registry_.assign({7}, 5), IsEmpty());
+  registry_.unassign({7}, 6, seconds(1), [](std::vector<ShardId>) {});
+  // A copy of an earlier assign arriving late must not take the shard back.
+  EXPECT_THAT(registry_.assign({7}, 5), ElementsAre(7));
+  EXPECT_FALSE(registry_.owns(7));
+  EXPECT_THAT(registry_.assign({7}, 6), IsEmpty());
+  EXPECT_EQ(registry_.ownedEpoch(7), 6u);
+}
+
+TEST_F(EntityRegistryTest, AssignIsIdempotent) {
+  ASSERT_THAT(registry_.assign({7, 8}, 5), IsEmpty());
+  ASSERT_THAT(registry_.assign({7, 8}, 5), IsEmpty());
+  EXPECT_THAT(registry_.ownedShards(), ElementsAre(7, 8));
+  EXPECT_EQ(registry_.ownedEpoch(7), 5u);
+}
+
+TEST_F(EntityRegistryTest, RevokeReleasesOnlyAnOlderOwnership) {
+  ASSERT_THAT(registry_.assign({7, 8}, 5), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  registry_.revokeIfOlder(8, 5);  // same epoch: the map still agrees with us
+  EXPECT_TRUE(registry_.owns(8));
+  registry_.revokeIfOlder(7, 9);
+  EXPECT_FALSE(registry_.owns(7));
+  host_.completeDelivery();
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  EXPECT_THAT(registry_.assign({7}, 8), ElementsAre(7)) << "revocation did not fence epoch 8";
+}
+
+TEST_F(EntityRegistryTest, DrainStopsEveryEntityAndRefusesNewOnes) {
+  ASSERT_THAT(registry_.assign({7, 8}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  registry_.deliver(msg("b", 8), out_.callback());  // still at the app when the drain starts
+  std::optional<bool> drained;
+  registry_.drain(seconds(30), [&](bool complete) { drained = complete; });
+  EXPECT_TRUE(registry_.draining());
+  ASSERT_EQ(host_.stops.size(), 1u);  // "a" was idle
+  registry_.deliver(msg("c", 7), out_.callback());
+  EXPECT_EQ(out_.got.back().refusal, Refusal::kNotOwned);
+  EXPECT_THAT(registry_.assign({9}, 2), ElementsAre(9)) << "a draining pod took a shard";
+  host_.completeStop();
+  EXPECT_FALSE(drained.has_value());
+  host_.completeDelivery();  // "b" finishes, then stops
+  host_.completeStop();
+  ASSERT_TRUE(drained.has_value());
+  EXPECT_TRUE(*drained);
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(EntityRegistryTest, DrainReportsIncompleteAtTheDeadline) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  std::optional<bool> drained;
+  registry_.drain(seconds(5), [&](bool complete) { drained = complete; });
+  scheduler_.advance(seconds(5));
+  ASSERT_TRUE(drained.has_value());
+  EXPECT_FALSE(*drained);
+}
+
+TEST_F(EntityRegistryTest, DestructionCancelsPendingTimers) {
+  {
+    HeldHost host;
+    EntityRegistry registry(host, scheduler_, options(), Logger("test", LogLevel::kError));
+    ASSERT_THAT(registry.assign({1}, 1), IsEmpty());
+    registry.deliver(msg("a", 1), [](DeliveryOutcome) {});
+    host.completeDelivery();
+    EXPECT_GT(scheduler_.pending(), 0u);
+  }
+  EXPECT_EQ(scheduler_.pending(), 0u);
+  scheduler_.advance(seconds(120));
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

@@ -2,7 +2,12 @@
 //
 // Connections are kept alive and reused. Every request has a deadline (the request's own timeout
 // or the client's default); a transport failure or a timeout is a non-OK Status (Unavailable,
-// DeadlineExceeded), while any HTTP status the server sent is an OK Response.
+// DeadlineExceeded, ResourceExhausted for a body over maxResponseBytes), while any HTTP status the
+// server sent is an OK Response. Adapters never throw.
+//
+// A request that failed on a reused keep-alive connection before any response byte arrived is
+// retried once on a fresh connection only when its method is idempotent (GET, HEAD, PUT, DELETE,
+// OPTIONS): a POST may have been processed, and retrying it is the caller's decision.
 #pragma once
 
 #include <chrono>
@@ -34,9 +39,15 @@ struct ClientOptions {
   std::string baseUrl;  // scheme://host:port, no path
   std::chrono::milliseconds connectTimeout{std::chrono::seconds(3)};
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(30)};
-  std::size_t maxConnections = 32;           // open connections kept to the origin
+  std::size_t maxConnections = 32;           // idle connections kept open to the origin
   std::size_t maxResponseBytes = 64u << 20;  // larger bodies fail with ResourceExhausted
+  // An idle pooled connection older than this is closed instead of reused: servers close idle
+  // connections after their own timeout (ours: requestTimeout, nginx: 75 s), and reusing one the
+  // server is closing fails the request.
+  std::chrono::milliseconds idleTimeout{std::chrono::seconds(15)};
   std::string userAgent = "kshard";
+  // I/O threads of adapters that own theirs (Beast). cpprestsdk runs on its process-wide pool.
+  int threads = 1;
   TlsClientOptions tls;
 };
 
@@ -61,10 +72,13 @@ class Client {
   // Sends `request` (its target is the path and query) and calls `done` exactly once, on a
   // client thread, with the response or the transport error.
   virtual void send(Request request, ResponseCallback done) = 0;
-  // Opens a streaming response; returns once the status and headers arrived.
+  // Opens a streaming response; returns once the status and headers arrived (within the request's
+  // deadline). The body then has no deadline: each read() has its own timeout. A stream's
+  // connection is not shared with other requests.
   virtual StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) = 0;
 
-  // Blocking convenience over send().
+  // Blocking convenience over send(). Never call it on a client or server I/O thread: it waits
+  // for work that thread would have to do.
   StatusOr<Response> sendSync(Request request);
 };
 

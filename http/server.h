@@ -1,31 +1,58 @@
 // Http::Server: kshard's HTTP server interface.
 //
 // Routing is by method and path pattern ("/v1/entities/{type}/{id}"); captures match one path
-// segment and are percent-decoded. Unknown paths get 404 and known paths with another method 405,
-// both as JSON errors. Bodies over `maxBodyBytes` get 413 without the handler running.
+// segment and are percent-decoded (see http/router.h). Unknown paths get 404 and known paths with
+// another method 405, both as JSON errors. Bodies over `maxBodyBytes` get 413 without the handler
+// running.
 //
 // Handlers are asynchronous: they receive the request and a one-shot Responder which they may
 // complete later, from any thread (the proxy path forwards and answers when the owner replies).
 // A Responder destroyed without answering sends 500 so that a client is never left hanging.
+// Handlers run on a server thread and must not block it: long work belongs elsewhere, with the
+// Responder moved along.
+//
+// A handler may instead stream its answer (a watch, a log tail): Responder::startStream sends the
+// status and headers at once and returns a StreamWriter whose chunks go out as they are written
+// (chunked transfer encoding).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "base/logger.h"
 #include "base/status.h"
 #include "http/message.h"
 
 namespace kshard::http {
 
+// The body of a streamed response. Every method may be called from any thread; chunks go out in
+// the order written. Destroying a writer that was neither finished nor aborted finishes it.
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  // Queues `chunk` (an empty chunk is ignored). False once the stream is finished, aborted or the
+  // peer has gone; the chunk is then dropped.
+  virtual bool write(std::string chunk) = 0;
+  // Ends the body properly (the last chunk); the connection may carry further requests.
+  virtual void finish() = 0;
+  // Cuts the connection without ending the body: the client sees a truncated response, as when a
+  // server dies mid-stream.
+  virtual void abort() = 0;
+};
+
 class Responder {
  public:
   using SendFn = std::function<void(Response)>;
+  using StartStreamFn = std::function<std::unique_ptr<StreamWriter>(int status, Headers headers)>;
+
   Responder() = default;
-  explicit Responder(SendFn send);
+  // `startStream` is empty for servers (or tests) that cannot stream.
+  explicit Responder(SendFn send, StartStreamFn startStream = nullptr);
   Responder(Responder&&) noexcept;
   Responder& operator=(Responder&&) noexcept;
   Responder(const Responder&) = delete;
@@ -34,10 +61,14 @@ class Responder {
 
   // Answers the request. A second call is ignored.
   void send(Response response);
+  // Answers with a streamed body instead. FailedPrecondition when the request was already answered
+  // or the server cannot stream.
+  StatusOr<std::unique_ptr<StreamWriter>> startStream(int status, Headers headers);
   bool sent() const { return send_ == nullptr; }
 
  private:
   SendFn send_;
+  StartStreamFn startStream_;
 };
 
 using Handler = std::function<void(Request request, Responder responder)>;
@@ -53,8 +84,12 @@ struct ServerOptions {
   std::size_t maxBodyBytes = 4u << 20;
   // Longest time to receive one request's headers and body; also the keep-alive idle timeout.
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(30)};
+  // I/O threads of adapters that own theirs (Beast). cpprestsdk runs on its process-wide pool.
   int threads = 2;
   std::optional<TlsServerOptions> tls;
+  // Where the adapter reports what it cannot answer to anyone (a handler that threw, a failed
+  // write). None: such events are dropped silently.
+  std::optional<Logger> logger;
 };
 
 class Server {

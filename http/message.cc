@@ -1,0 +1,143 @@
+#include "http/message.h"
+
+#include <array>
+#include <nlohmann/json.hpp>
+
+namespace kshard::http {
+
+namespace {
+
+constexpr std::array<std::pair<Method, std::string_view>, 7> kMethodNames = {{
+    {Method::kGet, "GET"},
+    {Method::kHead, "HEAD"},
+    {Method::kPost, "POST"},
+    {Method::kPut, "PUT"},
+    {Method::kPatch, "PATCH"},
+    {Method::kDelete, "DELETE"},
+    {Method::kOptions, "OPTIONS"},
+}};
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+int hexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool isUnreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+}  // namespace
+
+std::string_view methodName(Method m) {
+  for (const auto& [method, name] : kMethodNames) {
+    if (method == m) return name;
+  }
+  return "GET";
+}
+
+std::optional<Method> parseMethod(std::string_view name) {
+  // Method names are case-sensitive (RFC 9110, 9.1).
+  for (const auto& [method, methodText] : kMethodNames) {
+    if (methodText == name) return method;
+  }
+  return std::nullopt;
+}
+
+void Headers::add(std::string name, std::string value) {
+  entries_.emplace_back(std::move(name), std::move(value));
+}
+
+void Headers::set(std::string name, std::string value) {
+  remove(name);
+  add(std::move(name), std::move(value));
+}
+
+void Headers::remove(std::string_view name) {
+  std::erase_if(entries_, [&](const Entry& e) { return equalsIgnoreCase(e.first, name); });
+}
+
+std::optional<std::string_view> Headers::get(std::string_view name) const {
+  for (const auto& [entryName, value] : entries_) {
+    if (equalsIgnoreCase(entryName, name)) return std::string_view(value);
+  }
+  return std::nullopt;
+}
+
+std::string_view Request::param(std::string_view name) const {
+  const auto it = params.find(std::string(name));
+  return it == params.end() ? std::string_view() : std::string_view(it->second);
+}
+
+std::optional<std::string_view> Request::queryParam(std::string_view name) const {
+  const auto it = query.find(std::string(name));
+  if (it == query.end()) return std::nullopt;
+  return std::string_view(it->second);
+}
+
+Response Response::json(int status, std::string body) {
+  Response r;
+  r.status = status;
+  r.headers.set("Content-Type", "application/json");
+  r.body = std::move(body);
+  return r;
+}
+
+Response Response::error(int status, std::string_view code, std::string_view message) {
+  // nlohmann_json escapes quotes, control characters and invalid UTF-8 is replaced rather than
+  // thrown on, so any message (an entity id, a peer's error text) yields valid JSON.
+  const nlohmann::json body = {{"error", {{"code", code}, {"message", message}}}};
+  return json(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+bool percentDecode(std::string_view in, std::string& out, bool plusIsSpace) {
+  out.clear();
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      const int hi = hexValue(in[i + 1]);
+      const int lo = hexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plusIsSpace) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return true;
+}
+
+std::string percentEncode(std::string_view in) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(in.size());
+  for (const char ch : in) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (isUnreserved(c)) {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0x0F]);
+    }
+  }
+  return out;
+}
+
+}  // namespace kshard::http

@@ -1,0 +1,188 @@
+#include "http/router.h"
+
+#include <cassert>
+#include <exception>
+#include <utility>
+
+namespace kshard::http {
+
+namespace {
+
+constexpr Method kAllMethods[] = {Method::kGet,   Method::kHead,   Method::kPost,   Method::kPut,
+                                  Method::kPatch, Method::kDelete, Method::kOptions};
+
+// Splits "/a/b/c" into {"a", "b", "c"}; "/" is one empty segment, as is a trailing "/".
+std::vector<std::string_view> splitPath(std::string_view path) {
+  std::vector<std::string_view> segments;
+  std::size_t start = 1;
+  while (true) {
+    const std::size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) {
+      segments.push_back(path.substr(start));
+      return segments;
+    }
+    segments.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+}
+
+bool isCapture(std::string_view segment) {
+  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+}  // namespace
+
+struct Router::Node {
+  struct Route {
+    Handler handler;
+    std::vector<std::string> captureNames;  // in path order
+  };
+  std::map<std::string, std::unique_ptr<Node>, std::less<>> literals;
+  std::unique_ptr<Node> capture;
+  std::map<Method, Route> routes;
+};
+
+Router::Router(std::optional<Logger> logger)
+    : root_(std::make_unique<Node>()), logger_(std::move(logger)) {}
+Router::~Router() = default;
+Router::Router(Router&&) noexcept = default;
+Router& Router::operator=(Router&&) noexcept = default;
+
+void Router::add(Method method, std::string_view pattern, Handler handler) {
+  assert(!pattern.empty() && pattern.front() == '/' && "route patterns are absolute paths");
+  Node* node = root_.get();
+  std::vector<std::string> names;
+  for (const std::string_view segment : splitPath(pattern)) {
+    if (isCapture(segment)) {
+      names.emplace_back(segment.substr(1, segment.size() - 2));
+      if (node->capture == nullptr) node->capture = std::make_unique<Node>();
+      node = node->capture.get();
+    } else {
+      assert(segment.find_first_of("{}") == std::string_view::npos &&
+             "a capture must be a whole segment");
+      auto it = node->literals.find(segment);
+      if (it == node->literals.end()) {
+        it = node->literals.emplace(std::string(segment), std::make_unique<Node>()).first;
+      }
+      node = it->second.get();
+    }
+  }
+  node->routes[method] = Node::Route{std::move(handler), std::move(names)};
+}
+
+void Router::dispatch(Request request, Responder responder) const {
+  std::string_view target = request.target;
+  if (const std::size_t hash = target.find('#'); hash != std::string_view::npos) {
+    target = target.substr(0, hash);
+  }
+  const std::size_t question = target.find('?');
+  const std::string_view path = target.substr(0, question);
+  if (path.empty() || path.front() != '/') {
+    responder.send(Response::error(400, "InvalidArgument",
+                                   "request target must be an absolute path: " + request.target));
+    return;
+  }
+  request.path = std::string(path);
+  request.query.clear();
+  if (question != std::string_view::npos &&
+      !parseQuery(target.substr(question + 1), request.query)) {
+    responder.send(
+        Response::error(400, "InvalidArgument", "malformed percent-escape in the query string"));
+    return;
+  }
+
+  std::vector<std::string> segments;
+  for (const std::string_view raw : splitPath(path)) {
+    std::string decoded;
+    if (!percentDecode(raw, decoded)) {
+      responder.send(
+          Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
+      return;
+    }
+    segments.push_back(std::move(decoded));
+  }
+
+  // Every node the path reaches, literal branches first, so the first candidate that has the
+  // method is the most specific route.
+  std::vector<std::pair<const Node*, std::vector<std::string>>> candidates;
+  std::vector<std::string> captures;
+  auto walk = [&](auto&& self, const Node* node, std::size_t index) -> void {
+    if (index == segments.size()) {
+      if (!node->routes.empty()) candidates.emplace_back(node, captures);
+      return;
+    }
+    const std::string& segment = segments[index];
+    if (const auto it = node->literals.find(segment); it != node->literals.end()) {
+      self(self, it->second.get(), index + 1);
+    }
+    if (node->capture != nullptr && !segment.empty()) {
+      captures.push_back(segment);
+      self(self, node->capture.get(), index + 1);
+      captures.pop_back();
+    }
+  };
+  walk(walk, root_.get(), 0);
+
+  for (auto& [node, values] : candidates) {
+    const auto route = node->routes.find(request.method);
+    if (route == node->routes.end()) continue;
+    request.params.clear();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      request.params[route->second.captureNames[i]] = std::move(values[i]);
+    }
+    try {
+      route->second.handler(std::move(request), std::move(responder));
+    } catch (const std::exception& e) {
+      // The handler owned the Responder; unwinding destroyed it, which answered 500.
+      if (logger_) {
+        logger_->error("http handler threw", {{"path", std::string(path)}, {"error", e.what()}});
+      }
+    }
+    return;
+  }
+
+  if (candidates.empty()) {
+    responder.send(Response::error(
+        404, "NotFound",
+        "no route for " + std::string(methodName(request.method)) + " " + std::string(path)));
+    return;
+  }
+  std::string allow;
+  for (const Method m : kAllMethods) {
+    for (const auto& candidate : candidates) {
+      if (candidate.first->routes.contains(m)) {
+        if (!allow.empty()) allow += ", ";
+        allow += methodName(m);
+        break;
+      }
+    }
+  }
+  Response response = Response::error(
+      405, "MethodNotAllowed",
+      std::string(methodName(request.method)) + " is not allowed on " + std::string(path));
+  response.headers.set("Allow", allow);
+  responder.send(std::move(response));
+}
+
+bool parseQuery(std::string_view query, std::map<std::string, std::string>& out) {
+  std::size_t start = 0;
+  while (start <= query.size()) {
+    std::size_t end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    const std::string_view pair = query.substr(start, end - start);
+    if (!pair.empty()) {
+      const std::size_t eq = pair.find('=');
+      std::string key;
+      std::string value;
+      if (!percentDecode(pair.substr(0, eq), key, true)) return false;
+      if (eq != std::string_view::npos && !percentDecode(pair.substr(eq + 1), value, true)) {
+        return false;
+      }
+      out.emplace(std::move(key), std::move(value));
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace kshard::http

@@ -1,0 +1,114 @@
+#include "http/message.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kshard::http {
+namespace {
+
+TEST(MethodTest, NamesRoundTrip) {
+  for (Method m : {Method::kGet, Method::kHead, Method::kPost, Method::kPut, Method::kPatch,
+                   Method::kDelete, Method::kOptions}) {
+    const auto parsed = parseMethod(methodName(m));
+    ASSERT_TRUE(parsed.has_value()) << methodName(m);
+    EXPECT_EQ(*parsed, m);
+  }
+}
+
+TEST(MethodTest, ParseIsCaseSensitiveAndRejectsUnknown) {
+  EXPECT_FALSE(parseMethod("get").has_value());
+  EXPECT_FALSE(parseMethod("TRACE").has_value());
+  EXPECT_FALSE(parseMethod("").has_value());
+}
+
+TEST(HeadersTest, GetIsCaseInsensitiveAndReturnsFirst) {
+  Headers h;
+  h.add("Content-Type", "application/json");
+  h.add("X-Tag", "a");
+  h.add("x-tag", "b");
+  EXPECT_EQ(h.get("content-type"), "application/json");
+  EXPECT_EQ(h.get("X-TAG"), "a");
+  EXPECT_FALSE(h.get("missing").has_value());
+  EXPECT_EQ(h.size(), 3u);
+}
+
+TEST(HeadersTest, SetReplacesEveryFieldOfThatName) {
+  Headers h;
+  h.add("X-Tag", "a");
+  h.add("x-tag", "b");
+  h.add("Other", "c");
+  h.set("X-TAG", "z");
+  EXPECT_EQ(h.size(), 2u);
+  EXPECT_EQ(h.get("x-tag"), "z");
+  h.remove("other");
+  EXPECT_FALSE(h.has("Other"));
+}
+
+TEST(RequestTest, ParamAndQueryParamLookups) {
+  Request r;
+  r.params["id"] = "a/b";
+  r.query["mode"] = "tell";
+  EXPECT_EQ(r.param("id"), "a/b");
+  EXPECT_EQ(r.param("type"), "");
+  EXPECT_EQ(r.queryParam("mode"), "tell");
+  EXPECT_FALSE(r.queryParam("x").has_value());
+}
+
+TEST(ResponseTest, JsonSetsContentType) {
+  const Response r = Response::json(201, R"({"a":1})");
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.headers.get("Content-Type"), "application/json");
+  EXPECT_EQ(r.body, R"({"a":1})");
+}
+
+TEST(ResponseTest, ErrorEscapesAnyMessage) {
+  const std::string message = "quote \" backslash \\ newline \n tab \t control \x01 end";
+  const Response r = Response::error(409, "EntityNotManagedByThisPod", message);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(r.headers.get("Content-Type"), "application/json");
+  const auto body = nlohmann::json::parse(r.body);
+  EXPECT_EQ(body["error"]["code"], "EntityNotManagedByThisPod");
+  EXPECT_EQ(body["error"]["message"], message);
+}
+
+TEST(ResponseTest, ErrorWithInvalidUtf8StillYieldsJson) {
+  const Response r = Response::error(400, "InvalidArgument", "bad \xff\xfe bytes");
+  const auto body = nlohmann::json::parse(r.body);
+  EXPECT_EQ(body["error"]["code"], "InvalidArgument");
+}
+
+TEST(PercentTest, DecodesEscapesAndKeepsPlusInPaths) {
+  std::string out;
+  ASSERT_TRUE(percentDecode("a%2Fb%20c+d", out));
+  EXPECT_EQ(out, "a/b c+d");
+  ASSERT_TRUE(percentDecode("a+b%2b", out, /*plusIsSpace=*/true));
+  EXPECT_EQ(out, "a b+");
+  ASSERT_TRUE(percentDecode("%e2%82%AC", out));
+  EXPECT_EQ(out, "\xe2\x82\xac");
+}
+
+TEST(PercentTest, RejectsMalformedEscapes) {
+  std::string out;
+  EXPECT_FALSE(percentDecode("%", out));
+  EXPECT_FALSE(percentDecode("abc%2", out));
+  EXPECT_FALSE(percentDecode("%zz", out));
+  EXPECT_FALSE(percentDecode("%2g", out));
+}
+
+TEST(PercentTest, EncodeKeepsOnlyUnreserved) {
+  EXPECT_EQ(percentEncode("AZaz09-._~"), "AZaz09-._~");
+  EXPECT_EQ(percentEncode("a/b c?d#e%f+"), "a%2Fb%20c%3Fd%23e%25f%2B");
+  EXPECT_EQ(percentEncode("\xe2\x82\xac"), "%E2%82%AC");
+}
+
+TEST(PercentTest, EncodeThenDecodeRoundTripsEveryByte) {
+  std::string all;
+  for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
+  std::string back;
+  ASSERT_TRUE(percentDecode(percentEncode(all), back));
+  EXPECT_EQ(back, all);
+}
+
+}  // namespace
+}  // namespace kshard::http

@@ -6,6 +6,7 @@
 // (seconds, bytes).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,10 +46,13 @@ class Family {
  public:
   virtual ~Family() = default;
   virtual Metric& with(const Labels& labels) = 0;
-  // Removes a child (e.g. a ShardMap that was deleted).
+  // Removes a child (e.g. a ShardMap that was deleted). References to it become invalid: drop
+  // cached ones first. A later with() of the same labels starts a new child from zero.
   virtual void remove(const Labels& labels) = 0;
 };
 
+// Asking twice for the same name returns the same family; the same name with another kind of
+// metric is a programming error (std::logic_error, at construction time).
 class Registry {
  public:
   virtual ~Registry() = default;

@@ -1,0 +1,210 @@
+#include "protocol/wire.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/utf8.h"
+
+namespace kshard::protocol {
+namespace {
+
+using nlohmann::json;
+
+// Parses a request body as a JSON object. nlohmann reports malformed input by exception; it is
+// turned into a Status here, at the edge.
+StatusOr<json> parseObject(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalidArgument("body is not valid JSON");
+  if (!j.is_object()) return invalidArgument("body must be a JSON object");
+  return j;
+}
+
+// A required string field of at most `maxLen` bytes of valid UTF-8.
+Status readString(const json& j, const char* field, std::size_t maxLen, bool required,
+                  std::string& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (required) return invalidArgument(std::string(field) + ": required");
+    return {};
+  }
+  if (!it->is_string()) return invalidArgument(std::string(field) + ": must be a string");
+  const auto& s = it->get_ref<const std::string&>();
+  if (required && s.empty()) return invalidArgument(std::string(field) + ": must not be empty");
+  if (s.size() > maxLen) {
+    return invalidArgument(std::string(field) + ": longer than " + std::to_string(maxLen) +
+                           " bytes");
+  }
+  if (Status u = validateUtf8(s); !u.ok()) return u.withContext(field);
+  out = s;
+  return {};
+}
+
+Status readEpoch(const json& j, const char* field, Epoch& out) {
+  auto it = j.find(field);
+  if (it == j.end()) return invalidArgument(std::string(field) + ": required");
+  if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0)) {
+    return invalidArgument(std::string(field) + ": must be a non-negative integer");
+  }
+  out = it->get<Epoch>();
+  return {};
+}
+
+Status readShards(const json& j, const char* field, std::int32_t shardCount,
+                  sharding::ShardSet& out) {
+  std::string text;
+  if (Status s = readString(j, field, 1u << 20, false, text); !s.ok()) return s;
+  if (j.find(field) == j.end()) return invalidArgument(std::string(field) + ": required");
+  auto set = sharding::ShardSet::parse(text, shardCount);
+  if (!set.ok()) return set.status().withContext(field);
+  out = std::move(*set);
+  return {};
+}
+
+constexpr std::size_t kMaxNameLen = 253;
+constexpr std::size_t kMaxUidLen = 128;
+constexpr std::size_t kMaxAddressLen = 261;  // host name (253) + ':' + port
+constexpr std::size_t kMaxVersionLen = 63;   // a label value
+
+Status validateAddress(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return invalidArgument("address: must be host:port");
+  }
+  const std::string port = address.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) == 0 || std::stoi(port) > 65535) {
+    return invalidArgument("address: port must be 1..65535");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string encode(const RegisterRequest& r) {
+  return json{{"pod", r.pod}, {"uid", r.uid}, {"address", r.address}, {"version", r.version}}
+      .dump();
+}
+std::string encode(const EpochResponse& r) { return json{{"epoch", r.epoch}}.dump(); }
+std::string encode(const UnregisterRequest& r) {
+  return json{{"pod", r.pod}, {"uid", r.uid}}.dump();
+}
+std::string encode(const NotifyUnhealthyRequest& r) { return json{{"pod", r.pod}}.dump(); }
+std::string encode(const PingResponse& r) {
+  return json{{"pod", r.pod}, {"uid", r.uid}, {"epoch", r.epoch}, {"shards", r.shards}}.dump();
+}
+std::string encode(const ShardsRequest& r) {
+  return json{{"shardMap", r.shardMap}, {"epoch", r.epoch}, {"shards", r.shards.toString()}}.dump();
+}
+std::string encode(const AssignResponse& r) {
+  return json{{"refused", r.refused.toString()}}.dump();
+}
+
+StatusOr<RegisterRequest> decodeRegisterRequest(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  RegisterRequest r;
+  for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
+                   readString(*j, "uid", kMaxUidLen, true, r.uid),
+                   readString(*j, "address", kMaxAddressLen, true, r.address),
+                   readString(*j, "version", kMaxVersionLen, false, r.version)}) {
+    if (!s.ok()) return s;
+  }
+  if (Status s = validateAddress(r.address); !s.ok()) return s;
+  return r;
+}
+
+StatusOr<EpochResponse> decodeEpochResponse(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  EpochResponse r;
+  if (Status s = readEpoch(*j, "epoch", r.epoch); !s.ok()) return s;
+  return r;
+}
+
+StatusOr<UnregisterRequest> decodeUnregisterRequest(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  UnregisterRequest r;
+  for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
+                   readString(*j, "uid", kMaxUidLen, true, r.uid)}) {
+    if (!s.ok()) return s;
+  }
+  return r;
+}
+
+StatusOr<NotifyUnhealthyRequest> decodeNotifyUnhealthyRequest(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  NotifyUnhealthyRequest r;
+  if (Status s = readString(*j, "pod", kMaxNameLen, true, r.pod); !s.ok()) return s;
+  return r;
+}
+
+StatusOr<PingResponse> decodePingResponse(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  PingResponse r;
+  for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
+                   readString(*j, "uid", kMaxUidLen, false, r.uid), readEpoch(*j, "epoch", r.epoch),
+                   readString(*j, "shards", 1u << 20, false, r.shards)}) {
+    if (!s.ok()) return s;
+  }
+  return r;
+}
+
+StatusOr<ShardsRequest> decodeShardsRequest(std::string_view body, std::int32_t shardCount) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  ShardsRequest r;
+  for (Status s :
+       {readString(*j, "shardMap", 2 * kMaxNameLen + 1, true, r.shardMap),
+        readEpoch(*j, "epoch", r.epoch), readShards(*j, "shards", shardCount, r.shards)}) {
+    if (!s.ok()) return s;
+  }
+  if (auto ref = parseShardMapRef(r.shardMap); !ref.ok()) return ref.status();
+  return r;
+}
+
+StatusOr<AssignResponse> decodeAssignResponse(std::string_view body, std::int32_t shardCount) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  AssignResponse r;
+  if (Status s = readShards(*j, "refused", shardCount, r.refused); !s.ok()) return s;
+  return r;
+}
+
+bool isDnsLabel(std::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+bool isDnsSubdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = s.find('.', start);
+    if (!isDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+StatusOr<ShardMapRef> parseShardMapRef(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    return invalidArgument("shard map must be {namespace}/{name}, got \"" +
+                           std::string(text.substr(0, 64)) + "\"");
+  }
+  ShardMapRef ref{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
+  if (!isDnsLabel(ref.ns)) return invalidArgument("shard map namespace is not a valid name");
+  if (!isDnsSubdomain(ref.name)) return invalidArgument("shard map name is not a valid name");
+  return ref;
+}
+
+}  // namespace kshard::protocol

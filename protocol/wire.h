@@ -1,0 +1,130 @@
+// The wire contracts between kshard-operator and kshard-sidecar (DESIGN.md "Wire contracts"):
+// the bodies of the manager API (operator :7200) and of the peer API's control calls (sidecar
+// :7101), the error codes both sides use, and the header names of forwarded messages.
+//
+// Both sides link this one definition, so they cannot drift apart. Decoders validate everything
+// that arrives from the network and name the offending field in their error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "sharding/shard_set.h"
+
+namespace kshard::protocol {
+
+using Epoch = std::uint64_t;
+
+// Header names on forwarded messages and app callbacks.
+inline constexpr std::string_view kShardHeader = "Kshard-Shard";
+inline constexpr std::string_view kEpochHeader = "Kshard-Epoch";
+inline constexpr std::string_view kModeHeader = "Kshard-Mode";  // "ask" | "tell"
+inline constexpr std::string_view kOwnerHeader = "Kshard-Owner";
+// Bearer tokens of the callers (operator → sidecar, sidecar → sidecar, sidecar → operator).
+inline constexpr std::string_view kAuthorizationHeader = "Authorization";
+
+// Error codes in {"error": {"code": …, "message": …}} bodies.
+namespace errors {
+inline constexpr std::string_view kBadRequest = "BadRequest";
+inline constexpr std::string_view kNotFound = "NotFound";
+inline constexpr std::string_view kPayloadTooLarge = "PayloadTooLarge";
+inline constexpr std::string_view kEntityNotManagedByThisPod = "EntityNotManagedByThisPod";
+inline constexpr std::string_view kEntityOverloaded = "EntityOverloaded";
+inline constexpr std::string_view kSendTimeout = "SendTimeout";
+inline constexpr std::string_view kAppUnavailable = "AppUnavailable";
+inline constexpr std::string_view kNotLeader = "NotLeader";
+inline constexpr std::string_view kPodNotAlive = "PodNotAlive";
+inline constexpr std::string_view kUnknownShardMap = "UnknownShardMap";
+inline constexpr std::string_view kStaleEpoch = "StaleEpoch";
+inline constexpr std::string_view kHandoffTimeout = "HandoffTimeout";
+inline constexpr std::string_view kDraining = "Draining";
+inline constexpr std::string_view kUnauthenticated = "Unauthenticated";
+inline constexpr std::string_view kForbidden = "Forbidden";
+}  // namespace errors
+
+// POST /v1/shardmaps/{ns}/{name}/register
+struct RegisterRequest {
+  std::string pod;
+  std::string uid;
+  std::string address;  // "ip:port" of the pod's peer API
+  std::string version;  // the pod's version label; may be empty
+};
+// 200 answer to register and unregister.
+struct EpochResponse {
+  Epoch epoch = 0;
+};
+// POST /v1/shardmaps/{ns}/{name}/unregister
+struct UnregisterRequest {
+  std::string pod;
+  std::string uid;
+};
+// POST /v1/shardmaps/{ns}/{name}/notify-unhealthy
+struct NotifyUnhealthyRequest {
+  std::string pod;
+};
+
+// GET /v1/ping
+struct PingResponse {
+  std::string pod;
+  std::string uid;
+  Epoch epoch = 0;     // highest epoch this pod holds a shard at
+  std::string shards;  // owned shards, range form (not parsed: the caller knows the count)
+};
+
+// POST /v1/shards/assign and /v1/shards/unassign.
+//
+// An assign carries the epoch at which the operator persisted these owners. An unassign carries
+// the epoch at which the shards leave the pod: the sidecar fences them, refusing any assign with
+// an older epoch that arrives later (a delayed duplicate).
+struct ShardsRequest {
+  std::string shardMap;  // "{namespace}/{name}"
+  Epoch epoch = 0;
+  sharding::ShardSet shards;
+};
+// 200 answer to assign: the shards refused as stale (empty when all were taken).
+struct AssignResponse {
+  sharding::ShardSet refused;
+};
+
+// Body of a 409 EntityNotManagedByThisPod: the owner this pod believes in, if any.
+struct NotManagedError {
+  std::string message;
+  std::optional<std::string> owner;
+};
+
+std::string encode(const RegisterRequest& r);
+std::string encode(const EpochResponse& r);
+std::string encode(const UnregisterRequest& r);
+std::string encode(const NotifyUnhealthyRequest& r);
+std::string encode(const PingResponse& r);
+std::string encode(const ShardsRequest& r);
+std::string encode(const AssignResponse& r);
+
+[[nodiscard]] StatusOr<RegisterRequest> decodeRegisterRequest(std::string_view body);
+[[nodiscard]] StatusOr<EpochResponse> decodeEpochResponse(std::string_view body);
+[[nodiscard]] StatusOr<UnregisterRequest> decodeUnregisterRequest(std::string_view body);
+[[nodiscard]] StatusOr<NotifyUnhealthyRequest> decodeNotifyUnhealthyRequest(std::string_view body);
+[[nodiscard]] StatusOr<PingResponse> decodePingResponse(std::string_view body);
+// `shardCount` bounds the shard ids (1..shardCount).
+[[nodiscard]] StatusOr<ShardsRequest> decodeShardsRequest(std::string_view body,
+                                                          std::int32_t shardCount);
+[[nodiscard]] StatusOr<AssignResponse> decodeAssignResponse(std::string_view body,
+                                                            std::int32_t shardCount);
+
+// "{namespace}/{name}" split into its parts; InvalidArgument unless both are DNS-1123 names.
+struct ShardMapRef {
+  std::string ns;
+  std::string name;
+  std::string toString() const { return ns + "/" + name; }
+  friend bool operator==(const ShardMapRef&, const ShardMapRef&) = default;
+};
+[[nodiscard]] StatusOr<ShardMapRef> parseShardMapRef(std::string_view text);
+// True for a DNS-1123 label (lowercase alphanumerics and '-', 1..63, alphanumeric at both ends),
+// what Kubernetes requires of namespace names; object names may also contain '.' (subdomain).
+bool isDnsLabel(std::string_view s);
+bool isDnsSubdomain(std::string_view s);
+
+}  // namespace kshard::protocol

@@ -1,0 +1,86 @@
+#include "protocol/wire.h"
+
+#include <gtest/gtest.h>
+
+namespace kshard::protocol {
+namespace {
+
+TEST(WireTest, RegisterRoundTrips) {
+  RegisterRequest r{"counter-5d9-abc", "8f1c", "10.1.0.12:7101", "2.0.0"};
+  auto back = decodeRegisterRequest(encode(r));
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(back->pod, r.pod);
+  EXPECT_EQ(back->uid, r.uid);
+  EXPECT_EQ(back->address, r.address);
+  EXPECT_EQ(back->version, r.version);
+}
+
+TEST(WireTest, RegisterErrorsNameTheField) {
+  EXPECT_EQ(decodeRegisterRequest("{").status().message(), "body is not valid JSON");
+  EXPECT_EQ(decodeRegisterRequest("[]").status().message(), "body must be a JSON object");
+  EXPECT_EQ(decodeRegisterRequest(R"({"uid":"u","address":"a:1"})").status().message(),
+            "pod: required");
+  EXPECT_EQ(decodeRegisterRequest(R"({"pod":7,"uid":"u","address":"a:1"})").status().message(),
+            "pod: must be a string");
+  EXPECT_EQ(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"nohost"})").status().message(),
+            "address: must be host:port");
+  EXPECT_EQ(
+      decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:70000"})").status().message(),
+      "address: port must be 1..65535");
+  EXPECT_EQ(decodeRegisterRequest("{\"pod\":\"p\\u0000\xff\",\"uid\":\"u\",\"address\":\"h:1\"}")
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:1","extra":1})").ok())
+      << "unknown fields must be ignored for forward compatibility";
+}
+
+TEST(WireTest, ShardsRequestRoundTripsAndValidatesRanges) {
+  ShardsRequest r{"demo/counter", 57, sharding::ShardSet::of({1, 2, 3, 10})};
+  const std::string body = encode(r);
+  EXPECT_EQ(body, R"({"epoch":57,"shardMap":"demo/counter","shards":"1-3,10"})");
+  auto back = decodeShardsRequest(body, 300);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(back->epoch, 57u);
+  EXPECT_EQ(back->shards, r.shards);
+
+  auto outOfRange = decodeShardsRequest(body, 5);
+  ASSERT_FALSE(outOfRange.ok());
+  EXPECT_EQ(outOfRange.status().message().rfind("shards: ", 0), 0u)
+      << outOfRange.status().message();
+  EXPECT_EQ(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":-1,"shards":""})", 5)
+                .status()
+                .message(),
+            "epoch: must be a non-negative integer");
+  EXPECT_FALSE(decodeShardsRequest(R"({"shardMap":"Demo","epoch":1,"shards":""})", 5).ok());
+}
+
+TEST(WireTest, ShardMapRefsAreValidatedNames) {
+  auto ref = parseShardMapRef("demo/counter.v2");
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->ns, "demo");
+  EXPECT_EQ(ref->name, "counter.v2");
+  EXPECT_FALSE(parseShardMapRef("demo").ok());
+  EXPECT_FALSE(parseShardMapRef("/x").ok());
+  EXPECT_FALSE(parseShardMapRef("demo/").ok());
+  EXPECT_FALSE(parseShardMapRef("de mo/x").ok());
+  EXPECT_FALSE(parseShardMapRef("demo/-x").ok());
+  EXPECT_FALSE(parseShardMapRef("a.b/x").ok()) << "namespaces are labels, without dots";
+}
+
+TEST(WireTest, PingAndEpochRoundTrip) {
+  PingResponse p{"p1", "u1", 9, "1-4"};
+  auto back = decodePingResponse(encode(p));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->shards, "1-4");
+  EXPECT_EQ(back->epoch, 9u);
+  auto e = decodeEpochResponse(encode(EpochResponse{42}));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->epoch, 42u);
+  auto a = decodeAssignResponse(encode(AssignResponse{sharding::ShardSet::of({4})}), 10);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->refused.toString(), "4");
+}
+
+}  // namespace
+}  // namespace kshard::protocol

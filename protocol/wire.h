@@ -23,6 +23,9 @@ inline constexpr std::string_view kShardHeader = "Kshard-Shard";
 inline constexpr std::string_view kEpochHeader = "Kshard-Epoch";
 inline constexpr std::string_view kModeHeader = "Kshard-Mode";  // "ask" | "tell"
 inline constexpr std::string_view kOwnerHeader = "Kshard-Owner";
+// Set on every error a sidecar generates itself (its value is the error code), so a caller can
+// tell a sidecar's 409 EntityNotManagedByThisPod from a 409 the app answered.
+inline constexpr std::string_view kErrorHeader = "Kshard-Error";
 // Bearer tokens of the callers (operator → sidecar, sidecar → sidecar, sidecar → operator).
 inline constexpr std::string_view kAuthorizationHeader = "Authorization";
 
@@ -35,6 +38,8 @@ inline constexpr std::string_view kEntityNotManagedByThisPod = "EntityNotManaged
 inline constexpr std::string_view kEntityOverloaded = "EntityOverloaded";
 inline constexpr std::string_view kSendTimeout = "SendTimeout";
 inline constexpr std::string_view kAppUnavailable = "AppUnavailable";
+// The owner took the message but no answer came back: it may or may not have been processed.
+inline constexpr std::string_view kDeliveryFailed = "DeliveryFailed";
 inline constexpr std::string_view kNotLeader = "NotLeader";
 inline constexpr std::string_view kPodNotAlive = "PodNotAlive";
 inline constexpr std::string_view kUnknownShardMap = "UnknownShardMap";

@@ -5,6 +5,8 @@
 
 #include <deque>
 
+#include "tests/sidecar/held_host.h"
+
 namespace kshard::sidecar {
 namespace {
 
@@ -13,47 +15,7 @@ using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-// An app whose calls are held until the test completes them, so in-flight work is observable.
-class HeldHost : public EntityHost {
- public:
-  struct Delivery {
-    Message message;
-    Epoch epoch;
-    std::function<void(StatusOr<http::Response>)> done;
-  };
-  struct Stop {
-    EntityKey key;
-    std::function<void(Status)> done;
-  };
-
-  void deliver(Message message, Epoch epoch,
-               std::function<void(StatusOr<http::Response>)> done) override {
-    deliveries.push_back({std::move(message), epoch, std::move(done)});
-  }
-  void stop(const EntityKey& key, ShardId, std::function<void(Status)> done) override {
-    stops.push_back({key, std::move(done)});
-  }
-
-  // Answers the oldest held delivery with `status` and the message body echoed back.
-  void completeDelivery(int status = 200) {
-    ASSERT_FALSE(deliveries.empty()) << "no delivery is held at the app";
-    Delivery d = std::move(deliveries.front());
-    deliveries.pop_front();
-    http::Response r;
-    r.status = status;
-    r.body = d.message.body;
-    d.done(std::move(r));
-  }
-  void completeStop(Status st = {}) {
-    ASSERT_FALSE(stops.empty()) << "no stop call is held at the app";
-    Stop s = std::move(stops.front());
-    stops.pop_front();
-    s.done(std::move(st));
-  }
-
-  std::deque<Delivery> deliveries;
-  std::deque<Stop> stops;
-};
+using testing::HeldHost;
 
 struct Outcomes {
   std::vector<DeliveryOutcome> got;

@@ -1,0 +1,36 @@
+#include "sidecar/ownership_sync.h"
+
+#include <vector>
+
+namespace kshard::sidecar {
+
+OwnershipSyncResult syncOwnership(const RoutingSnapshot& map, std::string_view selfPod,
+                                  std::string_view selfUid, EntityRegistry& registry) {
+  OwnershipSyncResult result;
+  if (map.shardCount == 0) return result;
+  const auto epoch = static_cast<Epoch>(map.epoch);
+
+  for (ShardId s : registry.ownedShards()) {
+    const RouteOwner* owner = map.ownerOf(s);
+    if (owner == nullptr || owner->pod != selfPod || owner->uid != selfUid) {
+      const auto before = registry.ownedEpoch(s);
+      registry.revokeIfOlder(s, epoch);
+      if (before && !registry.owns(s)) ++result.revoked;
+    }
+  }
+
+  std::vector<ShardId> mine;
+  for (ShardId s = 1; s <= map.shardCount; ++s) {
+    const RouteOwner* owner = map.ownerOf(s);
+    if (owner != nullptr && owner->pod == selfPod && owner->uid == selfUid && !registry.owns(s)) {
+      mine.push_back(s);
+    }
+  }
+  if (!mine.empty()) {
+    const auto refused = registry.assign(mine, epoch);
+    result.adopted = mine.size() - refused.size();
+  }
+  return result;
+}
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,43 @@
+// PeerClient: forwards a message to the sidecar that owns its shard (the peer API,
+// POST /v1/peer/entities/{type}/{id}).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "http/message.h"
+#include "sidecar/entity_registry.h"
+#include "sidecar/routing_table.h"
+
+namespace kshard::sidecar {
+
+enum class ForwardOutcome {
+  kAnswered,     // the owner answered (the app's response, or an error to pass on as is)
+  kNotManaged,   // the owner refused: it does not own the shard (any more, or yet); retry
+  kUnreachable,  // no connection could be made, so the message surely did not arrive; retry
+  kFailed,       // the request may have arrived but no answer came back; do not retry
+  kTimedOut,     // as kFailed, because `timeout` passed
+};
+
+struct ForwardResult {
+  ForwardOutcome outcome = ForwardOutcome::kFailed;
+  http::Response response;  // kAnswered: what to return to the caller
+  std::string detail;       // for logs and the error message of a final failure
+};
+
+class PeerClient {
+ public:
+  virtual ~PeerClient() = default;
+  // Calls `done` exactly once, from any thread, at the latest after `timeout`.
+  virtual void forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch,
+                       Duration timeout, std::function<void(ForwardResult)> done) = 0;
+};
+
+// Tells the operator that a pod did not answer (notify-unhealthy). Implementations rate-limit.
+class UnhealthyReporter {
+ public:
+  virtual ~UnhealthyReporter() = default;
+  virtual void reportUnreachable(const std::string& pod) = 0;
+};
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,176 @@
+#include "sidecar/router.h"
+
+#include <algorithm>
+
+#include "protocol/wire.h"
+
+namespace kshard::sidecar {
+
+namespace errors = protocol::errors;
+
+http::Response sidecarError(int status, std::string_view code, std::string_view message) {
+  http::Response r = http::Response::error(status, code, message);
+  r.headers.set(std::string(protocol::kErrorHeader), std::string(code));
+  return r;
+}
+
+namespace {
+
+// An answer that came from the app (directly or through the owner's sidecar).
+MessageResult appResult(const http::Response& r) {
+  return r.status < 300 ? MessageResult::kOk : MessageResult::kAppError;
+}
+
+}  // namespace
+
+struct Router::Attempt {
+  Message message;
+  SteadyTime start;
+  SteadyTime deadline;
+  Duration sendTimeout{};
+  Duration backoff{};
+  Done done;
+  MessagePath path = MessagePath::kLocal;
+  int retries = 0;
+  std::string lastReason = "no attempt";
+};
+
+Router::Router(RoutingTable& table, EntityRegistry& registry, PeerClient& peers,
+               UnhealthyReporter& reporter, Scheduler& scheduler, Random& random,
+               RouterOptions options, SidecarMetrics& metrics, Logger logger)
+    : table_(table),
+      registry_(registry),
+      peers_(peers),
+      reporter_(reporter),
+      scheduler_(scheduler),
+      options_(std::move(options)),
+      metrics_(metrics),
+      log_(std::move(logger)),
+      random_(random) {}
+
+void Router::send(Message message, Duration sendTimeout, Done done) {
+  auto a = std::make_shared<Attempt>();
+  a->message = std::move(message);
+  a->start = scheduler_.clock().now();
+  a->deadline = a->start + sendTimeout;
+  a->sendTimeout = sendTimeout;
+  a->backoff = options_.initialBackoff;
+  a->done = std::move(done);
+  attempt(a);
+}
+
+void Router::attempt(const std::shared_ptr<Attempt>& a) {
+  const ShardId shard = a->message.shard;
+  if (registry_.owns(shard)) {
+    a->path = MessagePath::kLocal;
+    registry_.deliver(a->message, [this, a](DeliveryOutcome o) {
+      if (o.refusal == Refusal::kOverloaded) {
+        finish(a,
+               sidecarError(503, errors::kEntityOverloaded,
+                            "the entity's mailbox is full; slow down and retry"),
+               MessageResult::kOverloaded);
+      } else if (o.refusal) {
+        // The shard began a handoff between owns() and deliver(): the next owner will take it.
+        metrics_.countRetry(RetryReason::kNotManaged);
+        retry(a, "handoff in progress here");
+      } else if (!o.response.ok()) {
+        finish(a,
+               sidecarError(502, errors::kAppUnavailable,
+                            "the app did not answer: " + o.response.status().message()),
+               MessageResult::kFailed);
+      } else {
+        http::Response r = std::move(*o.response);
+        r.headers.set(std::string(protocol::kOwnerHeader), options_.selfPod);
+        finish(a, std::move(r), appResult(r));
+      }
+    });
+    return;
+  }
+
+  const auto snapshot = table_.snapshot();
+  const RouteOwner* owner = snapshot->ownerOf(shard);
+  if (owner == nullptr || owner->pod == options_.selfPod) {
+    // No owner yet, or the map names this pod before its assign arrived: wait for either.
+    metrics_.countRetry(RetryReason::kNoOwner);
+    retry(a, owner == nullptr ? "shard has no owner" : "assignment to this pod not yet received");
+    return;
+  }
+  a->path = MessagePath::kForwarded;
+  const Duration remaining = a->deadline - scheduler_.clock().now();
+  peers_.forward(*owner, a->message, static_cast<Epoch>(snapshot->epoch),
+                 std::max(remaining, Duration(std::chrono::milliseconds(1))),
+                 [this, a, pod = owner->pod](ForwardResult r) {
+                   switch (r.outcome) {
+                     case ForwardOutcome::kAnswered:
+                       finish(a, std::move(r.response), appResult(r.response));
+                       return;
+                     case ForwardOutcome::kNotManaged:
+                       metrics_.countRetry(RetryReason::kNotManaged);
+                       retry(a, "owner " + pod + " refused: " + r.detail);
+                       return;
+                     case ForwardOutcome::kUnreachable:
+                       metrics_.countRetry(RetryReason::kUnreachable);
+                       reporter_.reportUnreachable(pod);
+                       retry(a, "owner " + pod + " unreachable: " + r.detail);
+                       return;
+                     case ForwardOutcome::kTimedOut:
+                       finish(a,
+                              sidecarError(504, errors::kSendTimeout,
+                                           "owner " + pod +
+                                               " did not answer in time; the message may have "
+                                               "been processed"),
+                              MessageResult::kTimeout);
+                       return;
+                     case ForwardOutcome::kFailed:
+                       finish(a,
+                              sidecarError(502, errors::kDeliveryFailed,
+                                           "owner " + pod + " failed after taking the message (" +
+                                               r.detail + "); it may have been processed"),
+                              MessageResult::kFailed);
+                       return;
+                   }
+                 });
+}
+
+Duration Router::jittered(Duration backoff) {
+  // Equal jitter: half fixed, half random, so retries from many senders spread out but none
+  // waits much longer than planned.
+  const auto half = backoff / 2;
+  std::lock_guard lock(randomMu_);
+  const auto extra = random_.uniform(static_cast<std::uint64_t>(half.count()) + 1);
+  return half + Duration(static_cast<Duration::rep>(extra));
+}
+
+void Router::retry(const std::shared_ptr<Attempt>& a, std::string_view reason) {
+  a->lastReason = std::string(reason);
+  const Duration wait = jittered(a->backoff);
+  if (scheduler_.clock().now() + wait >= a->deadline) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(a->sendTimeout).count();
+    finish(a,
+           sidecarError(504, errors::kSendTimeout,
+                        "not delivered within the send timeout of " + std::to_string(ms) +
+                            " ms after " + std::to_string(a->retries + 1) +
+                            " attempts; last: " + a->lastReason),
+           MessageResult::kTimeout);
+    return;
+  }
+  ++a->retries;
+  a->backoff = std::min(a->backoff * 2, options_.maxBackoff);
+  scheduler_.runAfter(wait, [this, a] { attempt(a); });
+}
+
+void Router::finish(const std::shared_ptr<Attempt>& a, http::Response response, MessageResult m) {
+  metrics_.countMessage(a->path, m);
+  const auto elapsed = scheduler_.clock().now() - a->start;
+  metrics_.observeLatency(a->path, std::chrono::duration<double>(elapsed).count());
+  if (m == MessageResult::kTimeout || m == MessageResult::kFailed) {
+    log_.warn("message not delivered", {{"type", a->message.key.type},
+                                        {"id", a->message.key.id},
+                                        {"shard", a->message.shard},
+                                        {"attempts", a->retries + 1},
+                                        {"reason", a->lastReason}});
+  }
+  a->done(std::move(response));
+}
+
+}  // namespace kshard::sidecar

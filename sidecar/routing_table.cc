@@ -1,0 +1,34 @@
+#include "sidecar/routing_table.h"
+
+namespace kshard::sidecar {
+
+const RouteOwner* RoutingSnapshot::ownerOf(std::int32_t shard) const {
+  if (shard < 1 || shard > shardCount) return nullptr;
+  const sharding::PodIndex p = owners[static_cast<std::size_t>(shard - 1)];
+  if (p == sharding::kNoPod) return nullptr;
+  return &pods[static_cast<std::size_t>(p)];
+}
+
+bool RoutingTable::update(const sharding::ShardMap& map) {
+  auto table = sharding::shardTableFromStatus(map.status, map.spec.shards);
+  if (!table.ok()) return false;
+  auto next = std::make_shared<RoutingSnapshot>();
+  next->shardCount = map.spec.shards;
+  next->epoch = map.status.epoch;
+  next->manager = map.status.manager;
+  next->owners.assign(table->owners().begin(), table->owners().end());
+  next->pods.reserve(map.status.pods.size());
+  for (const auto& p : map.status.pods) next->pods.push_back({p.name, p.uid, p.address});
+
+  std::lock_guard lock(mu_);
+  if (current_->shardCount != 0 && next->epoch < current_->epoch) return false;
+  current_ = std::move(next);
+  return true;
+}
+
+std::shared_ptr<const RoutingSnapshot> RoutingTable::snapshot() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
+}  // namespace kshard::sidecar

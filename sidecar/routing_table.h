@@ -1,0 +1,52 @@
+// RoutingTable: the sidecar's cached view of who owns each shard, for routing messages.
+//
+// It is filled from the watched ShardMap's status and read on every message, so reads take a
+// snapshot (one shared_ptr copy under a mutex) and never wait for an update. A status with an
+// older epoch than the one cached is ignored: the watch may deliver a late copy after a direct
+// assign already taught the sidecar a newer state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sharding/shard_map.h"
+
+namespace kshard::sidecar {
+
+struct RouteOwner {
+  std::string pod;
+  std::string uid;
+  std::string address;  // peer API "ip:port"
+};
+
+struct RoutingSnapshot {
+  std::int32_t shardCount = 0;
+  std::int64_t epoch = 0;
+  std::optional<sharding::ManagerRef> manager;
+  std::vector<sharding::PodIndex> owners;  // owners[shard - 1]
+  std::vector<RouteOwner> pods;            // indexed by PodIndex
+
+  // The owner of `shard` (1..shardCount), or nothing while unassigned or out of range.
+  const RouteOwner* ownerOf(std::int32_t shard) const;
+};
+
+class RoutingTable {
+ public:
+  // Replaces the cached view with `map`'s status unless the cached epoch is newer. Returns false
+  // (and keeps the old view) when the status is inconsistent (a shard on two pods and the like),
+  // or older.
+  bool update(const sharding::ShardMap& map);
+
+  // The current view; never null (empty before the first update).
+  std::shared_ptr<const RoutingSnapshot> snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const RoutingSnapshot> current_ = std::make_shared<RoutingSnapshot>();
+};
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,50 @@
+// SidecarMetrics: every metric kshard-sidecar exports, declared once. Hot paths use the
+// pre-resolved children (no label lookup per message).
+//
+//   kshard_sidecar_messages_total{path, result}       path: local | forwarded | received
+//   kshard_sidecar_message_duration_seconds{path}     end-to-end latency as the sidecar sees it
+//   kshard_sidecar_retries_total{reason}              reason: no_owner | not_managed | unreachable
+//   kshard_sidecar_active_entities{type}              set at scrape time
+//   kshard_sidecar_owned_shards                       set at scrape time
+//   kshard_sidecar_passivations_total                 entities stopped for idleness
+//   kshard_sidecar_handoffs_total{result}             unassign/revoke/drain handoffs: ok | timeout
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "metrics/metrics.h"
+
+namespace kshard::sidecar {
+
+enum class MessagePath { kLocal = 0, kForwarded, kReceived };
+enum class MessageResult { kOk = 0, kAppError, kRefused, kOverloaded, kTimeout, kFailed };
+enum class RetryReason { kNoOwner = 0, kNotManaged, kUnreachable };
+
+class SidecarMetrics {
+ public:
+  explicit SidecarMetrics(metrics::Registry& registry);
+
+  void countMessage(MessagePath path, MessageResult result);
+  void observeLatency(MessagePath path, double seconds);
+  void countRetry(RetryReason reason);
+  void countPassivation() { passivations_.inc(); }
+  void countHandoff(bool ok) { (ok ? handoffOk_ : handoffTimeout_).inc(); }
+  metrics::Gauge& ownedShards() { return ownedShards_; }
+  metrics::Family<metrics::Gauge>& activeEntities() { return activeEntities_; }
+
+ private:
+  static constexpr std::size_t kPaths = 3;
+  static constexpr std::size_t kResults = 6;
+  static constexpr std::size_t kReasons = 3;
+  std::array<std::array<metrics::Counter*, kResults>, kPaths> messages_{};
+  std::array<metrics::Histogram*, kPaths> latency_{};
+  std::array<metrics::Counter*, kReasons> retries_{};
+  metrics::Counter& passivations_;
+  metrics::Counter& handoffOk_;
+  metrics::Counter& handoffTimeout_;
+  metrics::Gauge& ownedShards_;
+  metrics::Family<metrics::Gauge>& activeEntities_;
+};
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,54 @@
+#include "tools/kshardctl.h"
+
+#include <array>
+#include <ostream>
+
+#include "tools/plan_command.h"
+#include "tools/shard_of_command.h"
+
+namespace kshard::tools {
+namespace {
+
+std::array<const Command*, 2> commands() { return {&shardOfCommand(), &planCommand()}; }
+
+void printUsage(std::ostream& os) {
+  os << "Usage: kshardctl <command> [arguments]\n\n"
+        "kshardctl computes what kshard's sharding core computes, offline: which shard an\n"
+        "entity belongs to, and which shards a rebalance round moves.\n\n"
+        "Commands:\n";
+  for (const Command* c : commands()) {
+    os << "  " << c->name << std::string(12 - c->name.size(), ' ') << c->summary << "\n";
+  }
+  os << "\nRun 'kshardctl <command> --help' for the usage of one command.\n"
+        "Exit status: 0 on success, 2 on bad arguments or input, 1 on other failures.\n";
+}
+
+}  // namespace
+
+int runKshardctl(std::span<const std::string> args, std::istream& in, std::ostream& out,
+                 std::ostream& err) {
+  CommandIo io{in, out, err};
+  if (args.empty()) {
+    printUsage(err);
+    return kExitUsage;
+  }
+  const std::string& name = args.front();
+  if (name == "-h" || name == "--help" || name == "help") {
+    printUsage(out);
+    return kExitOk;
+  }
+  for (const Command* c : commands()) {
+    if (c->name != name) continue;
+    const std::span<const std::string> rest = args.subspan(1);
+    if (wantsHelp(rest)) {
+      out << c->usage;
+      return kExitOk;
+    }
+    return c->run(rest, io);
+  }
+  err << "kshardctl: unknown command \"" << name << "\"\n\n";
+  printUsage(err);
+  return kExitUsage;
+}
+
+}  // namespace kshard::tools

@@ -26,8 +26,8 @@
 // one move, a move never targets the shard's current owner, and every target is ready, not
 // terminating and of the newest version; so applying the moves keeps one owner per shard.
 //
-// Cost: O(shards + pods log pods + moves log pods); no shards x pods term. About 2 ms for
-// 10,000 shards x 1,000 pods (see docs/benchmarks.md).
+// Cost: O(shards + pods log pods + moves log pods); no shards x pods term. Under 1 ms of CPU at
+// 10,000 shards x 1,000 pods and under 15 ms at 100,000 x 10,000 (docs/benchmarks.md).
 #pragma once
 
 #include <cstdint>

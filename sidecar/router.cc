@@ -8,12 +8,6 @@ namespace kshard::sidecar {
 
 namespace errors = protocol::errors;
 
-http::Response sidecarError(int status, std::string_view code, std::string_view message) {
-  http::Response r = http::Response::error(status, code, message);
-  r.headers.set(std::string(protocol::kErrorHeader), std::string(code));
-  return r;
-}
-
 namespace {
 
 // An answer that came from the app (directly or through the owner's sidecar).

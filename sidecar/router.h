@@ -22,6 +22,7 @@
 #include "sidecar/entity_registry.h"
 #include "sidecar/peer_client.h"
 #include "sidecar/routing_table.h"
+#include "sidecar/sidecar_error.h"
 #include "sidecar/sidecar_metrics.h"
 
 namespace kshard::sidecar {
@@ -63,8 +64,5 @@ class Router {
   std::mutex randomMu_;
   Random& random_;
 };
-
-// The sidecar's own error answers: kshard's JSON error body plus the Kshard-Error header.
-http::Response sidecarError(int status, std::string_view code, std::string_view message);
 
 }  // namespace kshard::sidecar

@@ -13,6 +13,7 @@ bool RoutingTable::update(const sharding::ShardMap& map) {
   auto table = sharding::shardTableFromStatus(map.status, map.spec.shards);
   if (!table.ok()) return false;
   auto next = std::make_shared<RoutingSnapshot>();
+  next->spec = map.spec;
   next->shardCount = map.spec.shards;
   next->epoch = map.status.epoch;
   next->manager = map.status.manager;

@@ -24,6 +24,7 @@ struct RouteOwner {
 };
 
 struct RoutingSnapshot {
+  sharding::ShardMapSpec spec;  // timeouts the sidecar follows (sendTimeout, handoffTimeout, ...)
   std::int32_t shardCount = 0;
   std::int64_t epoch = 0;
   std::optional<sharding::ManagerRef> manager;

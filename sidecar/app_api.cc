@@ -1,0 +1,111 @@
+#include "sidecar/app_api.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "sharding/shard_id.h"
+#include "sidecar/entity_request.h"
+#include "sidecar/sidecar_error.h"
+
+namespace kshard::sidecar {
+
+namespace errors = protocol::errors;
+using nlohmann::json;
+
+AppApi::AppApi(Identity self, Router& router, RoutingTable& table, EntityRegistry& registry,
+               Drainer& drainer, Logger logger, Options options)
+    : self_(std::move(self)),
+      router_(router),
+      table_(table),
+      registry_(registry),
+      drainer_(drainer),
+      log_(std::move(logger)),
+      options_(options) {}
+
+void AppApi::addRoutes(http::Server& server) {
+  server.route(
+      http::Method::kPost, "/v1/entities/{type}/{id}",
+      [this](http::Request r, http::Responder res) { send(std::move(r), std::move(res)); });
+  server.route(http::Method::kPost, "/v1/drain", [this](http::Request r, http::Responder res) {
+    drain(std::move(r), std::move(res));
+  });
+  server.route(http::Method::kGet, "/v1/shard-map", [this](http::Request r, http::Responder res) {
+    shardMap(std::move(r), std::move(res));
+  });
+}
+
+void AppApi::send(http::Request request, http::Responder responder) {
+  Message m;
+  m.key = {std::string(request.param("type")), std::string(request.param("id"))};
+  if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
+    responder.send(sidecarError(400, errors::kBadRequest, s.message()));
+    return;
+  }
+  const auto modeText = request.queryParam("mode");
+  const auto mode = modeText ? parseMode(*modeText) : std::optional(DeliveryMode::kAsk);
+  if (!mode) {
+    responder.send(sidecarError(400, errors::kBadRequest, "query mode: must be ask or tell"));
+    return;
+  }
+  const auto snapshot = table_.snapshot();
+  if (snapshot->shardCount == 0) {
+    responder.send(sidecarError(503, "NotReady", "this sidecar has not loaded its ShardMap yet"));
+    return;
+  }
+  auto shard = sharding::shardIdOf(m.key.id, snapshot->shardCount);
+  if (!shard.ok()) {
+    responder.send(sidecarError(400, errors::kBadRequest, shard.status().message()));
+    return;
+  }
+  m.shard = *shard;
+  m.mode = *mode;
+  m.headers = passThroughHeaders(request.headers);
+  m.body = std::move(request.body);
+  // std::function needs a copyable target; the Responder is move-only.
+  auto res = std::make_shared<http::Responder>(std::move(responder));
+  router_.send(std::move(m), snapshot->spec.sendTimeout,
+               [res](http::Response r) { res->send(std::move(r)); });
+}
+
+void AppApi::drain(http::Request, http::Responder responder) {
+  auto res = std::make_shared<http::Responder>(std::move(responder));
+  drainer_.drain([res](Status st) {
+    if (st.ok()) {
+      res->send(http::Response::json(200, R"({"drained":true})"));
+    } else {
+      res->send(sidecarError(500, errors::kDraining, st.message()));
+    }
+  });
+}
+
+void AppApi::shardMap(http::Request, http::Responder responder) {
+  const auto snapshot = table_.snapshot();
+  json pods = json::array();
+  std::map<sharding::PodIndex, std::vector<ShardId>> byPod;
+  for (ShardId s = 1; s <= snapshot->shardCount; ++s) {
+    const auto p = snapshot->owners[static_cast<std::size_t>(s - 1)];
+    if (p != sharding::kNoPod) byPod[p].push_back(s);
+  }
+  for (std::size_t i = 0; i < snapshot->pods.size(); ++i) {
+    const auto& pod = snapshot->pods[i];
+    const auto& shards = byPod[static_cast<sharding::PodIndex>(i)];
+    pods.push_back({{"name", pod.pod},
+                    {"address", pod.address},
+                    {"shards", sharding::ShardSet::of(shards).toString()},
+                    {"shardCount", shards.size()}});
+  }
+  json out = {
+      {"shardMap", self_.shardMap.toString()},
+      {"pod", self_.pod},
+      {"shards", snapshot->shardCount},
+      {"epoch", snapshot->epoch},
+      {"manager", snapshot->manager ? json(snapshot->manager->address) : json(nullptr)},
+      {"pods", pods},
+      {"owned", sharding::ShardSet::of(registry_.ownedShards()).toString()},
+      {"activeEntities", registry_.activeEntities()},
+      {"draining", registry_.draining()},
+  };
+  responder.send(http::Response::json(200, out.dump()));
+}
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,44 @@
+// AppApi: the sidecar's API for its own app on 127.0.0.1 (DESIGN.md "App API"):
+//   POST /v1/entities/{type}/{id}[?mode=tell]  send to an entity wherever it lives
+//   POST /v1/drain                             stop entities and unregister (the preStop hook)
+//   GET  /v1/shard-map                         this sidecar's cached view, for debugging
+#pragma once
+
+#include <cstddef>
+
+#include "base/logger.h"
+#include "http/server.h"
+#include "sidecar/drainer.h"
+#include "sidecar/entity_registry.h"
+#include "sidecar/identity.h"
+#include "sidecar/router.h"
+#include "sidecar/routing_table.h"
+
+namespace kshard::sidecar {
+
+class AppApi {
+ public:
+  struct Options {
+    std::size_t maxIdBytes = 1024;
+  };
+
+  AppApi(Identity self, Router& router, RoutingTable& table, EntityRegistry& registry,
+         Drainer& drainer, Logger logger, Options options);
+
+  void addRoutes(http::Server& server);
+
+ private:
+  void send(http::Request request, http::Responder responder);
+  void drain(http::Request request, http::Responder responder);
+  void shardMap(http::Request request, http::Responder responder);
+
+  Identity self_;
+  Router& router_;
+  RoutingTable& table_;
+  EntityRegistry& registry_;
+  Drainer& drainer_;
+  Logger log_;
+  Options options_;
+};
+
+}  // namespace kshard::sidecar

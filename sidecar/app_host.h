@@ -1,0 +1,39 @@
+// AppHost: the EntityHost that calls the app's entity callbacks over HTTP on 127.0.0.1:{appPort}
+// (DESIGN.md "App callbacks"):
+//   POST /kshard/entities/{type}/{id}       one message; any status and body go back unchanged
+//   POST /kshard/entities/{type}/{id}/stop  2xx once the entity's state is safe
+// Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "http/client.h"
+#include "sidecar/entity_registry.h"
+
+namespace kshard::sidecar {
+
+class AppHost final : public EntityHost {
+ public:
+  // `client` points at the app's origin. `deliverTimeout` bounds one message at the app;
+  // `stopTimeout` one stop call.
+  AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout);
+
+  void deliver(Message message, Epoch epoch,
+               std::function<void(StatusOr<http::Response>)> done) override;
+  void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) override;
+
+ private:
+  http::Client& client_;
+  Duration deliverTimeout_;
+  Duration stopTimeout_;
+};
+
+// The path of an entity callback: "/kshard/entities/{type}/{id}" with both parts percent-encoded.
+std::string entityCallbackPath(const EntityKey& key);
+
+// True for headers that describe one hop (connection management, framing) and are not passed
+// between the app, the sidecars and the caller.
+bool isHopByHopHeader(std::string_view name);
+
+}  // namespace kshard::sidecar

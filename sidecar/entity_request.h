@@ -1,0 +1,29 @@
+// Decoding of entity requests (the app API's send and the peer API's forwarded message) into a
+// Message, with the validation every input from outside gets: type and id present, valid UTF-8,
+// within their length limits.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "base/status.h"
+#include "http/message.h"
+#include "sidecar/entity_registry.h"
+
+namespace kshard::sidecar {
+
+inline constexpr std::size_t kMaxEntityTypeBytes = 253;
+inline constexpr std::size_t kDefaultMaxEntityIdBytes = 1024;
+
+// OK, or InvalidArgument naming the problem ("entity id: longer than 1024 bytes").
+[[nodiscard]] Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes);
+
+// "ask" | "tell"; nullopt for anything else.
+std::optional<DeliveryMode> parseMode(std::string_view text);
+
+// The headers of a request that travel with the message to the app (everything but hop-by-hop
+// headers, kshard's own Kshard-* headers and the caller's Authorization).
+http::Headers passThroughHeaders(const http::Headers& headers);
+
+}  // namespace kshard::sidecar

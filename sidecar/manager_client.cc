@@ -1,0 +1,211 @@
+#include "sidecar/manager_client.h"
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/wire.h"
+
+namespace kshard::sidecar {
+
+struct ManagerClient::Call {
+  std::string verb;  // "register" | "unregister"
+  std::string body;
+  std::optional<SteadyTime> deadline;
+  Duration backoff{};
+  std::string leaderHint;
+  int attempts = 0;
+  std::function<void(StatusOr<http::Response>)> done;
+};
+
+ManagerClient::ManagerClient(Identity self, RoutingTable& table, ClientFactory factory,
+                             Scheduler& scheduler, Random& random, Logger logger, Options options,
+                             std::function<std::string()> authorization)
+    : self_(std::move(self)),
+      table_(table),
+      factory_(std::move(factory)),
+      scheduler_(scheduler),
+      log_(std::move(logger)),
+      options_(std::move(options)),
+      authorization_(std::move(authorization)),
+      random_(random) {}
+
+ManagerClient::~ManagerClient() { stop(); }
+
+void ManagerClient::stop() {
+  std::map<Scheduler::TaskId, std::shared_ptr<Call>> waiting;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    waiting.swap(waiting_);
+  }
+  for (auto& [id, call] : waiting) {
+    if (scheduler_.cancel(id)) call->done(cancelled("the sidecar is shutting down"));
+  }
+}
+
+void ManagerClient::registerPod(std::function<void(StatusOr<std::uint64_t>)> done) {
+  auto call = std::make_shared<Call>();
+  call->verb = "register";
+  call->body = protocol::encode(
+      protocol::RegisterRequest{self_.pod, self_.uid, self_.peerAddress, self_.version});
+  call->backoff = options_.initialBackoff;
+  call->done = [done = std::move(done)](StatusOr<http::Response> r) {
+    if (!r.ok()) return done(r.status());
+    auto e = protocol::decodeEpochResponse(r->body);
+    if (!e.ok()) return done(e.status().withContext("register answer"));
+    done(e->epoch);
+  };
+  attempt(call);
+}
+
+void ManagerClient::unregisterPod(Duration timeout, std::function<void(Status)> done) {
+  auto call = std::make_shared<Call>();
+  call->verb = "unregister";
+  call->body = protocol::encode(protocol::UnregisterRequest{self_.pod, self_.uid});
+  call->deadline = scheduler_.clock().now() + timeout;
+  call->backoff = options_.initialBackoff;
+  call->done = [done = std::move(done)](StatusOr<http::Response> r) { done(r.status()); };
+  attempt(call);
+}
+
+std::string ManagerClient::managerAddress(const std::string& hint) const {
+  if (!options_.managerOverride.empty()) return options_.managerOverride;
+  if (!hint.empty()) return hint;
+  const auto snapshot = table_.snapshot();
+  return snapshot->manager ? snapshot->manager->address : std::string();
+}
+
+http::Client& ManagerClient::clientFor(const std::string& address) {
+  auto it = clients_.find(address);
+  if (it == clients_.end()) {
+    it = clients_.emplace(address, factory_("http://" + address)).first;
+  }
+  return *it->second;
+}
+
+void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
+  const std::string address = managerAddress(call->leaderHint);
+  call->leaderHint.clear();
+  if (address.empty()) {
+    retryLater(call, "the ShardMap names no manager yet");
+    return;
+  }
+  http::Request req;
+  req.method = http::Method::kPost;
+  req.target = "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/" + call->verb;
+  req.headers.set("Content-Type", "application/json");
+  if (authorization_)
+    req.headers.set(std::string(protocol::kAuthorizationHeader), authorization_());
+  req.body = call->body;
+  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
+  ++call->attempts;
+  http::Client* client;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) {
+      call->done(cancelled("the sidecar is shutting down"));
+      return;
+    }
+    client = &clientFor(address);
+  }
+  client->send(std::move(req), [this, call, address](StatusOr<http::Response> r) {
+    if (!r.ok()) {
+      retryLater(call, address + ": " + r.status().toString());
+      return;
+    }
+    if (r->status == 200) {
+      log_.info(call->verb == "register" ? "registered" : "unregistered",
+                {{"manager", address}, {"attempts", call->attempts}});
+      call->done(std::move(r));
+      return;
+    }
+    std::string code;
+    std::string message = r->body.substr(0, 256);
+    auto body = nlohmann::json::parse(r->body, nullptr, false);
+    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+      code = body["error"].value("code", "");
+      message = body["error"].value("message", message);
+    }
+    if (r->status == 503 && body.is_object() && body.contains("leader") &&
+        body["leader"].is_string()) {
+      call->leaderHint = body["leader"].get<std::string>();
+    }
+    // 4xx other than "not alive yet" means the request itself is wrong: no retry will help.
+    const bool permanent = r->status >= 400 && r->status < 500 && r->status != 404 &&
+                           r->status != 403 && r->status != 409 && r->status != 429;
+    if (permanent) {
+      log_.error(
+          "manager refused",
+          {{"verb", call->verb}, {"status", r->status}, {"code", code}, {"message", message}});
+      call->done(Status(StatusCode::kFailedPrecondition,
+                        call->verb + " refused: " + std::to_string(r->status) + " " + message));
+      return;
+    }
+    retryLater(call, address + ": " + std::to_string(r->status) + " " + code + " " + message);
+  });
+}
+
+void ManagerClient::retryLater(const std::shared_ptr<Call>& call, const std::string& why) {
+  Duration wait;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) {
+      call->done(cancelled("the sidecar is shutting down"));
+      return;
+    }
+    const auto half = call->backoff / 2;
+    wait = half + Duration(static_cast<Duration::rep>(
+                      random_.uniform(static_cast<std::uint64_t>(half.count()) + 1)));
+  }
+  if (call->deadline && scheduler_.clock().now() + wait >= *call->deadline) {
+    call->done(deadlineExceeded(call->verb + " did not succeed in time; last: " + why));
+    return;
+  }
+  log_.info("manager call failed, retrying",
+            {{"verb", call->verb}, {"attempts", call->attempts}, {"reason", why}});
+  call->backoff = std::min(call->backoff * 2, options_.maxBackoff);
+  std::lock_guard lock(mu_);
+  auto id = std::make_shared<Scheduler::TaskId>(0);
+  *id = scheduler_.runAfter(wait, [this, call, id] {
+    {
+      std::lock_guard inner(mu_);
+      waiting_.erase(*id);
+    }
+    attempt(call);
+  });
+  waiting_.emplace(*id, call);
+}
+
+void ManagerClient::reportUnreachable(const std::string& pod) {
+  std::string address;
+  http::Client* client;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    const SteadyTime now = scheduler_.clock().now();
+    auto it = lastReport_.find(pod);
+    if (it != lastReport_.end() && now - it->second < options_.reportInterval) return;
+    lastReport_[pod] = now;
+    address = managerAddress("");
+    if (address.empty()) return;
+    client = &clientFor(address);
+  }
+  http::Request req;
+  req.method = http::Method::kPost;
+  req.target =
+      "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/notify-unhealthy";
+  req.headers.set("Content-Type", "application/json");
+  if (authorization_)
+    req.headers.set(std::string(protocol::kAuthorizationHeader), authorization_());
+  req.body = protocol::encode(protocol::NotifyUnhealthyRequest{pod});
+  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
+  log_.warn("reporting unreachable pod", {{"pod", pod}});
+  client->send(std::move(req), [this, pod](StatusOr<http::Response> r) {
+    if (!r.ok() || r->status >= 300) {
+      log_.warn(
+          "notify-unhealthy failed",
+          {{"pod", pod}, {"error", r.ok() ? std::to_string(r->status) : r.status().toString()}});
+    }
+  });
+}
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,73 @@
+// ManagerClient: the sidecar's side of the manager API (the operator's leader, :7200):
+// register, unregister and notify-unhealthy.
+//
+// The manager's address comes from the watched ShardMap (status.manager). A follower answers
+// 503 NotLeader with the leader's address, which is tried next. Register is retried with
+// backoff until it succeeds: a pod the operator does not yet see alive (its informer lags) is
+// refused with PodNotAlive and simply tries again. Unhealthy reports are rate-limited per pod.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/logger.h"
+#include "base/random.h"
+#include "base/scheduler.h"
+#include "http/client.h"
+#include "sidecar/identity.h"
+#include "sidecar/peer_client.h"
+#include "sidecar/routing_table.h"
+
+namespace kshard::sidecar {
+
+class ManagerClient final : public UnhealthyReporter {
+ public:
+  using ClientFactory = std::function<std::unique_ptr<http::Client>(const std::string& baseUrl)>;
+  struct Options {
+    Duration initialBackoff = std::chrono::milliseconds(200);
+    Duration maxBackoff = std::chrono::seconds(5);
+    Duration requestTimeout = std::chrono::seconds(10);
+    Duration reportInterval = std::chrono::seconds(5);  // per unreachable pod
+    std::string managerOverride;  // "host:port" to use instead of status.manager
+  };
+
+  ManagerClient(Identity self, RoutingTable& table, ClientFactory factory, Scheduler& scheduler,
+                Random& random, Logger logger, Options options,
+                std::function<std::string()> authorization = nullptr);
+  ~ManagerClient() override;
+
+  // Registers this pod, retrying until it succeeds or stop(); `done` gets the epoch.
+  void registerPod(std::function<void(StatusOr<std::uint64_t>)> done);
+  // Unregisters, retrying until it succeeds or `timeout` passes.
+  void unregisterPod(Duration timeout, std::function<void(Status)> done);
+  void reportUnreachable(const std::string& pod) override;
+  // Stops retry loops (their callbacks get Cancelled).
+  void stop();
+
+ private:
+  struct Call;
+  void attempt(const std::shared_ptr<Call>& call);
+  void retryLater(const std::shared_ptr<Call>& call, const std::string& why);
+  std::string managerAddress(const std::string& hint) const;
+  http::Client& clientFor(const std::string& address);
+
+  Identity self_;
+  RoutingTable& table_;
+  ClientFactory factory_;
+  Scheduler& scheduler_;
+  Logger log_;
+  Options options_;
+  std::function<std::string()> authorization_;
+
+  std::mutex mu_;
+  Random& random_;  // under mu_
+  bool stopped_ = false;
+  std::map<std::string, std::unique_ptr<http::Client>> clients_;
+  std::map<std::string, SteadyTime> lastReport_;
+  std::map<Scheduler::TaskId, std::shared_ptr<Call>> waiting_;
+};
+
+}  // namespace kshard::sidecar

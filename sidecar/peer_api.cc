@@ -1,0 +1,237 @@
+#include "sidecar/peer_api.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "sharding/shard_id.h"
+#include "sidecar/app_host.h"
+#include "sidecar/entity_request.h"
+#include "sidecar/sidecar_error.h"
+
+namespace kshard::sidecar {
+
+namespace errors = protocol::errors;
+using nlohmann::json;
+
+namespace {
+
+template <typename T>
+bool parseNumber(std::string_view text, T& out) {
+  const auto* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+http::Response badRequest(std::string_view message) {
+  return sidecarError(400, errors::kBadRequest, message);
+}
+
+http::Response notReady() {
+  return sidecarError(503, "NotReady", "this sidecar has not loaded its ShardMap yet");
+}
+
+}  // namespace
+
+http::Response authorizationError(const Status& status) {
+  if (status.code() == StatusCode::kUnauthenticated) {
+    return sidecarError(401, errors::kUnauthenticated, status.message());
+  }
+  return sidecarError(403, errors::kForbidden, status.message());
+}
+
+PeerApi::PeerApi(Identity self, EntityRegistry& registry, RoutingTable& table,
+                 RequestAuthorizer& authorizer, SidecarMetrics& metrics, const Clock& clock,
+                 Logger logger, Options options)
+    : self_(std::move(self)),
+      registry_(registry),
+      table_(table),
+      authorizer_(authorizer),
+      metrics_(metrics),
+      clock_(clock),
+      log_(std::move(logger)),
+      options_(options) {}
+
+void PeerApi::addRoutes(http::Server& server) {
+  server.route(
+      http::Method::kPost, "/v1/peer/entities/{type}/{id}",
+      [this](http::Request r, http::Responder res) { forwarded(std::move(r), std::move(res)); });
+  server.route(http::Method::kGet, "/v1/ping", [this](http::Request r, http::Responder res) {
+    ping(std::move(r), std::move(res));
+  });
+  server.route(
+      http::Method::kPost, "/v1/shards/assign",
+      [this](http::Request r, http::Responder res) { assign(std::move(r), std::move(res)); });
+  server.route(
+      http::Method::kPost, "/v1/shards/unassign",
+      [this](http::Request r, http::Responder res) { unassign(std::move(r), std::move(res)); });
+}
+
+void PeerApi::forwarded(http::Request request, http::Responder responder) {
+  const SteadyTime start = clock_.now();
+  if (Status s = authorizer_.authorizePeer(request); !s.ok()) {
+    responder.send(authorizationError(s));
+    return;
+  }
+  Message m;
+  m.key = {std::string(request.param("type")), std::string(request.param("id"))};
+  if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
+    responder.send(badRequest(s.message()));
+    return;
+  }
+  const auto snapshot = table_.snapshot();
+  if (snapshot->shardCount == 0) {
+    responder.send(notReady());
+    return;
+  }
+  const auto shardHeader = request.headers.get(protocol::kShardHeader);
+  if (!shardHeader || !parseNumber(*shardHeader, m.shard)) {
+    responder.send(badRequest("header Kshard-Shard: required, a shard number"));
+    return;
+  }
+  // A sender with another shard count (a stale or foreign map) would compute other shards:
+  // refuse rather than run an entity under the wrong shard.
+  const auto expected = sharding::shardIdOf(m.key.id, snapshot->shardCount);
+  if (!expected.ok() || *expected != m.shard) {
+    responder.send(badRequest("header Kshard-Shard: " + std::string(*shardHeader) +
+                              " is not the shard of this entity id among " +
+                              std::to_string(snapshot->shardCount) + " shards"));
+    return;
+  }
+  const auto modeHeader = request.headers.get(protocol::kModeHeader);
+  const auto mode = modeHeader ? parseMode(*modeHeader) : std::optional(DeliveryMode::kAsk);
+  if (!mode) {
+    responder.send(badRequest("header Kshard-Mode: must be ask or tell"));
+    return;
+  }
+  m.mode = *mode;
+  m.headers = passThroughHeaders(request.headers);
+  m.body = std::move(request.body);
+  const ShardId shard = m.shard;
+
+  auto res = std::make_shared<http::Responder>(std::move(responder));
+  registry_.deliver(std::move(m), [this, shard, start, res](DeliveryOutcome o) {
+    MessageResult result = MessageResult::kOk;
+    http::Response out;
+    if (o.refusal == Refusal::kOverloaded) {
+      result = MessageResult::kOverloaded;
+      out = sidecarError(503, errors::kEntityOverloaded, "the entity's mailbox is full");
+    } else if (o.refusal) {
+      result = MessageResult::kRefused;
+      json body = {
+          {"error",
+           {{"code", errors::kEntityNotManagedByThisPod},
+            {"message", "pod " + self_.pod + " does not own shard " + std::to_string(shard)}}}};
+      const RouteOwner* owner = table_.snapshot()->ownerOf(shard);
+      if (owner != nullptr && owner->pod != self_.pod) body["owner"] = owner->pod;
+      out = http::Response::json(409, body.dump());
+      out.headers.set(std::string(protocol::kErrorHeader),
+                      std::string(errors::kEntityNotManagedByThisPod));
+    } else if (!o.response.ok()) {
+      result = MessageResult::kFailed;
+      out = sidecarError(502, errors::kAppUnavailable,
+                         "the app did not answer: " + o.response.status().message());
+    } else {
+      out = std::move(*o.response);
+      if (out.status >= 300) result = MessageResult::kAppError;
+      out.headers.set(std::string(protocol::kOwnerHeader), self_.pod);
+    }
+    metrics_.countMessage(MessagePath::kReceived, result);
+    metrics_.observeLatency(MessagePath::kReceived,
+                            std::chrono::duration<double>(clock_.now() - start).count());
+    res->send(std::move(out));
+  });
+}
+
+void PeerApi::ping(http::Request request, http::Responder responder) {
+  if (Status s = authorizer_.authorizeOperator(request); !s.ok()) {
+    responder.send(authorizationError(s));
+    return;
+  }
+  protocol::PingResponse p;
+  p.pod = self_.pod;
+  p.uid = self_.uid;
+  const auto owned = registry_.ownedShards();
+  for (ShardId s : owned) p.epoch = std::max<Epoch>(p.epoch, registry_.ownedEpoch(s).value_or(0));
+  p.shards = sharding::ShardSet::of(owned).toString();
+  responder.send(http::Response::json(200, protocol::encode(p)));
+}
+
+void PeerApi::assign(http::Request request, http::Responder responder) {
+  if (Status s = authorizer_.authorizeOperator(request); !s.ok()) {
+    responder.send(authorizationError(s));
+    return;
+  }
+  const auto snapshot = table_.snapshot();
+  if (snapshot->shardCount == 0) {
+    responder.send(notReady());
+    return;
+  }
+  auto req = protocol::decodeShardsRequest(request.body, snapshot->shardCount);
+  if (!req.ok()) {
+    responder.send(badRequest(req.status().message()));
+    return;
+  }
+  if (req->shardMap != self_.shardMap.toString()) {
+    responder.send(sidecarError(
+        404, errors::kUnknownShardMap,
+        "this sidecar serves " + self_.shardMap.toString() + ", not " + req->shardMap));
+    return;
+  }
+  std::vector<ShardId> shards;
+  req->shards.forEach([&](ShardId s) { shards.push_back(s); });
+  const auto refused = registry_.assign(shards, req->epoch);
+  log_.info("shards assigned", {{"epoch", req->epoch},
+                                {"shards", req->shards.toString()},
+                                {"refused", sharding::ShardSet::of(refused).toString()}});
+  responder.send(http::Response::json(
+      200, protocol::encode(protocol::AssignResponse{sharding::ShardSet::of(refused)})));
+}
+
+void PeerApi::unassign(http::Request request, http::Responder responder) {
+  if (Status s = authorizer_.authorizeOperator(request); !s.ok()) {
+    responder.send(authorizationError(s));
+    return;
+  }
+  const auto snapshot = table_.snapshot();
+  if (snapshot->shardCount == 0) {
+    responder.send(notReady());
+    return;
+  }
+  auto req = protocol::decodeShardsRequest(request.body, snapshot->shardCount);
+  if (!req.ok()) {
+    responder.send(badRequest(req.status().message()));
+    return;
+  }
+  if (req->shardMap != self_.shardMap.toString()) {
+    responder.send(sidecarError(
+        404, errors::kUnknownShardMap,
+        "this sidecar serves " + self_.shardMap.toString() + ", not " + req->shardMap));
+    return;
+  }
+  std::vector<ShardId> shards;
+  req->shards.forEach([&](ShardId s) { shards.push_back(s); });
+  const std::string text = req->shards.toString();
+  const Epoch epoch = req->epoch;
+  auto res = std::make_shared<http::Responder>(std::move(responder));
+  registry_.unassign(
+      shards, epoch, snapshot->spec.handoffTimeout,
+      [this, text, epoch, res](std::vector<ShardId> busy) {
+        metrics_.countHandoff(busy.empty());
+        if (busy.empty()) {
+          log_.info("shards unassigned", {{"epoch", epoch}, {"shards", text}});
+          res->send(http::Response::json(200, "{}"));
+          return;
+        }
+        const std::string still = sharding::ShardSet::of(busy).toString();
+        log_.warn("handoff timed out", {{"epoch", epoch}, {"busy", still}});
+        json body = {{"error",
+                      {{"code", errors::kHandoffTimeout},
+                       {"message", "shards still busy after the handoff timeout: " + still}}},
+                     {"busy", still}};
+        http::Response out = http::Response::json(504, body.dump());
+        out.headers.set(std::string(protocol::kErrorHeader), std::string(errors::kHandoffTimeout));
+        res->send(std::move(out));
+      });
+}
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,52 @@
+// PeerApi: the sidecar's peer API on the pod IP (DESIGN.md "Peer API"):
+//   POST /v1/peer/entities/{type}/{id}  a message forwarded by another sidecar
+//   GET  /v1/ping                       the operator's liveness check; lists the shards held
+//   POST /v1/shards/assign              the operator gives shards (idempotent, epoch-fenced)
+//   POST /v1/shards/unassign            the operator takes shards; answers once they are released
+#pragma once
+
+#include <cstddef>
+
+#include "base/clock.h"
+#include "base/logger.h"
+#include "http/server.h"
+#include "sidecar/entity_registry.h"
+#include "sidecar/identity.h"
+#include "sidecar/request_authorizer.h"
+#include "sidecar/routing_table.h"
+#include "sidecar/sidecar_metrics.h"
+
+namespace kshard::sidecar {
+
+class PeerApi {
+ public:
+  struct Options {
+    std::size_t maxIdBytes = 1024;
+  };
+
+  PeerApi(Identity self, EntityRegistry& registry, RoutingTable& table,
+          RequestAuthorizer& authorizer, SidecarMetrics& metrics, const Clock& clock, Logger logger,
+          Options options);
+
+  void addRoutes(http::Server& server);
+
+ private:
+  void forwarded(http::Request request, http::Responder responder);
+  void ping(http::Request request, http::Responder responder);
+  void assign(http::Request request, http::Responder responder);
+  void unassign(http::Request request, http::Responder responder);
+
+  Identity self_;
+  EntityRegistry& registry_;
+  RoutingTable& table_;
+  RequestAuthorizer& authorizer_;
+  SidecarMetrics& metrics_;
+  const Clock& clock_;
+  Logger log_;
+  Options options_;
+};
+
+// The answer to a refused caller: 401 for Unauthenticated, 403 for PermissionDenied.
+http::Response authorizationError(const Status& status);
+
+}  // namespace kshard::sidecar

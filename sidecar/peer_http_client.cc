@@ -1,0 +1,106 @@
+#include "sidecar/peer_http_client.h"
+
+#include "protocol/wire.h"
+#include "sidecar/app_host.h"
+
+namespace kshard::sidecar {
+
+std::string peerEntityPath(const EntityKey& key) {
+  return "/v1/peer/entities/" + http::percentEncode(key.type) + "/" + http::percentEncode(key.id);
+}
+
+PeerHttpClient::PeerHttpClient(ClientFactory factory, std::size_t maxPeers,
+                               std::function<std::string()> authorization)
+    : factory_(std::move(factory)), maxPeers_(maxPeers), authorization_(std::move(authorization)) {}
+
+PeerHttpClient::Entry& PeerHttpClient::entryFor(const std::string& address) {
+  if (auto it = clients_.find(address); it != clients_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.pos);
+    return it->second;
+  }
+  // Evict the least recently used idle clients beyond the limit.
+  for (auto pos = lru_.end(); clients_.size() >= maxPeers_ && pos != lru_.begin();) {
+    --pos;
+    auto it = clients_.find(*pos);
+    if (it->second.inFlight->load() == 0) {
+      clients_.erase(it);
+      pos = lru_.erase(pos);
+    }
+  }
+  lru_.push_front(address);
+  auto [it, inserted] = clients_.emplace(
+      address,
+      Entry{factory_("http://" + address), std::make_shared<std::atomic<int>>(0), lru_.begin()});
+  return it->second;
+}
+
+ForwardResult PeerHttpClient::classify(StatusOr<http::Response> result) {
+  ForwardResult out;
+  if (!result.ok()) {
+    out.detail = result.status().message();
+    switch (result.status().code()) {
+      case StatusCode::kUnavailable:
+        // The adapters report Unavailable only when the request was not sent (no connection,
+        // or a pooled connection found closed before writing), so a retry cannot duplicate it.
+        out.outcome = ForwardOutcome::kUnreachable;
+        break;
+      case StatusCode::kDeadlineExceeded:
+        out.outcome = ForwardOutcome::kTimedOut;
+        break;
+      default:
+        out.outcome = ForwardOutcome::kFailed;
+    }
+    return out;
+  }
+  http::Response& r = *result;
+  const auto code = r.headers.get(protocol::kErrorHeader);
+  if (r.status == 409 && code == protocol::errors::kEntityNotManagedByThisPod) {
+    out.outcome = ForwardOutcome::kNotManaged;
+    out.detail = "EntityNotManagedByThisPod";
+    return out;
+  }
+  out.outcome = ForwardOutcome::kAnswered;
+  http::Response clean;
+  clean.status = r.status;
+  for (const auto& [name, value] : r.headers) {
+    if (!isHopByHopHeader(name)) clean.headers.add(name, value);
+  }
+  clean.body = std::move(r.body);
+  out.response = std::move(clean);
+  return out;
+}
+
+void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch,
+                             Duration timeout, std::function<void(ForwardResult)> done) {
+  http::Request req;
+  req.method = http::Method::kPost;
+  req.target = peerEntityPath(message.key);
+  for (const auto& [name, value] : message.headers) {
+    if (!isHopByHopHeader(name)) req.headers.add(name, value);
+  }
+  req.headers.set(std::string(protocol::kShardHeader), std::to_string(message.shard));
+  req.headers.set(std::string(protocol::kEpochHeader), std::to_string(senderEpoch));
+  req.headers.set(std::string(protocol::kModeHeader),
+                  message.mode == DeliveryMode::kTell ? "tell" : "ask");
+  if (authorization_) {
+    req.headers.set(std::string(protocol::kAuthorizationHeader), authorization_());
+  }
+  req.body = message.body;
+  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  http::Client* client;
+  std::shared_ptr<std::atomic<int>> inFlight;
+  {
+    std::lock_guard lock(mu_);
+    Entry& entry = entryFor(owner.address);
+    // Counted before the lock is released, so the client cannot be evicted under the request.
+    entry.inFlight->fetch_add(1);
+    client = entry.client.get();
+    inFlight = entry.inFlight;
+  }
+  client->send(std::move(req), [inFlight, done = std::move(done)](StatusOr<http::Response> r) {
+    inFlight->fetch_sub(1);
+    done(classify(std::move(r)));
+  });
+}
+
+}  // namespace kshard::sidecar

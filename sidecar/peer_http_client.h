@@ -1,0 +1,54 @@
+// PeerHttpClient: the PeerClient over HTTP, with one keep-alive client per peer address.
+//
+// Clients for addresses that were not used recently are dropped once more than `maxPeers` exist
+// (pods come and go in a rolling update), but never while a request is in flight on them, and
+// never from a client's own I/O thread (forward() is called from server and scheduler threads).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "http/client.h"
+#include "sidecar/peer_client.h"
+
+namespace kshard::sidecar {
+
+class PeerHttpClient final : public PeerClient {
+ public:
+  // Makes a client for "http://ip:port".
+  using ClientFactory = std::function<std::unique_ptr<http::Client>(const std::string& baseUrl)>;
+  // `authorization` (optional) returns the Authorization header value for each request.
+  PeerHttpClient(ClientFactory factory, std::size_t maxPeers = 512,
+                 std::function<std::string()> authorization = nullptr);
+
+  void forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch, Duration timeout,
+               std::function<void(ForwardResult)> done) override;
+
+  // How a transport result maps onto the router's retry decision.
+  static ForwardResult classify(StatusOr<http::Response> result);
+
+ private:
+  struct Entry {
+    std::unique_ptr<http::Client> client;
+    std::shared_ptr<std::atomic<int>> inFlight;
+    std::list<std::string>::iterator pos;
+  };
+  Entry& entryFor(const std::string& address);
+
+  ClientFactory factory_;
+  std::size_t maxPeers_;
+  std::function<std::string()> authorization_;
+  std::mutex mu_;
+  std::list<std::string> lru_;  // most recent first
+  std::unordered_map<std::string, Entry> clients_;
+};
+
+// The peer API path of a forwarded message: "/v1/peer/entities/{type}/{id}".
+std::string peerEntityPath(const EntityKey& key);
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,26 @@
+// RequestAuthorizer: decides whether a caller may use the peer API. Control calls (ping, assign,
+// unassign) may come only from the operator; forwarded messages only from sidecars of the same
+// ShardMap. The check is a seam so the API handlers do not know how identities are proven.
+#pragma once
+
+#include "base/status.h"
+#include "http/message.h"
+
+namespace kshard::sidecar {
+
+class RequestAuthorizer {
+ public:
+  virtual ~RequestAuthorizer() = default;
+  // OK, Unauthenticated (no or invalid credentials) or PermissionDenied (valid, wrong caller).
+  virtual Status authorizeOperator(const http::Request& request) = 0;
+  virtual Status authorizePeer(const http::Request& request) = 0;
+};
+
+// Accepts every caller: for tests, and for clusters that secure the pod network otherwise.
+class AllowAllAuthorizer final : public RequestAuthorizer {
+ public:
+  Status authorizeOperator(const http::Request&) override { return {}; }
+  Status authorizePeer(const http::Request&) override { return {}; }
+};
+
+}  // namespace kshard::sidecar

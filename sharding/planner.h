@@ -22,6 +22,21 @@
 //      unassigned shard always moves when there is a candidate. When no pod can receive, the
 //      shard stays where it is (unassigned shards stay unassigned).
 //
+// Where DESIGN.md and Shardcake leave room, the choices made, and why:
+//   - "Newest version" is taken among the ready, non-terminating pods, not among all registered
+//     pods: a new-version pod that is not ready yet (and might never be) must not keep shards
+//     unassigned. Shardcake has no readiness, so it never faces this.
+//   - "Pods run different versions" is judged over all registered pods, ready or not, terminating
+//     or not: any pod of another version means a rolling update is under way.
+//   - The average counts all registered pods, as Shardcake does. Pods that cannot receive lower
+//     it, which makes over-full pods offer more, but rule 3 still only moves a shard where it
+//     improves the balance, so this causes no churn.
+//   - "Old pods" is registration age: when anything is offered, all pods run one version.
+//   - Shardcake breaks ties and orders unassigned shards by hash-map iteration order; we use
+//     registration order and ascending shard ids, so a seed fully determines the decision.
+//   - The cap is ceil(rate x shards) (Shardcake's "received < shards x rate"), at least 1.
+//   - An immediate round with nothing unassigned decides nothing (as in Shardcake).
+//
 // Invariants the operator relies on (and the property tests check): each shard appears in at most
 // one move, a move never targets the shard's current owner, and every target is ready, not
 // terminating and of the newest version; so applying the moves keeps one owner per shard.

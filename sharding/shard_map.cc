@@ -100,6 +100,10 @@ ShardSet ShardTable::shardsOf(PodIndex pod) const {
 ShardSet ShardTable::unassigned() const { return shardsOf(kNoPod); }
 
 StatusOr<ShardTable> shardTableFromStatus(const ShardMapStatus& status, std::int32_t shardCount) {
+  if (shardCount < kMinShardCount || shardCount > kMaxShardCount) {
+    return invalidArgument("spec.shards: must be in " + std::to_string(kMinShardCount) + ".." +
+                           std::to_string(kMaxShardCount));
+  }
   std::unordered_map<std::string_view, PodIndex> podIndex;
   for (std::size_t i = 0; i < status.pods.size(); ++i) {
     if (!podIndex.emplace(status.pods[i].name, static_cast<PodIndex>(i)).second) {

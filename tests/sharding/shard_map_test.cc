@@ -172,6 +172,13 @@ TEST(ShardTableTest, RejectsUnknownAndDuplicatePods) {
             "status.pods[2].name: duplicate pod \"a\"");
 }
 
+TEST(ShardTableTest, RejectsAShardCountOutsideTheSpecLimits) {
+  EXPECT_EQ(shardTableFromStatus(ShardMapStatus(), 0).status().message(),
+            "spec.shards: must be in 1..100000");
+  EXPECT_EQ(shardTableFromStatus(ShardMapStatus(), -1).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(ShardTableTest, RejectsShardsBeyondTheShardCount) {
   ShardMapStatus status = statusWithPods({"a"});
   status.assignments = {{"a", 1, set("1-10")}};

@@ -31,7 +31,8 @@ k8s_ldflags() {
   local flags="-s -w" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    # The module proxy does not say which commit a version is: gitCommit stays empty.
+    flags+=" -X $pkg.gitCommit= -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   echo "$flags"
 }

@@ -31,7 +31,7 @@ kill_cgroups() {
 proc_stop kshard-node-agent 10
 kill_cgroups
 proc_stop kube-controller-manager 10
-proc_stop kube-apiserver 30
+proc_stop kube-apiserver 15
 proc_stop etcd 10
 
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NETNS_PREFIX"); do

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generates the cluster's certificates and keys with openssl into .cluster/pki (kept if present):
 # one CA for everything, the API server's serving certificate, client certificates for the
-# admin, the controller-manager, the node agent (system:node:<name>) and the API server's kubelet
-# client, the node agent's serving certificate, a front-proxy CA and client, and the
+# admin, the controller-manager, the node agent (system:node:<name>, and system:kube-scheduler for
+# binding pods) and the API server's kubelet client, the node agent's serving certificate, a front-proxy CA and client, and the
 # service-account signing key pair.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -13,7 +13,7 @@ cd "$PKI"
 [ -f .complete ] && exit 0
 
 ca() { # ca <name> <CN>
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.crt" -days 3650 \
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -out "$1.crt" -days 3650 \
     -subj "/CN=$2" -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
 }
@@ -21,7 +21,7 @@ ca() { # ca <name> <CN>
 # cert <name> <ca> <subject> <extendedKeyUsage> [subjectAltName]
 cert() {
   local name="$1" signer="$2" subj="$3" eku="$4" san="${5:-}"
-  openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subj" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subj" 2>/dev/null
   {
     echo "basicConstraints=critical,CA:FALSE"
     echo "keyUsage=critical,digitalSignature,keyEncipherment"
@@ -41,10 +41,12 @@ cert apiserver ca "/CN=kube-apiserver" serverAuth "$api_san"
 cert admin ca "/O=system:masters/CN=kshard-admin" clientAuth
 cert controller-manager ca "/CN=system:kube-controller-manager" clientAuth
 cert node ca "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+# The node agent binds pods with the scheduler's identity (NodeRestriction forbids nodes to).
+cert scheduler ca "/CN=system:kube-scheduler" clientAuth
 cert kubelet ca "/O=system:nodes/CN=system:node:$NODE_NAME" serverAuth "IP:$BRIDGE_IP,DNS:$NODE_NAME"
 cert apiserver-kubelet-client ca "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert front-proxy-client front-proxy-ca "/CN=front-proxy-client" clientAuth
-openssl genrsa -out sa.key 2048 2>/dev/null
-openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
+openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
 chmod 600 ./*.key
 touch .complete

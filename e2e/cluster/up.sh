@@ -11,7 +11,8 @@ for tool in ip openssl curl setsid; do
   command -v "$tool" >/dev/null || die "$tool is missing (apt-get install iproute2 openssl curl util-linux)"
 done
 up_start=$(date +%s)
-bash "$CLUSTER_SRC/build.sh"
+# KSHARD_SKIP_BUILD=1 starts with what is built (for debugging the scripts themselves).
+[ "${KSHARD_SKIP_BUILD:-}" = 1 ] || bash "$CLUSTER_SRC/build.sh"
 KUBECTL="$(kubectl_bin)"
 PKI="$CLUSTER_DIR/pki"
 KUBECONFIG_FILE="$CLUSTER_DIR/kubeconfig"
@@ -73,6 +74,7 @@ kubeconfig() {
 [ -f "$CLUSTER_DIR/controller-manager.kubeconfig" ] ||
   kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" system:kube-controller-manager controller-manager
 [ -f "$CLUSTER_DIR/node.kubeconfig" ] || kubeconfig "$CLUSTER_DIR/node.kubeconfig" "system:node:$NODE_NAME" node
+[ -f "$CLUSTER_DIR/scheduler.kubeconfig" ] || kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" system:kube-scheduler scheduler
 
 if ! proc_alive kube-controller-manager; then
   cm_kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig"
@@ -86,11 +88,10 @@ if ! proc_alive kube-controller-manager; then
     --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*' --v=1
 fi
 
-"$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" apply -f "$CLUSTER_SRC/manifests/node-rbac.yaml" >/dev/null
-
 if ! proc_alive kshard-node-agent; then
   proc_start kshard-node-agent "$AGENT_BIN/kshard-node-agent" \
-    --kubeconfig="$CLUSTER_DIR/node.kubeconfig" --node-name="$NODE_NAME" \
+    --kubeconfig="$CLUSTER_DIR/node.kubeconfig" --scheduler-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --node-name="$NODE_NAME" \
     --node-ip="$BRIDGE_IP" --api-host="$BRIDGE_IP" --api-port="$APISERVER_PORT" \
     --state-dir="$CLUSTER_DIR/agent" --log-dir="$CLUSTER_DIR/logs" \
     --kubelet-cert="$PKI/kubelet.crt" --kubelet-key="$PKI/kubelet.key" --client-ca="$PKI/ca.crt" \

@@ -44,7 +44,8 @@ type Config struct {
 // Agent is the node agent.
 type Agent struct {
 	Cfg      Config
-	Client   kubernetes.Interface
+	Client   kubernetes.Interface // the node's identity (system:node:<name>)
+	Binder   kubernetes.Interface // the scheduler's identity, for pod bindings
 	Images   *ImageResolver
 	Net      *Network
 	Cgroups  *Cgroups
@@ -203,7 +204,7 @@ func (a *Agent) podDeleted(pod *v1.Pod) {
 // runBinder binds every unscheduled pod (of the default scheduler) to this node: the cluster runs
 // no kube-scheduler.
 func (a *Agent) runBinder(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(a.Client, 30*time.Second,
+	factory := informers.NewSharedInformerFactoryWithOptions(a.Binder, 30*time.Second,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 		}))
@@ -232,7 +233,7 @@ func (a *Agent) runBinder(ctx context.Context) {
 				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 				Target:     v1.ObjectReference{Kind: "Node", Name: a.Cfg.NodeName},
 			}
-			err := a.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+			err := a.Binder.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
 			if err != nil {
 				klog.InfoS("binding failed (the informer's resync retries)", "pod", klog.KObj(pod), "err", err)
 				continue

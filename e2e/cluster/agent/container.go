@@ -196,7 +196,7 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 	for i := 1; i < len(argv); i++ {
 		argv[i] = expand(argv[i], lookup)
 	}
-	cmd, err := r.startProcess(ProcessSpec{NetNSPath: w.sandbox.NetNSPath(), Mounts: mounts,
+	cmd, err := r.startProcess(ProcessSpec{NetNSPath: w.sandbox.NetNSPath(), Mounts: mounts, Hostname: w.hostname(),
 		WorkingDir: r.spec.WorkingDir, Argv: argv, Env: env})
 	if err != nil {
 		r.setWaiting("RunContainerError", err.Error())
@@ -284,7 +284,7 @@ func (r *runner) startProcess(spec ProcessSpec) (*exec.Cmd, error) {
 	defer logFile.Close()
 	cmd := exec.Command(w.a.SelfExe, "run-container", specPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

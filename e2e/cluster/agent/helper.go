@@ -18,6 +18,7 @@ type ProcessSpec struct {
 	// be killed at once ("" when the machine has no cgroup v2).
 	CgroupDir  string   `json:"cgroupDir,omitempty"`
 	NetNSPath  string   `json:"netnsPath"`
+	Hostname   string   `json:"hostname,omitempty"` // set in the process's own UTS namespace
 	Mounts     []Mount  `json:"mounts,omitempty"`
 	WorkingDir string   `json:"workingDir,omitempty"`
 	Argv       []string `json:"argv"`
@@ -31,8 +32,8 @@ type Mount struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
-// RunContainerMain is the "run-container <spec.json>" entry point. It is started by the agent in a
-// new mount namespace (clone flag), so its bind mounts are private to this container. It never
+// RunContainerMain is the "run-container <spec.json>" entry point. It is started by the agent in
+// new mount and UTS namespaces (clone flags), so its bind mounts and hostname are its own. It never
 // returns on success: it execs the container's program.
 func RunContainerMain(specPath string) {
 	// setns(CLONE_NEWNET) applies to the calling thread only, and exec keeps the calling thread:
@@ -71,6 +72,11 @@ func runContainer(specPath string) error {
 			if err := unix.Mount("", m.Target, "", flags, ""); err != nil {
 				return fmt.Errorf("remount %s read-only: %w", m.Target, err)
 			}
+		}
+	}
+	if spec.Hostname != "" {
+		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+			return fmt.Errorf("set hostname: %w", err)
 		}
 	}
 	ns, err := os.Open(spec.NetNSPath)

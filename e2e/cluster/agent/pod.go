@@ -125,6 +125,19 @@ func (w *podWorker) podForEnv() *v1.Pod {
 	return p
 }
 
+// hostname is the pod's hostname: spec.hostname, else its name (truncated to 63 bytes like the kubelet).
+func (w *podWorker) hostname() string {
+	pod, _ := w.current()
+	h := pod.Spec.Hostname
+	if h == "" {
+		h = pod.Name
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
 // gracePeriod is a probe's own grace period if it has one, else the pod's.
 func (w *podWorker) gracePeriod(probeGrace *int64) time.Duration {
 	if probeGrace != nil {

@@ -243,14 +243,14 @@ func (w *podWorker) exec(ctx context.Context, c *v1.Container, command []string,
 	if err != nil {
 		return err
 	}
-	specPath, err := w.writeSpec("exec-"+c.Name, ProcessSpec{CgroupDir: cg, NetNSPath: w.sandbox.NetNSPath(),
+	specPath, err := w.writeSpec("exec-"+c.Name, ProcessSpec{CgroupDir: cg, NetNSPath: w.sandbox.NetNSPath(), Hostname: w.hostname(),
 		Mounts: mounts, WorkingDir: c.WorkingDir, Argv: argv, Env: env})
 	if err != nil {
 		return err
 	}
 	defer os.Remove(specPath)
 	cmd := exec.CommandContext(ctx, w.a.SelfExe, "run-container", specPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS, Setpgid: true}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("command %v: %v: %s", command, err, truncate(string(out), 200))

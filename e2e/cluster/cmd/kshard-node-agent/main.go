@@ -27,8 +27,9 @@ func main() {
 		return
 	}
 	var cfg agent.Config
-	var kubeconfig, images, repoRoot, bridge, podCIDR, netnsPrefix string
+	var kubeconfig, schedulerKubeconfig, images, repoRoot, bridge, podCIDR, netnsPrefix string
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity")
+	flag.StringVar(&schedulerKubeconfig, "scheduler-kubeconfig", "", "kubeconfig used to bind pods (NodeRestriction forbids a node to); default: --kubeconfig")
 	flag.StringVar(&cfg.NodeName, "node-name", "kshard-node", "name of the Node")
 	flag.StringVar(&cfg.NodeIP, "node-ip", "10.244.0.1", "the node's address: the bridge's address")
 	flag.StringVar(&cfg.APIHost, "api-host", "10.244.0.1", "KUBERNETES_SERVICE_HOST given to pods")
@@ -50,13 +51,13 @@ func main() {
 	klog.InitFlags(nil)
 	flag.Parse()
 
-	if err := run(cfg, kubeconfig, images, repoRoot, bridge, podCIDR, netnsPrefix); err != nil {
+	if err := run(cfg, kubeconfig, schedulerKubeconfig, images, repoRoot, bridge, podCIDR, netnsPrefix); err != nil {
 		fmt.Fprintln(os.Stderr, "kshard-node-agent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg agent.Config, kubeconfig, images, repoRoot, bridge, podCIDR, netnsPrefix string) error {
+func run(cfg agent.Config, kubeconfig, schedulerKubeconfig, images, repoRoot, bridge, podCIDR, netnsPrefix string) error {
 	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -65,6 +66,16 @@ func run(cfg agent.Config, kubeconfig, images, repoRoot, bridge, podCIDR, netnsP
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
+	}
+	binder := client
+	if schedulerKubeconfig != "" {
+		bcfg, err := clientcmd.BuildConfigFromFlags("", schedulerKubeconfig)
+		if err != nil {
+			return err
+		}
+		if binder, err = kubernetes.NewForConfig(bcfg); err != nil {
+			return err
+		}
 	}
 	_, cidr, err := net.ParseCIDR(podCIDR)
 	if err != nil {
@@ -91,7 +102,7 @@ func run(cfg agent.Config, kubeconfig, images, repoRoot, bridge, podCIDR, netnsP
 		return err
 	}
 	a := &agent.Agent{
-		Cfg: cfg, Client: client, SelfExe: self,
+		Cfg: cfg, Client: client, Binder: binder, SelfExe: self,
 		Images:  &agent.ImageResolver{Path: images, RepoRoot: repoRoot},
 		Net:     &agent.Network{Bridge: bridge, Gateway: gw, Range: cidr, Prefix: netnsPrefix},
 		Cgroups: &agent.Cgroups{Root: cgRoot},

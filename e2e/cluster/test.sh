@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# make cluster-test: the local cluster's acceptance tests. Brings the cluster up (if it is not),
+# checks that starting it twice is harmless, runs the Go tests of e2e/cluster/test against it,
+# takes it down (twice: the second must be harmless) and verifies that nothing is left behind:
+# no process, network namespace, veth, bridge, mount, cgroup or created mount point.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$CLUSTER_SRC/procs.sh"
+
+test_start=$(date +%s)
+cgroot="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n1)"
+
+# Everything on this machine that the cluster may create.
+leftovers() {
+  ip netns list 2>/dev/null | awk '{print "netns " $1}' | grep " $NETNS_PREFIX" || true
+  ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^($BRIDGE\$|vk[0-9a-f]{12}\$|vp[0-9a-f]{12}\$)" | sed 's/^/link /' || true
+  grep -E " /run/netns/$NETNS_PREFIX| $REPO_ROOT" /proc/self/mountinfo | awk '{print "mount " $5}' || true
+  [ -d "$cgroot/kshard" ] && echo "cgroup $cgroot/kshard"
+  local p exe
+  for p in /proc/[0-9]*; do
+    exe="$(readlink "$p/exe" 2>/dev/null)" || continue
+    case "$exe" in
+      "$KSHARD_CACHE"/bin/* | "$AGENT_BIN"/* | "$REPO_ROOT"/build/bin/*) echo "process ${p#/proc/} $exe" ;;
+    esac
+  done
+  return 0
+}
+
+was_up=no
+proc_alive kube-apiserver && was_up=yes
+if [ "$was_up" = no ]; then
+  before="$(leftovers)"
+  [ -z "$before" ] || die "the machine has leftovers of a cluster before the test; run make cluster-down: $before"
+  mounts_before="$(awk '{print $5}' /proc/self/mountinfo | sort)"
+fi
+
+up_start=$(date +%s)
+bash "$CLUSTER_SRC/up.sh"
+up_secs=$(($(date +%s) - up_start))
+pids_first="$(cat "$CLUSTER_DIR"/pids/*.pid | sort)"
+bash "$CLUSTER_SRC/up.sh" 2>/dev/null
+[ "$pids_first" = "$(cat "$CLUSTER_DIR"/pids/*.pid | sort)" ] || die "a second cluster-up restarted running components"
+log "cluster-up took ${up_secs} s; a second cluster-up left the running cluster alone"
+
+# Remember the mount points the agent creates, to check that cluster-down removes them.
+created_paths="$(mktemp)"
+trap 'rm -f "$created_paths"' EXIT
+
+setup_go
+go_log="$CLUSTER_DIR/logs/go-test.log"
+log "running the cluster's acceptance tests (output also in ${go_log#"$REPO_ROOT/"})"
+set +e
+(
+  cd "$CLUSTER_SRC"
+  KUBECONFIG="$CLUSTER_DIR/kubeconfig" KSHARD_EXPECT_K8S_VERSION="$KUBERNETES_VERSION" \
+    KSHARD_CLUSTER_LOGS="$CLUSTER_DIR/logs" KSHARD_CLUSTER_SCRIPTS="$CLUSTER_SRC" \
+    go test -count=1 -v -timeout 20m ./test/
+) 2>&1 | tee "$go_log"
+test_rc=${PIPESTATUS[0]}
+set -e
+cp "$CLUSTER_DIR/agent/created-paths" "$created_paths" 2>/dev/null || true
+passed=$(grep -c -- '^--- PASS' "$go_log" || true)
+failed=$(grep -c -- '^--- FAIL' "$go_log" || true)
+if [ "$test_rc" != 0 ]; then
+  log "tests failed; last lines of the node agent's log:"
+  tail -n 40 "$CLUSTER_DIR/logs/kshard-node-agent.log" >&2 || true
+  cp -r "$CLUSTER_DIR/logs" "$CLUSTER_DIR/../.cluster-failed-logs" 2>/dev/null || true
+fi
+
+bash "$CLUSTER_SRC/down.sh"
+bash "$CLUSTER_SRC/down.sh" --quiet
+left="$(leftovers)"
+while read -r p; do
+  [ -n "$p" ] && [ -e "$p" ] && left+=$'\n'"created path $p"
+done <"$created_paths"
+if [ "$was_up" = no ]; then
+  mounts_after="$(awk '{print $5}' /proc/self/mountinfo | sort)"
+  [ "$mounts_before" = "$mounts_after" ] || left+=$'\n'"mounts changed: $(diff <(echo "$mounts_before") <(echo "$mounts_after") | grep '^[<>]')"
+fi
+left="$(echo "$left" | sed '/^$/d')"
+if [ -n "$left" ]; then
+  log "cluster-down left these behind:"
+  echo "$left" >&2
+  failed=$((failed + 1))
+else
+  log "cluster-down left nothing behind"
+  passed=$((passed + 1))
+fi
+log "cluster-test took $(($(date +%s) - test_start)) s"
+echo "cluster-test: $passed passed, $failed failed"
+[ "$test_rc" = 0 ] && [ -z "$left" ]

@@ -297,7 +297,8 @@ void EntityRegistry::onIdle(const EntityKey& key) {
     if (it == entities_.end()) return;
     Entity& e = it->second;
     e.idleTimer = 0;
-    if (e.busy || !e.mailbox.empty()) return;  // afterTurnLocked re-arms the timer
+    if (e.busy || !e.mailbox.empty()) return;              // afterTurnLocked re-arms the timer
+    if (options_.idleTimeout <= Duration::zero()) return;  // passivation was switched off
     const Duration idle = scheduler_.clock().now() - e.lastActive;
     if (idle < options_.idleTimeout) {
       // Timers are not re-armed on every message (that would cost a timer per message); a
@@ -307,6 +308,7 @@ void EntityRegistry::onIdle(const EntityKey& key) {
       return;
     }
     beginStopLocked(key, e, actions);
+    if (options_.onPassivation) actions.push_back(options_.onPassivation);
   }
   run(actions);
 }
@@ -374,6 +376,11 @@ void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
     shards_.erase(sit);
     completeHandoffsLocked(out);
   }
+}
+
+void EntityRegistry::setIdleTimeout(Duration timeout) {
+  std::lock_guard lock(mu_);
+  options_.idleTimeout = timeout;
 }
 
 bool EntityRegistry::owns(ShardId shard) const {

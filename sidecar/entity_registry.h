@@ -91,6 +91,8 @@ struct EntityRegistryOptions {
   Duration idleTimeout = std::chrono::seconds(60);  // zero: never passivate
   std::size_t maxMailbox = 1000;                    // queued messages per entity
   Duration stopRetryDelay = std::chrono::milliseconds(200);
+  // Called (under no lock) each time an idle entity is being stopped; for metrics.
+  std::function<void()> onPassivation;
 };
 
 class EntityRegistry {
@@ -128,6 +130,9 @@ class EntityRegistry {
   // Accepts a message for delivery. Ask: `done` gets the app's answer. Tell: `done` gets 202 as
   // soon as the message is queued; the app's answer is only logged.
   void deliver(Message message, DeliveryCallback done);
+
+  // Follows spec.entityIdleTimeout of the watched map; applies to timers armed from now on.
+  void setIdleTimeout(Duration timeout);
 
   bool owns(ShardId shard) const;
   std::optional<Epoch> ownedEpoch(ShardId shard) const;
@@ -183,7 +188,7 @@ class EntityRegistry {
 
   EntityHost& host_;
   Scheduler& scheduler_;
-  const EntityRegistryOptions options_;
+  EntityRegistryOptions options_;  // idleTimeout under mu_
   Logger log_;
 
   mutable std::mutex mu_;

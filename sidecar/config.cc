@@ -1,0 +1,114 @@
+#include "sidecar/config.h"
+
+#include "protocol/wire.h"
+#include "sharding/duration.h"
+
+namespace kshard::sidecar {
+namespace {
+
+void addDuration(OptionSet& opts, std::string name, std::string env, std::string help,
+                 Duration* target) {
+  opts.add(std::move(name), std::move(env), std::move(help), sharding::formatDuration(*target),
+           [target](std::string_view v) {
+             auto d = sharding::parseDuration(v);
+             if (!d.ok()) return d.status();
+             if (*d < Duration::zero()) return invalidArgument("must not be negative");
+             *target = *d;
+             return Status{};
+           });
+}
+
+}  // namespace
+
+void SidecarConfig::declare(OptionSet& opts) {
+  opts.addString("pod-name", "POD_NAME", "This pod's name (downward API).", &podName);
+  opts.addString("pod-namespace", "POD_NAMESPACE", "This pod's namespace (downward API).",
+                 &podNamespace);
+  opts.addString("pod-uid", "POD_UID", "This pod's uid (downward API).", &podUid);
+  opts.addString("pod-ip", "POD_IP", "This pod's IP (downward API).", &podIp);
+  opts.addString("shard-map", "KSHARD_SHARD_MAP", "The ShardMap this pod belongs to.", &shardMap);
+  opts.addString("version", "KSHARD_VERSION",
+                 "This pod's version (its version label); newer pods get shards first.", &version);
+  opts.addInt("app-port", "KSHARD_APP_PORT", "Port of the app's entity callbacks on 127.0.0.1.",
+              &appPort, 1, 65535);
+  opts.addInt("api-port", "KSHARD_API_PORT", "Port of the app API on 127.0.0.1.", &apiPort, 1,
+              65535);
+  opts.addInt("peer-port", "KSHARD_PEER_PORT", "Port of the peer API on the pod IP.", &peerPort, 1,
+              65535);
+  opts.addInt("admin-port", "KSHARD_ADMIN_PORT", "Port of /metrics, /healthz and /readyz.",
+              &adminPort, 1, 65535);
+  opts.addString("peer-bind-address", "KSHARD_PEER_BIND_ADDRESS",
+                 "Address the peer API listens on (default: the pod IP).", &peerBindAddress);
+  opts.addString("admin-bind-address", "KSHARD_ADMIN_BIND_ADDRESS",
+                 "Address the admin endpoints listen on.", &adminBindAddress);
+  opts.addInt("max-body-bytes", "KSHARD_MAX_BODY_BYTES",
+              "Largest message body accepted (413 above).", &maxBodyBytes, 1024, 1 << 30);
+  opts.addInt("max-id-bytes", "KSHARD_MAX_ID_BYTES", "Longest entity id accepted (400 above).",
+              &maxIdBytes, 1, 1 << 20);
+  addDuration(opts, "app-timeout", "KSHARD_APP_TIMEOUT", "Longest one message may take at the app.",
+              &appTimeout);
+  addDuration(opts, "stop-timeout", "KSHARD_STOP_TIMEOUT",
+              "Longest one entity stop callback may take.", &stopTimeout);
+  addDuration(opts, "app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
+              "How long to wait at start-up for the app to listen before giving up.",
+              &appWaitTimeout);
+  opts.addInt("io-threads", "KSHARD_IO_THREADS", "Threads serving each HTTP server.", &ioThreads, 1,
+              64);
+  opts.addString("map-source", "KSHARD_MAP_SOURCE",
+                 "Where the ShardMap comes from: kube (watch it) or manager (poll the operator).",
+                 &mapSource);
+  opts.addString("manager-address", "KSHARD_MANAGER_ADDRESS",
+                 "host:port of the operator's manager API, instead of status.manager.",
+                 &managerAddress);
+  addDuration(opts, "map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
+              "With map-source=manager, how often to fetch the map.", &mapPollInterval);
+  opts.addString("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).",
+                 &kubeconfig);
+  opts.addString("log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel);
+  opts.addString("http-backend", "KSHARD_HTTP_BACKEND", "beast or cpprest.", &httpBackend);
+}
+
+Status SidecarConfig::validate() const {
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"pod-name", &podName},
+        {"pod-namespace", &podNamespace},
+        {"pod-uid", &podUid},
+        {"pod-ip", &podIp},
+        {"shard-map", &shardMap}}) {
+    if (value->empty()) return invalidArgument("--" + std::string(name) + ": required");
+  }
+  if (!protocol::isDnsLabel(podNamespace)) {
+    return invalidArgument("--pod-namespace: not a valid namespace name");
+  }
+  if (!protocol::isDnsSubdomain(shardMap)) {
+    return invalidArgument("--shard-map: not a valid object name");
+  }
+  if (mapSource != "kube" && mapSource != "manager") {
+    return invalidArgument("--map-source: must be kube or manager");
+  }
+  if (mapSource == "manager" && managerAddress.empty()) {
+    return invalidArgument("--manager-address: required with --map-source=manager");
+  }
+  LogLevel l;
+  if (!parseLogLevel(logLevel, l))
+    return invalidArgument("--log-level: must be debug, info, warn or error");
+  if (httpBackend != "beast" && httpBackend != "cpprest") {
+    return invalidArgument("--http-backend: must be beast or cpprest");
+  }
+  return {};
+}
+
+Identity SidecarConfig::identity() const {
+  Identity id;
+  id.pod = podName;
+  id.uid = podUid;
+  id.podIp = podIp;
+  id.version = version;
+  id.shardMap = {podNamespace, shardMap};
+  // IPv6 addresses need brackets in host:port.
+  const bool v6 = podIp.find(':') != std::string::npos;
+  id.peerAddress = (v6 ? "[" + podIp + "]" : podIp) + ":" + std::to_string(peerPort);
+  return id;
+}
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,55 @@
+// SidecarConfig: everything kshard-sidecar is told at start-up, from flags, the environment the
+// injector sets (downward API) and an optional YAML file. See `kshard-sidecar --help`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "base/logger.h"
+#include "base/options.h"
+#include "base/status.h"
+#include "sidecar/identity.h"
+
+namespace kshard::sidecar {
+
+struct SidecarConfig {
+  // Identity (downward API).
+  std::string podName;
+  std::string podNamespace;
+  std::string podUid;
+  std::string podIp;
+  std::string shardMap;  // name of the ShardMap in the pod's namespace
+  std::string version;
+  // Ports and addresses.
+  std::int64_t appPort = 8080;    // the app's entity callbacks, on 127.0.0.1
+  std::int64_t apiPort = 7100;    // app API, on 127.0.0.1
+  std::int64_t peerPort = 7101;   // peer API, on the pod IP
+  std::int64_t adminPort = 7102;  // /metrics, /healthz, /readyz
+  std::string peerBindAddress;    // default: the pod IP
+  std::string adminBindAddress = "0.0.0.0";
+  // Limits and timeouts.
+  std::int64_t maxBodyBytes = 4 << 20;
+  std::int64_t maxIdBytes = 1024;
+  Duration appTimeout = std::chrono::seconds(30);   // one message at the app
+  Duration stopTimeout = std::chrono::seconds(30);  // one stop call at the app
+  Duration appWaitTimeout = std::chrono::minutes(5);
+  std::int64_t ioThreads = 2;
+  // Where the ShardMap comes from: "kube" (watch it through the API) or "manager" (poll the
+  // operator's assignments endpoint; for environments without API access, and tests).
+  std::string mapSource = "kube";
+  std::string managerAddress;  // overrides status.manager; required with map-source=manager
+  Duration mapPollInterval = std::chrono::seconds(1);
+  std::string kubeconfig;
+  std::string logLevel = "info";
+  std::string httpBackend = "beast";
+
+  // Declares every option on `opts`, with this object's values as the defaults.
+  void declare(OptionSet& opts);
+  // Cross-field checks after parsing; InvalidArgument naming the option.
+  [[nodiscard]] Status validate() const;
+  // The identity the sidecar announces.
+  Identity identity() const;
+};
+
+}  // namespace kshard::sidecar

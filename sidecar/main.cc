@@ -1,0 +1,299 @@
+// kshard-sidecar: routes entity messages to the pod that owns their shard, and runs this pod's
+// entities in its app (DESIGN.md "Flows"). See `kshard-sidecar --help`.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "base/logger.h"
+#include "base/options.h"
+#include "base/random.h"
+#include "base/scheduler.h"
+#include "http/admin_routes.h"
+#include "http/factory.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "metrics/prometheus_registry.h"
+#include "sidecar/app_api.h"
+#include "sidecar/app_host.h"
+#include "sidecar/config.h"
+#include "sidecar/drainer.h"
+#include "sidecar/entity_registry.h"
+#include "sidecar/manager_client.h"
+#include "sidecar/map_applier.h"
+#include "sidecar/map_poller.h"
+#include "sidecar/map_watcher.h"
+#include "sidecar/peer_api.h"
+#include "sidecar/peer_http_client.h"
+#include "sidecar/request_authorizer.h"
+#include "sidecar/router.h"
+#include "sidecar/routing_table.h"
+#include "sidecar/sidecar_metrics.h"
+
+namespace kshard::sidecar {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitConfig = 2;
+constexpr int kExitFailure = 1;
+
+// True once something accepts TCP connections on 127.0.0.1:port (the app is up).
+bool appListening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::unique_ptr<http::Client> makeClientOrDie(http::Backend backend, http::ClientOptions options,
+                                              const Logger& log) {
+  auto client = http::makeClient(backend, std::move(options));
+  if (!client.ok()) {
+    log.error("cannot create HTTP client", {{"error", client.status().toString()}});
+    std::exit(kExitFailure);
+  }
+  return std::move(*client);
+}
+
+int run(int argc, char** argv) {
+  SidecarConfig cfg;
+  OptionSet opts("kshard-sidecar",
+                 "Routes entity messages to the pod that owns their shard and runs this pod's "
+                 "entities in its app. Injected into annotated pods by kshard-operator.");
+  cfg.declare(opts);
+  auto parsed = opts.parse(argc, argv);
+  if (!parsed.ok()) {
+    std::cerr << "kshard-sidecar: " << parsed.status().message() << "\n";
+    return kExitConfig;
+  }
+  if (*parsed == OptionSet::Outcome::kHelp) {
+    std::cout << opts.usage();
+    return kExitOk;
+  }
+  if (Status s = cfg.validate(); !s.ok()) {
+    std::cerr << "kshard-sidecar: " << s.message() << "\n";
+    return kExitConfig;
+  }
+  LogLevel level = LogLevel::kInfo;
+  parseLogLevel(cfg.logLevel, level);
+  const Identity self = cfg.identity();
+  Logger log = Logger("sidecar", level)
+                   .withFields({{"pod", self.pod}, {"shard_map", self.shardMap.toString()}});
+
+  // Signals are handled by sigwait on this thread; every thread started below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const auto backend = *http::parseBackend(cfg.httpBackend);
+  metrics::PrometheusRegistry registry;
+  SidecarMetrics metrics(registry);
+  ThreadScheduler scheduler;
+  SeededRandom random(std::random_device{}());
+  const auto ms = [](Duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+  };
+
+  http::ClientOptions appClientOptions;
+  appClientOptions.baseUrl = "http://127.0.0.1:" + std::to_string(cfg.appPort);
+  appClientOptions.requestTimeout = ms(cfg.appTimeout);
+  appClientOptions.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
+  appClientOptions.userAgent = "kshard-sidecar";
+  appClientOptions.threads = static_cast<int>(cfg.ioThreads);
+  auto appClient = makeClientOrDie(backend, appClientOptions, log);
+  AppHost appHost(*appClient, cfg.appTimeout, cfg.stopTimeout);
+
+  EntityRegistryOptions registryOptions;
+  registryOptions.onPassivation = [&metrics] { metrics.countPassivation(); };
+  EntityRegistry entities(appHost, scheduler, registryOptions,
+                          log.withFields({{"part", "entities"}}));
+  RoutingTable table;
+
+  const auto peerFactory = [backend, &cfg, &log](const std::string& baseUrl) {
+    http::ClientOptions o;
+    o.baseUrl = baseUrl;
+    o.connectTimeout = std::chrono::seconds(2);
+    o.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
+    o.userAgent = "kshard-sidecar";
+    o.threads = 1;
+    return makeClientOrDie(backend, o, log);
+  };
+  PeerHttpClient peers(peerFactory);
+  ManagerClient::Options managerOptions;
+  managerOptions.managerOverride = cfg.managerAddress;
+  ManagerClient manager(self, table, peerFactory, scheduler, random,
+                        log.withFields({{"part", "manager"}}), managerOptions);
+  Router router(table, entities, peers, manager, scheduler, random, {self.pod}, metrics,
+                log.withFields({{"part", "router"}}));
+  Drainer drainer(entities, manager, table, log.withFields({{"part", "drain"}}));
+  AllowAllAuthorizer authorizer;
+
+  MapApplier applier(self, table, entities, metrics, log.withFields({{"part", "map"}}));
+
+  http::ServerOptions base;
+  base.maxBodyBytes = static_cast<std::size_t>(cfg.maxBodyBytes);
+  base.threads = static_cast<int>(cfg.ioThreads);
+
+  http::ServerOptions appOptions = base;
+  appOptions.host = "127.0.0.1";
+  appOptions.port = static_cast<std::uint16_t>(cfg.apiPort);
+  auto appServer = http::makeServer(backend, appOptions);
+  AppApi appApi(self, router, table, entities, drainer, log.withFields({{"part", "app-api"}}),
+                {static_cast<std::size_t>(cfg.maxIdBytes)});
+  appApi.addRoutes(*appServer);
+
+  http::ServerOptions peerOptions = base;
+  peerOptions.host = cfg.peerBindAddress.empty() ? cfg.podIp : cfg.peerBindAddress;
+  peerOptions.port = static_cast<std::uint16_t>(cfg.peerPort);
+  auto peerServer = http::makeServer(backend, peerOptions);
+  PeerApi peerApi(self, entities, table, authorizer, metrics, scheduler.clock(),
+                  log.withFields({{"part", "peer-api"}}),
+                  {static_cast<std::size_t>(cfg.maxIdBytes)});
+  peerApi.addRoutes(*peerServer);
+
+  std::atomic<bool> registered{false};
+  http::ServerOptions adminOptions;
+  adminOptions.host = cfg.adminBindAddress;
+  adminOptions.port = static_cast<std::uint16_t>(cfg.adminPort);
+  adminOptions.threads = 1;
+  auto adminServer = http::makeServer(http::Backend::kBeast, adminOptions);
+  http::addAdminRoutes(*adminServer, registry, [&]() -> std::string {
+    if (drainer.started()) return "draining";
+    if (!applier.haveMap()) return "ShardMap not loaded yet";
+    if (!registered.load()) return "not registered with the operator yet";
+    return "";
+  });
+
+  for (auto* s : {appServer.get(), peerServer.get(), adminServer.get()}) {
+    if (Status st = s->start(); !st.ok()) {
+      log.error("cannot start a server", {{"error", st.toString()}});
+      return kExitFailure;
+    }
+  }
+  log.info("serving", {{"app_api", "127.0.0.1:" + std::to_string(cfg.apiPort)},
+                       {"peer_api", peerOptions.host + ":" + std::to_string(cfg.peerPort)},
+                       {"admin", adminOptions.host + ":" + std::to_string(cfg.adminPort)}});
+
+  // The ShardMap source.
+  std::unique_ptr<http::Client> kubeTransport;
+  std::unique_ptr<kube::Client> api;
+  std::unique_ptr<MapWatcher> watcher;
+  std::unique_ptr<MapPoller> poller;
+  if (cfg.mapSource == "kube") {
+    kube::LoadOptions load;
+    load.kubeconfigPath = cfg.kubeconfig;
+    auto kcfg = kube::loadConfig(load, SystemClock::instance());
+    if (!kcfg.ok()) {
+      log.error("cannot load the Kubernetes configuration", {{"error", kcfg.status().toString()}});
+      return kExitFailure;
+    }
+    kubeTransport = makeClientOrDie(http::Backend::kCppRest,
+                                    kube::httpClientOptions(*kcfg, "kshard-sidecar"), log);
+    kube::ClientOptions apiOptions;
+    apiOptions.userAgent = "kshard-sidecar";
+    api = std::make_unique<kube::Client>(*kubeTransport, scheduler, random,
+                                         log.withFields({{"part", "kube"}}), apiOptions,
+                                         kcfg->token, kcfg->pathPrefix);
+    watcher = std::make_unique<MapWatcher>(*api, scheduler, random,
+                                           log.withFields({{"part", "map-watch"}}), self, applier);
+    watcher->start();
+  } else {
+    http::ClientOptions o;
+    o.baseUrl = "http://" + cfg.managerAddress;
+    poller = std::make_unique<MapPoller>(makeClientOrDie(backend, o, log), scheduler,
+                                         cfg.mapPollInterval, self, applier,
+                                         log.withFields({{"part", "map-poll"}}));
+    poller->start();
+  }
+
+  // Register once the map is known and the app listens; the loop gives up on a signal.
+  std::atomic<bool> stopping{false};
+  std::thread registrar([&] {
+    while (!stopping.load() && !applier.waitForMap(std::chrono::milliseconds(200))) {
+    }
+    const SteadyTime deadline = SystemClock::instance().now() + cfg.appWaitTimeout;
+    while (!stopping.load() && !appListening(static_cast<int>(cfg.appPort))) {
+      if (SystemClock::instance().now() > deadline) {
+        log.error("the app does not listen; not registering", {{"app_port", cfg.appPort}});
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (stopping.load()) return;
+    manager.registerPod([&](StatusOr<std::uint64_t> epoch) {
+      if (epoch.ok()) {
+        registered.store(true);
+        log.info("ready", {{"epoch", *epoch}});
+      } else {
+        log.error("registration failed", {{"error", epoch.status().toString()}});
+      }
+    });
+  });
+
+  // Wait for SIGTERM/SIGINT: the first drains, a second is only logged (the drain goes on; an
+  // exit now could drop accepted messages).
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log.info("signal received, draining", {{"signal", sig}});
+  stopping.store(true);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool drained = false;
+  Status drainResult;
+  if (registered.load() || drainer.started()) {
+    drainer.drain([&](Status st) {
+      std::lock_guard lock(mu);
+      drainResult = st;
+      drained = true;
+      cv.notify_all();
+    });
+  } else {
+    drained = true;  // never registered: nothing to hand off
+  }
+  std::thread secondSignal([&] {
+    int again = 0;
+    while (sigwait(&signals, &again) == 0) {
+      std::lock_guard lock(mu);
+      if (drained) return;
+      log.warn("second signal ignored while draining", {{"signal", again}});
+    }
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return drained; });
+  }
+  // Wake the second-signal thread so it sees `drained` and ends.
+  pthread_kill(secondSignal.native_handle(), SIGTERM);
+  secondSignal.join();
+  registrar.join();
+  if (watcher) watcher->stop();
+  if (poller) poller->stop();
+  manager.stop();
+  appServer->stop(std::chrono::seconds(1));
+  peerServer->stop(std::chrono::seconds(1));
+  adminServer->stop();
+  log.info("stopped", {{"drain", drainResult.ok() ? "ok" : drainResult.toString()}});
+  // Exit without unwinding the object graph: scheduler timers and client callbacks still refer
+  // to its parts, and tearing it down buys nothing once the servers are closed.
+  std::fflush(nullptr);
+  ::_exit(drainResult.ok() ? kExitOk : kExitFailure);
+}
+
+}  // namespace
+}  // namespace kshard::sidecar
+
+int main(int argc, char** argv) { return kshard::sidecar::run(argc, argv); }

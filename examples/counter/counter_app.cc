@@ -1,0 +1,182 @@
+#include "examples/counter/counter_app.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace kshard::examples {
+
+using nlohmann::json;
+
+namespace {
+
+http::Response error(int status, std::string_view code, std::string_view message) {
+  return http::Response::error(status, code, message);
+}
+
+std::uint64_t headerNumber(const http::Request& r, std::string_view name) {
+  std::uint64_t n = 0;
+  if (auto v = r.headers.get(name)) std::from_chars(v->data(), v->data() + v->size(), n);
+  return n;
+}
+
+}  // namespace
+
+CounterApp::CounterApp(CounterStore& store, http::Client& sidecar, const Clock& clock,
+                       CounterAppOptions options, Logger logger)
+    : store_(store),
+      sidecar_(sidecar),
+      clock_(clock),
+      options_(std::move(options)),
+      log_(std::move(logger)) {
+  if (!options_.eventLogPath.empty()) {
+    eventFd_ = ::open(options_.eventLogPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                      0644);
+    if (eventFd_ < 0) log_.error("cannot open the event log", {{"path", options_.eventLogPath}});
+  }
+}
+
+CounterApp::~CounterApp() {
+  if (eventFd_ >= 0) ::close(eventFd_);
+}
+
+void CounterApp::addEntityRoutes(http::Server& server) {
+  server.route(http::Method::kPost, "/kshard/entities/{type}/{id}",
+               [this](http::Request r, http::Responder res) { onMessage(std::move(r), std::move(res)); });
+  server.route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
+               [this](http::Request r, http::Responder res) { onStop(std::move(r), std::move(res)); });
+}
+
+void CounterApp::addPublicRoutes(http::Server& server) {
+  server.route(http::Method::kPost, "/counters/{id}/increment",
+               [this](http::Request r, http::Responder res) {
+                 std::string by = "1";
+                 if (auto q = r.queryParam("by")) by = std::string(*q);
+                 forward(std::string(r.param("id")), R"({"op":"increment","by":)" + by + "}",
+                         std::move(res));
+               });
+  server.route(http::Method::kGet, "/counters/{id}", [this](http::Request r, http::Responder res) {
+    forward(std::string(r.param("id")), R"({"op":"get"})", std::move(res));
+  });
+  server.route(http::Method::kGet, "/healthz", [](http::Request, http::Responder res) {
+    res.send(http::Response::json(200, R"({"status":"ok"})"));
+  });
+}
+
+void CounterApp::forward(const std::string& id, std::string body, http::Responder responder) {
+  http::Request req;
+  req.method = http::Method::kPost;
+  req.target = "/v1/entities/counter/" + http::percentEncode(id);
+  req.headers.set("Content-Type", "application/json");
+  req.body = std::move(body);
+  auto res = std::make_shared<http::Responder>(std::move(responder));
+  sidecar_.send(std::move(req), [res](StatusOr<http::Response> r) {
+    if (!r.ok()) {
+      res->send(error(502, "SidecarUnavailable", r.status().message()));
+    } else {
+      res->send(std::move(*r));
+    }
+  });
+}
+
+void CounterApp::onMessage(http::Request request, http::Responder responder) {
+  if (request.param("type") != "counter") {
+    responder.send(error(404, "UnknownEntityType", "this app only has counters"));
+    return;
+  }
+  const std::string id(request.param("id"));
+  const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
+  const std::uint64_t epoch = headerNumber(request, "Kshard-Epoch");
+  std::string op = "get";
+  std::int64_t by = 1;
+  if (!request.body.empty()) {
+    auto body = json::parse(request.body, nullptr, false);
+    if (!body.is_object() || (body.contains("op") && !body["op"].is_string()) ||
+        (body.contains("by") && !body["by"].is_number_integer())) {
+      responder.send(error(400, "BadRequest", R"(body must be {"op":"increment"|"get","by":n})"));
+      return;
+    }
+    op = body.value("op", "get");
+    by = body.value("by", std::int64_t{1});
+  }
+  if (op != "increment" && op != "get") {
+    responder.send(error(400, "BadRequest", "op must be increment or get"));
+    return;
+  }
+
+  std::unique_lock lock(mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) {
+    auto loaded = store_.load(id);
+    if (!loaded.ok()) {
+      responder.send(error(500, "StoreUnavailable", loaded.status().message()));
+      return;
+    }
+    it = active_.emplace(id, Active{loaded->value, epoch}).first;
+    writeEvent("activate", id, shard, epoch, it->second.value);
+  }
+  Active& a = it->second;
+  a.epoch = std::max(a.epoch, epoch);
+  if (op == "increment") {
+    // Saved before answering, with the epoch as fencing token: an acknowledged increment
+    // survives the pod, and a pod that lost the shard cannot overwrite the new owner's state.
+    const CounterState next{a.value + by, a.epoch};
+    if (Status s = store_.save(id, next); !s.ok()) {
+      const int status = s.code() == StatusCode::kFailedPrecondition ? 409 : 500;
+      responder.send(error(status, status == 409 ? "Fenced" : "StoreUnavailable", s.message()));
+      return;
+    }
+    a.value = next.value;
+  }
+  const json out = {{"id", id}, {"value", a.value}, {"pod", options_.pod}, {"epoch", a.epoch}};
+  lock.unlock();
+  responder.send(http::Response::json(200, out.dump()));
+}
+
+void CounterApp::onStop(http::Request request, http::Responder responder) {
+  const std::string id(request.param("id"));
+  const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
+  std::unique_lock lock(mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) {
+    responder.send(http::Response::json(200, "{}"));
+    return;
+  }
+  if (Status s = store_.save(id, {it->second.value, it->second.epoch}); !s.ok()) {
+    // Fenced means a newer owner already wrote: this copy is stale and may simply go.
+    if (s.code() != StatusCode::kFailedPrecondition) {
+      responder.send(error(500, "StoreUnavailable", s.message()));
+      return;
+    }
+  }
+  writeEvent("stop", id, shard, it->second.epoch, it->second.value);
+  active_.erase(it);
+  lock.unlock();
+  responder.send(http::Response::json(200, "{}"));
+}
+
+std::size_t CounterApp::activeCounters() const {
+  std::lock_guard lock(mu_);
+  return active_.size();
+}
+
+void CounterApp::writeEvent(const std::string& event, const std::string& id,
+                            const std::string& shard, std::uint64_t epoch, std::int64_t value) {
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                          clock_.wallNow().time_since_epoch())
+                          .count();
+  const std::string line = json{{"ts_us", micros},  {"event", event}, {"entity", id},
+                                {"pod", options_.pod}, {"shard", shard}, {"epoch", epoch},
+                                {"value", value}}
+                               .dump() +
+                           "\n";
+  // One write(2) with O_APPEND: lines from all pods interleave whole.
+  if (eventFd_ >= 0 && ::write(eventFd_, line.data(), line.size()) < 0) {
+    log_.warn("event log write failed");
+  }
+  if (::write(STDOUT_FILENO, line.data(), line.size()) < 0) return;
+}
+
+}  // namespace kshard::examples

@@ -1,0 +1,68 @@
+// CounterApp: kshard's example app. Its entity type "counter" holds a number.
+//
+// Two HTTP faces:
+//   - entity callbacks for its sidecar, on 127.0.0.1:{app port} (DESIGN.md "App callbacks"):
+//       POST /kshard/entities/counter/{id}       {"op":"increment","by":1} or {"op":"get"}
+//       POST /kshard/entities/counter/{id}/stop  save and forget the counter
+//   - a public API for users and load drivers, on the pod IP, which reaches every counter
+//     through the local sidecar (POST http://127.0.0.1:7100/v1/entities/counter/{id}):
+//       POST /counters/{id}/increment   GET /counters/{id}
+//
+// A counter is loaded from the CounterStore on its first message (activation) and saved on
+// every increment and on stop, with the shard's epoch as fencing token. Every activation and
+// stop is written as a JSON line, with a timestamp and the pod, to stdout and to an optional
+// shared event log that end-to-end checks read to prove no counter ran on two pods at once.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/clock.h"
+#include "base/logger.h"
+#include "examples/counter/counter_store.h"
+#include "http/client.h"
+#include "http/server.h"
+
+namespace kshard::examples {
+
+struct CounterAppOptions {
+  std::string pod;            // this pod's name, written into every event
+  std::string eventLogPath;   // shared JSON-lines event log; empty: stdout only
+};
+
+class CounterApp {
+ public:
+  // `sidecar` points at the local sidecar's app API.
+  CounterApp(CounterStore& store, http::Client& sidecar, const Clock& clock,
+             CounterAppOptions options, Logger logger);
+  ~CounterApp();
+
+  void addEntityRoutes(http::Server& server);
+  void addPublicRoutes(http::Server& server);
+  std::size_t activeCounters() const;
+
+ private:
+  struct Active {
+    std::int64_t value = 0;
+    std::uint64_t epoch = 0;
+  };
+  void onMessage(http::Request request, http::Responder responder);
+  void onStop(http::Request request, http::Responder responder);
+  void forward(const std::string& id, std::string body, http::Responder responder);
+  void writeEvent(const std::string& event, const std::string& id, const std::string& shard,
+                  std::uint64_t epoch, std::int64_t value);
+
+  CounterStore& store_;
+  http::Client& sidecar_;
+  const Clock& clock_;
+  CounterAppOptions options_;
+  Logger log_;
+  int eventFd_ = -1;
+  mutable std::mutex mu_;
+  std::map<std::string, Active> active_;
+};
+
+}  // namespace kshard::examples

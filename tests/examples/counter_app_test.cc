@@ -1,0 +1,127 @@
+#include "examples/counter/counter_app.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "http/factory.h"
+
+namespace kshard::examples {
+namespace {
+
+using nlohmann::json;
+
+std::unique_ptr<http::Client> clientFor(std::uint16_t port) {
+  http::ClientOptions o;
+  o.baseUrl = "http://127.0.0.1:" + std::to_string(port);
+  return std::move(*http::makeClient(http::Backend::kBeast, o));
+}
+
+class CounterAppTest : public ::testing::Test {
+ protected:
+  CounterAppTest()
+      : dir_(::testing::TempDir() + "/counter-app-" + std::to_string(::getpid())),
+        store_((std::filesystem::remove_all(dir_), std::filesystem::create_directories(dir_), dir_)) {
+    // A stand-in for the sidecar's app API that records what the public API sent it.
+    sidecarServer_ = http::makeServer(http::Backend::kBeast, {});
+    sidecarServer_->route(http::Method::kPost, "/v1/entities/{type}/{id}",
+                          [this](http::Request r, http::Responder res) {
+                            forwarded_ = std::string(r.param("id")) + " " + r.body;
+                            res.send(http::Response::json(200, R"({"value":1})"));
+                          });
+    EXPECT_TRUE(sidecarServer_->start().ok());
+    sidecar_ = clientFor(sidecarServer_->port());
+    app_ = std::make_unique<CounterApp>(store_, *sidecar_, SystemClock::instance(),
+                                        CounterAppOptions{"pod-a", dir_ + "/events.log"},
+                                        Logger("test", LogLevel::kError));
+    entities_ = http::makeServer(http::Backend::kBeast, {});
+    app_->addEntityRoutes(*entities_);
+    public_ = http::makeServer(http::Backend::kBeast, {});
+    app_->addPublicRoutes(*public_);
+    EXPECT_TRUE(entities_->start().ok());
+    EXPECT_TRUE(public_->start().ok());
+    client_ = clientFor(entities_->port());
+  }
+
+  StatusOr<http::Response> post(const std::string& target, const std::string& body,
+                                std::uint64_t epoch = 5) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = target;
+    r.body = body;
+    r.headers.set("Kshard-Shard", "7");
+    r.headers.set("Kshard-Epoch", std::to_string(epoch));
+    return client_->sendSync(std::move(r));
+  }
+  std::vector<json> events() {
+    std::vector<json> out;
+    std::ifstream in(dir_ + "/events.log");
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
+
+  std::string dir_;
+  CounterStore store_;
+  std::unique_ptr<http::Server> sidecarServer_;
+  std::unique_ptr<http::Client> sidecar_;
+  std::string forwarded_;
+  std::unique_ptr<CounterApp> app_;
+  std::unique_ptr<http::Server> entities_;
+  std::unique_ptr<http::Server> public_;
+  std::unique_ptr<http::Client> client_;
+};
+
+TEST_F(CounterAppTest, IncrementsPersistAndSurviveAStop) {
+  ASSERT_TRUE(store_.save("c1", {10, 1}).ok());
+  auto r = post("/kshard/entities/counter/c1", R"({"op":"increment"})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["value"], 11);
+  EXPECT_EQ(store_.load("c1")->value, 11) << "an acknowledged increment was not saved";
+  EXPECT_EQ(store_.load("c1")->epoch, 5u);
+  ASSERT_EQ(post("/kshard/entities/counter/c1/stop", "")->status, 200);
+  EXPECT_EQ(app_->activeCounters(), 0u);
+  auto again = post("/kshard/entities/counter/c1", R"({"op":"increment","by":4})", 6);
+  EXPECT_EQ(json::parse(again->body)["value"], 15);
+  const auto ev = events();
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["event"], "activate");
+  EXPECT_EQ(ev[0]["pod"], "pod-a");
+  EXPECT_EQ(ev[0]["shard"], "7");
+  EXPECT_EQ(ev[1]["event"], "stop");
+  EXPECT_EQ(ev[1]["value"], 11);
+  EXPECT_EQ(ev[2]["event"], "activate");
+  EXPECT_LE(ev[0]["ts_us"].get<std::int64_t>(), ev[1]["ts_us"].get<std::int64_t>());
+}
+
+TEST_F(CounterAppTest, StaleOwnerIsFencedByTheEpoch) {
+  ASSERT_EQ(post("/kshard/entities/counter/c2", R"({"op":"get"})", 3)->status, 200);
+  ASSERT_TRUE(store_.save("c2", {100, 9}).ok());  // a newer owner wrote meanwhile
+  auto r = post("/kshard/entities/counter/c2", R"({"op":"increment"})", 3);
+  EXPECT_EQ(r->status, 409);
+  EXPECT_EQ(store_.load("c2")->value, 100);
+}
+
+TEST_F(CounterAppTest, RejectsBadInput) {
+  EXPECT_EQ(post("/kshard/entities/counter/c3", "{nope")->status, 400);
+  EXPECT_EQ(post("/kshard/entities/counter/c3", R"({"op":"explode"})")->status, 400);
+  EXPECT_EQ(post("/kshard/entities/counter/c3", R"({"op":"increment","by":"x"})")->status, 400);
+  EXPECT_EQ(post("/kshard/entities/widget/c3", "{}")->status, 404);
+}
+
+TEST_F(CounterAppTest, PublicApiGoesThroughTheSidecar) {
+  auto c = clientFor(public_->port());
+  http::Request r;
+  r.method = http::Method::kPost;
+  r.target = "/counters/user%2F1/increment?by=3";
+  auto res = c->sendSync(std::move(r));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(forwarded_, R"(user/1 {"op":"increment","by":3})");
+}
+
+}  // namespace
+}  // namespace kshard::examples

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +103,11 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 			t.Errorf("pod %s got version %v", p.Name, api)
 		}
 	}
-	// A pod reaches nothing outside the pod network: there is no route out.
+	// kubectl logs works: the API server proxies to the node agent's kubelet API.
+	raw, err := cs.CoreV1().Pods(ns).GetLogs(pods[0].Name, &v1.PodLogOptions{Container: "app", TailLines: ptrInt64(5)}).DoRaw(ctx(t))
+	if err != nil || !strings.Contains(string(raw), "START") {
+		t.Errorf("pod logs through the API: %q %v", raw, err)
+	}
 	var e map[string]string
 	if err := getJSON(fmt.Sprintf("http://%s:8080/env", pods[0].Status.PodIP), &e); err != nil {
 		t.Fatal(err)
@@ -108,6 +115,7 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 	if e["KUBERNETES_SERVICE_HOST"] == "" || e["KUBERNETES_SERVICE_PORT"] == "" {
 		t.Errorf("KUBERNETES_SERVICE_HOST/PORT missing: %v", e)
 	}
+	checkNoWayOut(t, pods[0].Status.PodIP)
 
 	waitFor(t, 30*time.Second, "3 ready endpoints of Service web", func() (bool, string) {
 		slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(context.Background(),
@@ -467,6 +475,51 @@ func TestAPIServerStopAndStart(t *testing.T) {
 		t.Errorf("the pod was disturbed by the API server restart: %s", describePods([]v1.Pod{p}))
 	}
 	TestNodeIsReady(t)
+}
+
+// checkNoWayOut verifies that pods reach nothing outside the pod network: a pod's only IPv4
+// route is the pod range (so a connection to any other address fails at once with "network is
+// unreachable", and no packet leaves), and the bridge does not forward.
+func checkNoWayOut(t *testing.T, podIP string) {
+	t.Helper()
+	// 192.0.2.1 is TEST-NET-1 (documentation only); the connect fails locally, without a packet.
+	resp, err := httpClient.Get(fmt.Sprintf("http://%s:8080/fetch?url=http://192.0.2.1:80/", podIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "network is unreachable") {
+		t.Errorf("a pod must have no route out of the pod network: %d %s", resp.StatusCode, body)
+	}
+	prefix, bridge := env(t, "KSHARD_CLUSTER_NETNS_PREFIX"), env(t, "KSHARD_CLUSTER_BRIDGE")
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], prefix) {
+			continue
+		}
+		routes, err := exec.Command("ip", "-n", fields[0], "-4", "route", "show").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(routes)), "\n")
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "10.244.0.0/16 dev eth0") {
+			t.Errorf("namespace %s must have the pod range as its only route, has %q", fields[0], routes)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Errorf("no pod network namespace found with prefix %q", prefix)
+	}
+	fwd, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + bridge + "/forwarding")
+	if err != nil || strings.TrimSpace(string(fwd)) != "0" {
+		t.Errorf("bridge %s must not forward: %q %v", bridge, fwd, err)
+	}
 }
 
 func ptrInt64(v int64) *int64 { return &v }

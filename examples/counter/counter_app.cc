@@ -52,10 +52,16 @@ void CounterApp::addEntityRoutes(http::Server& server) {
 void CounterApp::addPublicRoutes(http::Server& server) {
   server.route(http::Method::kPost, "/counters/{id}/increment",
                [this](http::Request r, http::Responder res) {
-                 std::string by = "1";
-                 if (auto q = r.queryParam("by")) by = std::string(*q);
-                 forward(std::string(r.param("id")), R"({"op":"increment","by":)" + by + "}",
-                         std::move(res));
+                 std::int64_t by = 1;
+                 if (auto q = r.queryParam("by")) {
+                   auto [ptr, ec] = std::from_chars(q->data(), q->data() + q->size(), by);
+                   if (ec != std::errc() || ptr != q->data() + q->size()) {
+                     res.send(error(400, "BadRequest", "by must be an integer"));
+                     return;
+                   }
+                 }
+                 forward(std::string(r.param("id")),
+                         json{{"op", "increment"}, {"by", by}}.dump(), std::move(res));
                });
   server.route(http::Method::kGet, "/counters/{id}", [this](http::Request r, http::Responder res) {
     forward(std::string(r.param("id")), R"({"op":"get"})", std::move(res));

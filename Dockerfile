@@ -1,0 +1,41 @@
+# kshard images, built from one multi-stage file:
+#   docker build --target operator -t kshard/operator:dev .
+#   docker build --target sidecar  -t kshard/sidecar:dev .
+#   docker build --target counter  -t kshard/counter:dev .
+# The build stage compiles everything once (release preset); each runtime stage is Debian slim
+# with only the shared libraries the binaries need, running as a non-root user.
+
+FROM debian:12 AS build
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      build-essential cmake ninja-build ca-certificates \
+      libcpprest-dev libboost-dev libssl-dev zlib1g-dev libyaml-cpp-dev nlohmann-json3-dev \
+      prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake --preset release -DKSHARD_BUILD_TESTS=OFF -DKSHARD_BUILD_BENCH=OFF \
+    && cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter
+
+FROM debian:12-slim AS runtime
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      ca-certificates libcpprest2.10 libyaml-cpp0.7 libprometheus-cpp-core1.0 libssl3 \
+      libboost-system1.74.0 \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --system --gid 65532 kshard \
+    && useradd --system --uid 65532 --gid kshard --no-create-home --shell /usr/sbin/nologin kshard
+USER 65532:65532
+
+FROM runtime AS operator
+COPY --from=build /src/build/bin/kshard-operator /usr/local/bin/kshard-operator
+EXPOSE 7200 7202 9443
+ENTRYPOINT ["/usr/local/bin/kshard-operator"]
+
+FROM runtime AS sidecar
+COPY --from=build /src/build/bin/kshard-sidecar /usr/local/bin/kshard-sidecar
+EXPOSE 7100 7101 7102
+ENTRYPOINT ["/usr/local/bin/kshard-sidecar"]
+
+FROM runtime AS counter
+COPY --from=build /src/build/bin/kshard-counter /usr/local/bin/kshard-counter
+EXPOSE 8080 8081
+ENTRYPOINT ["/usr/local/bin/kshard-counter"]

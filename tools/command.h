@@ -1,4 +1,4 @@
-// Command: one kshardctl subcommand (shard-of, plan, and later simulate).
+// Command: one kshardctl subcommand (shard-of, plan, simulate).
 //
 // A command is a name, a one-line summary for `kshardctl --help`, its usage text, and a function
 // that runs it on the arguments after its name, with the process's streams passed in, so tests

@@ -5,16 +5,20 @@
 
 #include "tools/plan_command.h"
 #include "tools/shard_of_command.h"
+#include "tools/simulate_command.h"
 
 namespace kshard::tools {
 namespace {
 
-std::array<const Command*, 2> commands() { return {&shardOfCommand(), &planCommand()}; }
+std::array<const Command*, 3> commands() {
+  return {&shardOfCommand(), &planCommand(), &simulateCommand()};
+}
 
 void printUsage(std::ostream& os) {
   os << "Usage: kshardctl <command> [arguments]\n\n"
         "kshardctl computes what kshard's sharding core computes, offline: which shard an\n"
-        "entity belongs to, and which shards a rebalance round moves.\n\n"
+        "entity belongs to, which shards a rebalance round moves, and how rebalancing plays\n"
+        "out over time against other strategies.\n\n"
         "Commands:\n";
   for (const Command* c : commands()) {
     os << "  " << c->name << std::string(12 - c->name.size(), ' ') << c->summary << "\n";

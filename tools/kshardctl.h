@@ -1,4 +1,4 @@
-// kshardctl: the command-line tool for kshard's sharding logic (shard-of, plan; simulate later).
+// kshardctl: the command-line tool for kshard's sharding logic (shard-of, plan, simulate).
 //
 // The tool is a library so that tests run it in-process; kshardctl_main.cc only forwards argv
 // and the standard streams. To add a command, write a Command (command.h) and list it in

@@ -1,0 +1,91 @@
+// KshardManager: kshard's operator as `kshardctl simulate` runs it: the real planner
+// (sharding::decide, unchanged) driven by the rebalance workflow of DESIGN.md on simulated time.
+//
+// Model (DESIGN.md, "Rebalance"; what the design leaves open is said here):
+//   - Triggers. Immediate rounds on the register of the first pod, on a register while shards
+//     are unassigned, on unregister and on a pod's death; periodic rounds every
+//     rebalanceInterval, the first one interval after the scenario starts. Rounds run one at a
+//     time: triggers during a round are merged into one round that starts when it ends
+//     (immediate if any of them was).
+//   - A round decides at once. A round that moves shards takes `roundTime` (ping, unassign,
+//     persist, assign); its moves take effect together at its end, as one epoch. A round that
+//     decides nothing takes no time.
+//   - A pod registers when ready (ready, not terminating, its version from the pod). A
+//     terminating pod stays registered and keeps its shards (terminating: receives nothing)
+//     until it unregisters after its drain; its shards become unassigned and an immediate round
+//     places them. A crashed pod is treated the same once its death is noticed.
+//   - A move that touches a pod that crashed (not yet noticed) or left during the round fails
+//     (the ping or the unassign fails); the rest of the round goes through and a retry round
+//     follows after rebalanceRetryInterval.
+//   - The map is settled when a periodic round after the last change decided nothing.
+#pragma once
+
+#include <vector>
+
+#include "base/random.h"
+#include "base/scheduler.h"
+#include "sharding/planner.h"
+#include "tools/simulate_manager.h"
+
+namespace kshard::tools {
+
+struct KshardParams {
+  SimTime rebalanceInterval = std::chrono::seconds(20);
+  SimTime rebalanceRetryInterval = std::chrono::seconds(10);
+  double rebalanceRate = 0.02;
+  SimTime roundTime = std::chrono::seconds(1);
+};
+
+class KshardManager final : public SimulatedManager {
+ public:
+  KshardManager(Scheduler& scheduler, OwnershipLedger& ledger,
+                const SimulatedDeployment& deployment, KshardParams params, Random& random);
+
+  void startWith(const std::vector<SimPod>& pods) override;
+  void podReady(SimPod pod) override;
+  void podTerminating(SimPod pod) override;
+  void podStopped(SimPod pod) override;
+  void podCrashed(SimPod pod) override;
+  void podDied(SimPod pod) override;
+  bool settled() const override;
+  Status error() const override { return error_; }
+
+  // Rounds run so far, including those that decided nothing (for tests).
+  std::int64_t roundsRun() const { return roundsRun_; }
+
+ private:
+  enum class Trigger { kNone = 0, kPeriodic = 1, kImmediate = 2 };
+  struct PendingMove {
+    sharding::ShardId shard;
+    SimPod from;
+    SimPod to;
+  };
+
+  void request(Trigger trigger);
+  void scheduleRound();
+  void startRound();
+  void finishRound(const std::vector<PendingMove>& moves);
+  void tick();
+  void unregister(SimPod pod);
+  void reindex();
+  // The round's decision, as moves between simulated pods.
+  StatusOr<std::vector<PendingMove>> decide(bool immediate);
+  SimTime now() const;
+
+  Scheduler& scheduler_;
+  OwnershipLedger& ledger_;
+  const SimulatedDeployment& deployment_;
+  KshardParams params_;
+  Random& random_;
+  SteadyTime start_;
+  std::vector<SimPod> registered_;           // registration order: the planner's PodIndex
+  std::vector<sharding::PodIndex> indexOf_;  // by SimPod; kNoPod when not registered
+  Trigger pending_ = Trigger::kNone;
+  bool roundScheduled_ = false;
+  bool roundRunning_ = false;
+  bool confirmed_ = false;  // a periodic round decided nothing since the last change
+  std::int64_t roundsRun_ = 0;
+  Status error_;
+};
+
+}  // namespace kshard::tools

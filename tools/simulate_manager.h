@@ -1,0 +1,30 @@
+// SimulatedManager: a shard manager under simulation (kshard's operator, Akka's coordinator with
+// one of its allocation strategies, or a consistent-hash ring), for `kshardctl simulate`.
+//
+// A manager hears of pods through the PodListener calls of the SimulatedDeployment, decides with
+// its own rules and timers (on the injected Scheduler's simulated clock), and changes ownership
+// only through the OwnershipLedger, which counts every strategy the same way.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "tools/simulate_deployment.h"
+#include "tools/simulate_ledger.h"
+
+namespace kshard::tools {
+
+class SimulatedManager : public PodListener {
+ public:
+  // The steady state before a scenario: `pods` (ready, in registration order) registered and the
+  // shards placed as this strategy places them, directly, without simulated time. Starts the
+  // manager's periodic timers.
+  virtual void startWith(const std::vector<SimPod>& pods) = 0;
+  // Nothing in flight, and the manager's own balancing check ran after the last change and
+  // found nothing to do: the assignment will not change unless a pod does.
+  virtual bool settled() const = 0;
+  // OK, or the first internal error (a bug: the run is not to be trusted).
+  virtual Status error() const { return {}; }
+};
+
+}  // namespace kshard::tools

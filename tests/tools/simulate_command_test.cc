@@ -85,6 +85,18 @@ TEST(SimulateCommandTest, KshardRollingUpdateAtTheDefaultSizeMovesEveryShardOnce
       << csv[1];
 }
 
+TEST(SimulateCommandTest, ARunCutShortByMaxTimeSaysItDidNotSettle) {
+  // akka-classic moves one shard per 10 s round: 150 rounds do not fit in 5 minutes.
+  const RunResult r = runInProcess({"simulate", "--quiet", "--scenarios", "scale-up",
+                                    "--strategies", "akka-classic", "--max-time", "5m"});
+  ASSERT_EQ(r.exitCode, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("(not settled)"), std::string::npos) << r.out;
+  const RunResult csv =
+      runInProcess({"simulate", "--quiet", "--scenarios", "scale-up", "--strategies",
+                    "akka-classic", "--max-time", "5m", "--format", "csv"});
+  EXPECT_NE(csv.out.find(",false,"), std::string::npos) << csv.out;
+}
+
 TEST(SimulateCommandTest, ProgressGoesToStderrOneLinePerRun) {
   ManualClock clock;
   std::istringstream in;

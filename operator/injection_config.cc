@@ -1,0 +1,94 @@
+#include "operator/injection_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace kshard::manager {
+namespace {
+
+// YAML to JSON for the resources block (scalars stay strings, as quantities are strings).
+nlohmann::json toJson(const YAML::Node& node) {
+  if (node.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& kv : node) out[kv.first.as<std::string>()] = toJson(kv.second);
+    return out;
+  }
+  if (node.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : node) out.push_back(toJson(v));
+    return out;
+  }
+  if (node.IsScalar()) return node.Scalar();
+  return nullptr;
+}
+
+Status readPort(const YAML::Node& root, const char* key, std::int64_t& out) {
+  if (!root[key]) return {};
+  try {
+    const auto v = root[key].as<std::int64_t>();
+    if (v < 1 || v > 65535) return invalidArgument(std::string(key) + ": must be 1..65535");
+    out = v;
+  } catch (const YAML::Exception&) {
+    return invalidArgument(std::string(key) + ": must be an integer");
+  }
+  return {};
+}
+
+}  // namespace
+
+StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yamlText);
+  } catch (const YAML::Exception& e) {
+    return invalidArgument(std::string("not valid YAML: ") + e.what());
+  }
+  InjectionConfig cfg;
+  if (root.IsNull()) return cfg;
+  if (!root.IsMap()) return invalidArgument("must be a mapping");
+  try {
+    if (root["image"]) cfg.image = root["image"].as<std::string>();
+    if (root["imagePullPolicy"]) cfg.imagePullPolicy = root["imagePullPolicy"].as<std::string>();
+    if (root["logLevel"]) cfg.logLevel = root["logLevel"].as<std::string>();
+    if (root["maxBodyBytes"]) cfg.maxBodyBytes = root["maxBodyBytes"].as<std::int64_t>();
+    if (root["gracePeriodMarginSeconds"]) {
+      cfg.gracePeriodMarginSeconds = root["gracePeriodMarginSeconds"].as<std::int64_t>();
+    }
+    if (root["nativeSidecar"]) cfg.nativeSidecar = root["nativeSidecar"].as<bool>();
+  } catch (const YAML::Exception& e) {
+    return invalidArgument(std::string("wrong type: ") + e.what());
+  }
+  for (auto [key, target] : {std::pair<const char*, std::int64_t*>{"apiPort", &cfg.apiPort},
+                             {"peerPort", &cfg.peerPort},
+                             {"adminPort", &cfg.adminPort}}) {
+    if (Status s = readPort(root, key, *target); !s.ok()) return s;
+  }
+  if (cfg.image.empty()) return invalidArgument("image: must not be empty");
+  if (cfg.imagePullPolicy != "Always" && cfg.imagePullPolicy != "IfNotPresent" &&
+      cfg.imagePullPolicy != "Never") {
+    return invalidArgument("imagePullPolicy: must be Always, IfNotPresent or Never");
+  }
+  if (cfg.maxBodyBytes < 1024) return invalidArgument("maxBodyBytes: must be at least 1024");
+  if (cfg.gracePeriodMarginSeconds < 0) {
+    return invalidArgument("gracePeriodMarginSeconds: must not be negative");
+  }
+  if (root["resources"]) {
+    if (!root["resources"].IsMap()) return invalidArgument("resources: must be a mapping");
+    cfg.resources = toJson(root["resources"]);
+  }
+  return cfg;
+}
+
+StatusOr<InjectionConfig> loadInjectionConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return invalidArgument("injection config " + path + ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto cfg = parseInjectionConfig(ss.str());
+  if (!cfg.ok()) return cfg.status().withContext("injection config " + path);
+  return cfg;
+}
+
+}  // namespace kshard::manager

@@ -1,0 +1,34 @@
+// InjectionConfig: what the webhook injects into annotated pods (the sidecar's image, resources,
+// ports, limits), read from the YAML file the chart renders (--injection-config). Each pod's own
+// values (ShardMap, app port, version label, grace period) come from the pod and its ShardMap.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+
+namespace kshard::manager {
+
+struct InjectionConfig {
+  std::string image = "kshard/sidecar:dev";
+  std::string imagePullPolicy = "IfNotPresent";
+  std::string logLevel = "info";
+  std::int64_t apiPort = 7100;
+  std::int64_t peerPort = 7101;
+  std::int64_t adminPort = 7102;
+  std::int64_t maxBodyBytes = 4 << 20;
+  std::int64_t gracePeriodMarginSeconds = 15;
+  nlohmann::json resources = nlohmann::json::object();  // a core/v1 ResourceRequirements
+  // Inject as a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29):
+  // it starts before the app and stops after it. Otherwise a regular container.
+  bool nativeSidecar = true;
+};
+
+// Parses the YAML text; InvalidArgument naming the field ("peerPort: must be 1..65535").
+[[nodiscard]] StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText);
+// Reads and parses a file; the error names the path.
+[[nodiscard]] StatusOr<InjectionConfig> loadInjectionConfig(const std::string& path);
+
+}  // namespace kshard::manager

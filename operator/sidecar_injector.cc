@@ -1,0 +1,272 @@
+#include "operator/sidecar_injector.h"
+
+#include <charconv>
+
+#include "base/base64.h"
+#include "protocol/wire.h"
+
+namespace kshard::manager {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr char kInjectAnnotation[] = "kshard.io/inject";
+constexpr char kShardMapAnnotation[] = "kshard.io/shard-map";
+constexpr char kAppPortAnnotation[] = "kshard.io/app-port";
+constexpr char kVersionLabelAnnotation[] = "kshard.io/version-label";
+constexpr char kInjectedAnnotation[] = "kshard.io/injected";
+constexpr char kShardMapLabel[] = "kshard.io/shard-map";
+constexpr char kDefaultVersionLabel[] = "app.kubernetes.io/version";
+
+std::optional<std::string> stringAt(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* key : path) {
+    if (!cur->is_object()) return std::nullopt;
+    auto it = cur->find(key);
+    if (it == cur->end()) return std::nullopt;
+    cur = &*it;
+  }
+  if (!cur->is_string()) return std::nullopt;
+  return cur->get<std::string>();
+}
+
+json fieldEnv(const char* name, const std::string& fieldPath) {
+  return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", fieldPath}}}}}};
+}
+
+json valueEnv(const char* name, const std::string& value) {
+  return {{"name", name}, {"value", value}};
+}
+
+bool hasSidecar(const json& spec) {
+  for (const char* list : {"containers", "initContainers"}) {
+    auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
+    for (const auto& c : *it) {
+      if (c.is_object() && c.value("name", "") == kSidecarContainerName) return true;
+    }
+  }
+  return false;
+}
+
+json admissionResponse(const json& uid, bool allowed, const std::string& message,
+                       const json* patch) {
+  json response = {{"uid", uid}, {"allowed", allowed}};
+  if (!allowed) response["status"] = {{"code", 403}, {"message", message}};
+  if (patch != nullptr && !patch->empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = base64Encode(patch->dump());
+  }
+  return {
+      {"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", response}};
+}
+
+}  // namespace
+
+std::string jsonPointerEscape(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+SidecarInjector::SidecarInjector(InjectionConfig config, SpecLookup lookup, Logger logger)
+    : config_(std::move(config)), lookup_(std::move(lookup)), log_(std::move(logger)) {}
+
+json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t appPort,
+                                       const std::string& versionLabel) const {
+  const auto port = [](std::int64_t p) { return json(p); };
+  json env = json::array({
+      fieldEnv("POD_NAME", "metadata.name"),
+      fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+      fieldEnv("POD_UID", "metadata.uid"),
+      fieldEnv("POD_IP", "status.podIP"),
+      fieldEnv("HOST_IP", "status.hostIP"),
+      fieldEnv("KSHARD_VERSION", "metadata.labels['" + versionLabel + "']"),
+      valueEnv("KSHARD_SHARD_MAP", shardMap),
+      valueEnv("KSHARD_APP_PORT", std::to_string(appPort)),
+      valueEnv("KSHARD_API_PORT", std::to_string(config_.apiPort)),
+      valueEnv("KSHARD_PEER_PORT", std::to_string(config_.peerPort)),
+      valueEnv("KSHARD_ADMIN_PORT", std::to_string(config_.adminPort)),
+      valueEnv("KSHARD_MAX_BODY_BYTES", std::to_string(config_.maxBodyBytes)),
+      valueEnv("KSHARD_LOG_LEVEL", config_.logLevel),
+  });
+  json c = {
+      {"name", kSidecarContainerName},
+      {"image", config_.image},
+      {"imagePullPolicy", config_.imagePullPolicy},
+      {"env", env},
+      {"ports",
+       json::array({{{"name", "kshard-peer"}, {"containerPort", port(config_.peerPort)}},
+                    {{"name", "kshard-admin"}, {"containerPort", port(config_.adminPort)}}})},
+      // Started = the process answers; the app may start then (registration waits for the app).
+      {"startupProbe",
+       {{"httpGet", {{"path", "/healthz"}, {"port", port(config_.adminPort)}}},
+        {"periodSeconds", 1},
+        {"failureThreshold", 120}}},
+      // Ready = registered with the operator and not draining.
+      {"readinessProbe",
+       {{"httpGet", {{"path", "/readyz"}, {"port", port(config_.adminPort)}}},
+        {"periodSeconds", 2},
+        {"failureThreshold", 2}}},
+      {"livenessProbe",
+       {{"httpGet", {{"path", "/healthz"}, {"port", port(config_.adminPort)}}},
+        {"periodSeconds", 10},
+        {"failureThreshold", 3}}},
+      {"securityContext",
+       {{"runAsNonRoot", true},
+        {"runAsUser", 65532},
+        {"allowPrivilegeEscalation", false},
+        {"readOnlyRootFilesystem", true},
+        {"capabilities", {{"drop", json::array({"ALL"})}}}}},
+  };
+  if (!config_.resources.empty()) c["resources"] = config_.resources;
+  if (config_.nativeSidecar) c["restartPolicy"] = "Always";
+  return c;
+}
+
+StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns) const {
+  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
+    return invalidArgument("the object is not a pod with a spec");
+  }
+  const json& spec = pod["spec"];
+  json patch = json::array();
+  if (stringAt(pod, {"metadata", "annotations", kInjectAnnotation}) != "true") return patch;
+  if (hasSidecar(spec)) return patch;  // injected already: injection is idempotent
+
+  std::string shardMap =
+      stringAt(pod, {"metadata", "annotations", kShardMapAnnotation})
+          .value_or(stringAt(pod, {"metadata", "labels", "app.kubernetes.io/name"})
+                        .value_or(stringAt(pod, {"metadata", "labels", "app"}).value_or("")));
+  if (shardMap.empty()) {
+    return invalidArgument(
+        "kshard cannot tell which ShardMap this pod belongs to: set the annotation "
+        "kshard.io/shard-map or the label app.kubernetes.io/name");
+  }
+  if (!protocol::isDnsSubdomain(shardMap)) {
+    return invalidArgument("ShardMap name \"" + shardMap.substr(0, 64) +
+                           "\" is not a valid object name (lowercase, digits, '-' and '.')");
+  }
+  std::int64_t appPort = 8080;
+  if (auto text = stringAt(pod, {"metadata", "annotations", kAppPortAnnotation})) {
+    auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), appPort);
+    if (ec != std::errc() || ptr != text->data() + text->size() || appPort < 1 || appPort > 65535) {
+      return invalidArgument("annotation kshard.io/app-port: must be a port number 1..65535");
+    }
+  }
+  for (std::int64_t p : {config_.apiPort, config_.peerPort, config_.adminPort}) {
+    if (p == appPort) {
+      return invalidArgument("annotation kshard.io/app-port: " + std::to_string(appPort) +
+                             " is a port of the kshard sidecar");
+    }
+  }
+
+  const auto existingSpec = lookup_ ? lookup_(ns, shardMap) : std::nullopt;
+  std::string versionLabel = existingSpec ? existingSpec->versionLabel : kDefaultVersionLabel;
+  if (auto v = stringAt(pod, {"metadata", "annotations", kVersionLabelAnnotation}))
+    versionLabel = *v;
+  const auto handoff =
+      existingSpec ? existingSpec->handoffTimeout : sharding::ShardMapSpec{}.handoffTimeout;
+
+  // The label the operator watches.
+  const json& metadata = pod["metadata"];
+  if (!metadata.contains("labels") || !metadata["labels"].is_object()) {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/metadata/labels"}, {"value", {{kShardMapLabel, shardMap}}}});
+  } else {
+    patch.push_back({{"op", "add"},
+                     {"path", "/metadata/labels/" + jsonPointerEscape(kShardMapLabel)},
+                     {"value", shardMap}});
+  }
+  patch.push_back({{"op", "add"},
+                   {"path", "/metadata/annotations/" + jsonPointerEscape(kInjectedAnnotation)},
+                   {"value", config_.nativeSidecar ? "native-sidecar" : "container"}});
+
+  // The sidecar.
+  const json sidecar = sidecarContainer(shardMap, appPort, versionLabel);
+  if (config_.nativeSidecar) {
+    if (!spec.contains("initContainers") || !spec["initContainers"].is_array()) {
+      patch.push_back(
+          {{"op", "add"}, {"path", "/spec/initContainers"}, {"value", json::array({sidecar})}});
+    } else {
+      // First, so that other init containers can already use it.
+      patch.push_back({{"op", "add"}, {"path", "/spec/initContainers/0"}, {"value", sidecar}});
+    }
+  } else {
+    patch.push_back({{"op", "add"}, {"path", "/spec/containers/-"}, {"value", sidecar}});
+  }
+
+  // The preStop drain on the app container: the one that declares the app port, else the first.
+  if (spec.contains("containers") && spec["containers"].is_array() && !spec["containers"].empty()) {
+    const json& containers = spec["containers"];
+    std::size_t app = 0;
+    for (std::size_t i = 0; i < containers.size(); ++i) {
+      const json& ports = containers[i].value("ports", json::array());
+      for (const auto& p : ports) {
+        if (p.is_object() && p.value("containerPort", std::int64_t{0}) == appPort) app = i;
+      }
+    }
+    const json& c = containers[app];
+    const json drain = {{"httpGet", {{"path", "/v1/drain"}, {"port", config_.adminPort}}}};
+    const std::string base = "/spec/containers/" + std::to_string(app);
+    if (!c.contains("lifecycle") || !c["lifecycle"].is_object()) {
+      patch.push_back(
+          {{"op", "add"}, {"path", base + "/lifecycle"}, {"value", {{"preStop", drain}}}});
+    } else if (!c["lifecycle"].contains("preStop")) {
+      patch.push_back({{"op", "add"}, {"path", base + "/lifecycle/preStop"}, {"value", drain}});
+    }
+  }
+
+  // A grace period long enough for the drain: the handoff plus a margin.
+  const std::int64_t needed = std::chrono::duration_cast<std::chrono::seconds>(handoff).count() +
+                              config_.gracePeriodMarginSeconds;
+  const std::int64_t current = spec.value("terminationGracePeriodSeconds", std::int64_t{30});
+  if (current < needed) {
+    patch.push_back({{"op", spec.contains("terminationGracePeriodSeconds") ? "replace" : "add"},
+                     {"path", "/spec/terminationGracePeriodSeconds"},
+                     {"value", needed}});
+  }
+  return patch;
+}
+
+SidecarInjector::Answer SidecarInjector::review(std::string_view body) const {
+  const auto bad = [](const std::string& message) {
+    return Answer{400, json{{"error", {{"code", "BadRequest"}, {"message", message}}}}.dump()};
+  };
+  json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded() || !review.is_object()) return bad("body is not a JSON object");
+  if (review.value("kind", "") != "AdmissionReview") return bad("kind: must be AdmissionReview");
+  auto request = review.find("request");
+  if (request == review.end() || !request->is_object()) return bad("request: required");
+  auto uid = request->find("uid");
+  if (uid == request->end() || !uid->is_string() || uid->get<std::string>().empty()) {
+    return bad("request.uid: required");
+  }
+  const std::string ns = request->value("namespace", "");
+  const auto object = request->find("object");
+  const std::string name = (object != request->end() && object->is_object())
+                               ? stringAt(*object, {"metadata", "generateName"})
+                                     .value_or(stringAt(*object, {"metadata", "name"}).value_or(""))
+                               : "";
+  if (request->value("operation", "") != "CREATE" || object == request->end()) {
+    return {200, admissionResponse(*uid, true, "", nullptr).dump()};
+  }
+  auto patch = patchFor(*object, ns);
+  if (!patch.ok()) {
+    log_.warn("pod refused",
+              {{"namespace", ns}, {"pod", name}, {"reason", patch.status().message()}});
+    return {200, admissionResponse(*uid, false, patch.status().message(), nullptr).dump()};
+  }
+  if (!patch->empty()) log_.info("sidecar injected", {{"namespace", ns}, {"pod", name}});
+  return {200, admissionResponse(*uid, true, "", &*patch).dump()};
+}
+
+}  // namespace kshard::manager

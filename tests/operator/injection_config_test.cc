@@ -1,0 +1,45 @@
+#include "operator/injection_config.h"
+
+#include <gtest/gtest.h>
+
+namespace kshard::manager {
+namespace {
+
+TEST(InjectionConfigTest, ReadsTheChartsFile) {
+  auto cfg = parseInjectionConfig(R"(
+image: "registry.example/kshard/sidecar:0.1.0"
+imagePullPolicy: Always
+logLevel: debug
+apiPort: 7100
+peerPort: 7201
+adminPort: 7202
+maxBodyBytes: 1048576
+gracePeriodMarginSeconds: 20
+resources:
+  requests: {cpu: 50m, memory: 32Mi}
+)");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().toString();
+  EXPECT_EQ(cfg->image, "registry.example/kshard/sidecar:0.1.0");
+  EXPECT_EQ(cfg->imagePullPolicy, "Always");
+  EXPECT_EQ(cfg->peerPort, 7201);
+  EXPECT_EQ(cfg->maxBodyBytes, 1048576);
+  EXPECT_EQ(cfg->gracePeriodMarginSeconds, 20);
+  EXPECT_EQ(cfg->resources["requests"]["memory"], "32Mi");
+  EXPECT_TRUE(cfg->nativeSidecar);
+}
+
+TEST(InjectionConfigTest, ErrorsNameTheField) {
+  EXPECT_EQ(parseInjectionConfig("peerPort: 0").status().message(), "peerPort: must be 1..65535");
+  EXPECT_EQ(parseInjectionConfig("adminPort: x").status().message(),
+            "adminPort: must be an integer");
+  EXPECT_EQ(parseInjectionConfig("imagePullPolicy: Sometimes").status().message(),
+            "imagePullPolicy: must be Always, IfNotPresent or Never");
+  EXPECT_EQ(parseInjectionConfig("resources: 3").status().message(),
+            "resources: must be a mapping");
+  EXPECT_FALSE(parseInjectionConfig("[").ok());
+  EXPECT_EQ(loadInjectionConfig("/nonexistent").status().message(),
+            "injection config /nonexistent: cannot be read");
+}
+
+}  // namespace
+}  // namespace kshard::manager

@@ -1,0 +1,197 @@
+#include "operator/sidecar_injector.h"
+
+#include <gtest/gtest.h>
+
+#include "base/base64.h"
+
+namespace kshard::manager {
+namespace {
+
+using nlohmann::json;
+
+json annotatedPod() {
+  return json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"generateName": "counter-7d9-", "namespace": "demo",
+                 "labels": {"app.kubernetes.io/name": "counter", "app.kubernetes.io/version": "1.0.0"},
+                 "annotations": {"kshard.io/inject": "true", "kshard.io/app-port": "8080"}},
+    "spec": {"containers": [{"name": "app", "image": "kshard/counter:1.0.0",
+                             "ports": [{"containerPort": 8080}]}]}
+  })");
+}
+
+class SidecarInjectorTest : public ::testing::Test {
+ protected:
+  SidecarInjector injector(InjectionConfig cfg = {},
+                           std::optional<sharding::ShardMapSpec> spec = std::nullopt) {
+    return SidecarInjector(
+        cfg, [spec](const std::string&, const std::string&) { return spec; },
+        Logger("test", LogLevel::kError));
+  }
+  json inject(const SidecarInjector& inj, const json& pod) {
+    auto patch = inj.patchFor(pod, "demo");
+    EXPECT_TRUE(patch.ok()) << patch.status().toString();
+    return pod.patch(*patch);
+  }
+  static const json* container(const json& list, const std::string& name) {
+    for (const auto& c : list) {
+      if (c["name"] == name) return &c;
+    }
+    return nullptr;
+  }
+  static std::string env(const json& c, const std::string& name) {
+    for (const auto& e : c["env"]) {
+      if (e["name"] == name) {
+        return e.contains("value") ? e["value"].get<std::string>()
+                                   : e["valueFrom"]["fieldRef"]["fieldPath"].get<std::string>();
+      }
+    }
+    return "<unset>";
+  }
+};
+
+TEST_F(SidecarInjectorTest, InjectsANativeSidecarWithTheDownwardApiEnvironment) {
+  const json pod = inject(injector(), annotatedPod());
+  EXPECT_EQ(pod["metadata"]["labels"]["kshard.io/shard-map"], "counter");
+  ASSERT_TRUE(pod["spec"].contains("initContainers"));
+  const json& sc = pod["spec"]["initContainers"][0];
+  EXPECT_EQ(sc["name"], "kshard-sidecar");
+  EXPECT_EQ(sc["restartPolicy"], "Always");
+  EXPECT_EQ(sc["image"], "kshard/sidecar:dev");
+  EXPECT_EQ(env(sc, "POD_NAME"), "metadata.name");
+  EXPECT_EQ(env(sc, "POD_NAMESPACE"), "metadata.namespace");
+  EXPECT_EQ(env(sc, "POD_UID"), "metadata.uid");
+  EXPECT_EQ(env(sc, "POD_IP"), "status.podIP");
+  EXPECT_EQ(env(sc, "KSHARD_SHARD_MAP"), "counter");
+  EXPECT_EQ(env(sc, "KSHARD_APP_PORT"), "8080");
+  EXPECT_EQ(env(sc, "KSHARD_VERSION"), "metadata.labels['app.kubernetes.io/version']");
+  EXPECT_EQ(sc["readinessProbe"]["httpGet"]["path"], "/readyz");
+  EXPECT_EQ(sc["securityContext"]["readOnlyRootFilesystem"], true);
+  EXPECT_EQ(pod["spec"]["containers"].size(), 1u) << "a native sidecar is not a regular container";
+}
+
+TEST_F(SidecarInjectorTest, AddsTheDrainPreStopAndAGracePeriodThatCoversTheHandoff) {
+  sharding::ShardMapSpec spec;
+  spec.handoffTimeout = std::chrono::seconds(60);
+  const json pod = inject(injector({}, spec), annotatedPod());
+  const json& app = pod["spec"]["containers"][0];
+  EXPECT_EQ(app["lifecycle"]["preStop"]["httpGet"]["path"], "/v1/drain");
+  EXPECT_EQ(app["lifecycle"]["preStop"]["httpGet"]["port"], 7102);
+  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 75);
+}
+
+TEST_F(SidecarInjectorTest, KeepsTheAppsOwnPreStopAndALongerGracePeriod) {
+  json pod = annotatedPod();
+  pod["spec"]["containers"][0]["lifecycle"] = {
+      {"preStop", {{"exec", {{"command", {"sleep", "1"}}}}}}};
+  pod["spec"]["terminationGracePeriodSeconds"] = 300;
+  const json out = inject(injector(), pod);
+  EXPECT_TRUE(out["spec"]["containers"][0]["lifecycle"]["preStop"].contains("exec"));
+  EXPECT_EQ(out["spec"]["terminationGracePeriodSeconds"], 300);
+}
+
+TEST_F(SidecarInjectorTest, IsIdempotent) {
+  const auto inj = injector();
+  const json once = inject(inj, annotatedPod());
+  auto again = inj.patchFor(once, "demo");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty()) << again->dump();
+}
+
+TEST_F(SidecarInjectorTest, LeavesPodsWithoutTheAnnotationAlone) {
+  json pod = annotatedPod();
+  pod["metadata"]["annotations"]["kshard.io/inject"] = "false";
+  auto patch = injector().patchFor(pod, "demo");
+  ASSERT_TRUE(patch.ok());
+  EXPECT_TRUE(patch->empty());
+}
+
+TEST_F(SidecarInjectorTest, ShardMapNameFromAnnotationThenLabels) {
+  json pod = annotatedPod();
+  pod["metadata"]["annotations"]["kshard.io/shard-map"] = "orders";
+  EXPECT_EQ(inject(injector(), pod)["metadata"]["labels"]["kshard.io/shard-map"], "orders");
+  json plain = annotatedPod();
+  plain["metadata"]["labels"] = {{"app", "billing"}};
+  EXPECT_EQ(inject(injector(), plain)["metadata"]["labels"]["kshard.io/shard-map"], "billing");
+  json bare = annotatedPod();
+  bare["metadata"].erase("labels");
+  bare["metadata"]["annotations"]["kshard.io/shard-map"] = "x";
+  EXPECT_EQ(inject(injector(), bare)["metadata"]["labels"]["kshard.io/shard-map"], "x");
+}
+
+TEST_F(SidecarInjectorTest, RefusesPodsItCannotServe) {
+  json noName = annotatedPod();
+  noName["metadata"].erase("labels");
+  EXPECT_NE(injector().patchFor(noName, "demo").status().message().find("kshard.io/shard-map"),
+            std::string::npos);
+  json badPort = annotatedPod();
+  badPort["metadata"]["annotations"]["kshard.io/app-port"] = "http";
+  EXPECT_EQ(injector().patchFor(badPort, "demo").status().code(), StatusCode::kInvalidArgument);
+  json clash = annotatedPod();
+  clash["metadata"]["annotations"]["kshard.io/app-port"] = "7101";
+  EXPECT_FALSE(injector().patchFor(clash, "demo").ok());
+  json badName = annotatedPod();
+  badName["metadata"]["annotations"]["kshard.io/shard-map"] = "Not_A_Name";
+  EXPECT_FALSE(injector().patchFor(badName, "demo").ok());
+}
+
+TEST_F(SidecarInjectorTest, RegularContainerWhenNativeSidecarsAreOff) {
+  InjectionConfig cfg;
+  cfg.nativeSidecar = false;
+  const json pod = inject(injector(cfg), annotatedPod());
+  EXPECT_FALSE(pod["spec"].contains("initContainers"));
+  ASSERT_EQ(pod["spec"]["containers"].size(), 2u);
+  EXPECT_EQ(pod["spec"]["containers"][1]["name"], "kshard-sidecar");
+  EXPECT_FALSE(pod["spec"]["containers"][1].contains("restartPolicy"));
+}
+
+TEST_F(SidecarInjectorTest, AnswersAdmissionReviewsWithABase64JsonPatch) {
+  const json review = {{"apiVersion", "admission.k8s.io/v1"},
+                       {"kind", "AdmissionReview"},
+                       {"request",
+                        {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+                         {"operation", "CREATE"},
+                         {"namespace", "demo"},
+                         {"object", annotatedPod()}}}};
+  const auto answer = injector().review(review.dump());
+  ASSERT_EQ(answer.httpStatus, 200);
+  const json out = json::parse(answer.body);
+  EXPECT_EQ(out["kind"], "AdmissionReview");
+  EXPECT_EQ(out["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  EXPECT_EQ(out["response"]["allowed"], true);
+  EXPECT_EQ(out["response"]["patchType"], "JSONPatch");
+  const auto patch = base64Decode(out["response"]["patch"].get<std::string>());
+  ASSERT_TRUE(patch.has_value());
+  const json patched = annotatedPod().patch(json::parse(*patch));
+  EXPECT_EQ(patched["spec"]["initContainers"][0]["name"], "kshard-sidecar");
+}
+
+TEST_F(SidecarInjectorTest, DeniesWithTheReason) {
+  json pod = annotatedPod();
+  pod["metadata"]["annotations"]["kshard.io/app-port"] = "0";
+  const json review = {{"kind", "AdmissionReview"},
+                       {"request", {{"uid", "u1"}, {"operation", "CREATE"}, {"object", pod}}}};
+  const json out = json::parse(injector().review(review.dump()).body);
+  EXPECT_EQ(out["response"]["allowed"], false);
+  EXPECT_NE(out["response"]["status"]["message"].get<std::string>().find("app-port"),
+            std::string::npos);
+}
+
+TEST_F(SidecarInjectorTest, MalformedReviewsGetAnErrorNeverACrash) {
+  const auto inj = injector();
+  for (const char* body :
+       {"", "{", "[]", "null", R"({"kind":"Pod"})", R"({"kind":"AdmissionReview"})",
+        R"({"kind":"AdmissionReview","request":{}})",
+        R"({"kind":"AdmissionReview","request":{"uid":7}})"}) {
+    EXPECT_EQ(inj.review(body).httpStatus, 400) << body;
+  }
+  // A well-formed review of a malformed pod is denied, not failed.
+  const json weird = {
+      {"kind", "AdmissionReview"},
+      {"request", {{"uid", "u"}, {"operation", "CREATE"}, {"object", {{"spec", 3}}}}}};
+  const json out = json::parse(inj.review(weird.dump()).body);
+  EXPECT_EQ(out["response"]["allowed"], false);
+}
+
+}  // namespace
+}  // namespace kshard::manager

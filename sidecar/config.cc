@@ -26,6 +26,9 @@ void SidecarConfig::declare(OptionSet& opts) {
                  &podNamespace);
   opts.addString("pod-uid", "POD_UID", "This pod's uid (downward API).", &podUid);
   opts.addString("pod-ip", "POD_IP", "This pod's IP (downward API).", &podIp);
+  opts.addString("host-ip", "HOST_IP",
+                 "The node's IP (downward API); the kubelet calls GET /v1/drain from there.",
+                 &hostIp);
   opts.addString("shard-map", "KSHARD_SHARD_MAP", "The ShardMap this pod belongs to.", &shardMap);
   opts.addString("version", "KSHARD_VERSION",
                  "This pod's version (its version label); newer pods get shards first.", &version);

@@ -19,6 +19,7 @@ struct SidecarConfig {
   std::string podNamespace;
   std::string podUid;
   std::string podIp;
+  std::string hostIp;    // HOST_IP: the node, whose kubelet calls the preStop drain hook
   std::string shardMap;  // name of the ShardMap in the pod's namespace
   std::string version;
   // Ports and addresses.

@@ -34,6 +34,7 @@
 #include "sidecar/request_authorizer.h"
 #include "sidecar/router.h"
 #include "sidecar/routing_table.h"
+#include "sidecar/sidecar_error.h"
 #include "sidecar/sidecar_metrics.h"
 
 namespace kshard::sidecar {
@@ -177,6 +178,25 @@ int run(int argc, char** argv) {
     if (!registered.load()) return "not registered with the operator yet";
     return "";
   });
+
+  // The preStop hook: the kubelet runs httpGet hooks from the node against the pod IP, so the
+  // drain is also served on the admin port, as GET (what an httpGet hook sends), to the node and
+  // to this pod's own loopback only.
+  const auto drainFromKubelet = [&](http::Request req, http::Responder res) {
+    const std::string ip = req.remoteAddress.substr(0, req.remoteAddress.rfind(':'));
+    if (ip != "127.0.0.1" && ip != cfg.hostIp && ip != cfg.podIp) {
+      res.send(sidecarError(403, protocol::errors::kForbidden,
+                            "the drain hook is for the kubelet of this pod's node"));
+      return;
+    }
+    auto shared = std::make_shared<http::Responder>(std::move(res));
+    drainer.drain([shared](Status st) {
+      shared->send(st.ok() ? http::Response::json(200, R"({"drained":true})")
+                           : sidecarError(500, protocol::errors::kDraining, st.message()));
+    });
+  };
+  adminServer->route(http::Method::kGet, "/v1/drain", drainFromKubelet);
+  adminServer->route(http::Method::kPost, "/v1/drain", drainFromKubelet);
 
   for (auto* s : {appServer.get(), peerServer.get(), adminServer.get()}) {
     if (Status st = s->start(); !st.ok()) {

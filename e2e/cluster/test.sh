@@ -59,9 +59,46 @@ set +e
 ) 2>&1 | tee "$go_log"
 test_rc=${PIPESTATUS[0]}
 set -e
-cp "$CLUSTER_DIR/agent/created-paths" "$created_paths" 2>/dev/null || true
 passed=$(grep -c -- '^--- PASS' "$go_log" || true)
 failed=$(grep -c -- '^--- FAIL' "$go_log" || true)
+
+# cluster-down must clean up after a crashed node agent too: leave two pods running, one volume
+# at a mount point the host does not have, SIGKILL the agent, then take the cluster down.
+crash_agent() {
+  local k
+  k="$(kubectl_bin)"
+  "$k" --kubeconfig="$CLUSTER_DIR/kubeconfig" apply -f - >/dev/null <<'YAML' || return 1
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-agent-crash}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: s, namespace: e2e-agent-crash}
+stringData: {k: v}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: crash, namespace: e2e-agent-crash}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: crash}}
+  template:
+    metadata: {labels: {app: crash}}
+    spec:
+      containers:
+      - name: app
+        image: kshard/e2e-app:1.0.0
+        readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}
+        volumeMounts: [{name: s, mountPath: /etc/kshard-e2e-crash/secret}]
+      volumes: [{name: s, secret: {secretName: s}}]
+YAML
+  "$k" --kubeconfig="$CLUSTER_DIR/kubeconfig" -n e2e-agent-crash rollout status deployment/crash --timeout=60s >/dev/null || return 1
+  kill -KILL "$(cat "$CLUSTER_DIR/pids/kshard-node-agent.pid")"
+  log "SIGKILLed the node agent with 2 pods running"
+}
+if crash_agent; then passed=$((passed + 1)); else log "could not set up the agent-crash check"; failed=$((failed + 1)); fi
+cp "$CLUSTER_DIR/agent/created-paths" "$created_paths" 2>/dev/null || true
 if [ "$test_rc" != 0 ]; then
   log "tests failed; last lines of the node agent's log:"
   tail -n 40 "$CLUSTER_DIR/logs/kshard-node-agent.log" >&2 || true

@@ -112,10 +112,15 @@ sa_ready() { "$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" -n default get serviceac
   "$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" -n default get configmap kube-root-ca.crt >/dev/null 2>&1; }
 wait_until 60 "the default ServiceAccount and kube-root-ca.crt" sa_ready
 
+# For scripts and shells: source .cluster/env.sh (KUBECONFIG, and helm and kubectl on PATH).
+cat >"$CLUSTER_DIR/env.sh" <<ENV
+export KUBECONFIG="$KUBECONFIG_FILE"
+export PATH="$HELM_BIN:$(dirname "$KUBECTL"):\$PATH"
+ENV
 log "cluster up in $(($(date +%s) - up_start)) s: Kubernetes $KUBERNETES_VERSION, node $NODE_NAME, pods on $POD_CIDR"
 cat >&2 <<USAGE
 
-  export KUBECONFIG=$KUBECONFIG_FILE
+  export KUBECONFIG=$KUBECONFIG_FILE      # or: source .cluster/env.sh (also puts helm on PATH)
   kubectl get nodes
   helm: $HELM_BIN/helm
   container logs: $CLUSTER_DIR/logs/<namespace>/<pod>/<container>.log (or kubectl logs)

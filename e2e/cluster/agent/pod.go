@@ -343,20 +343,7 @@ func (w *podWorker) start() bool {
 func (w *podWorker) syncVolumes(pod *v1.Pod) error {
 	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
 	defer cancel()
-	vs := w.volumes
-	// dirs is read by container starts; build it on a copy and swap.
-	w.mu.Lock()
-	vs.dirs = copyMap(vs.dirs)
-	w.mu.Unlock()
-	return vs.sync(ctx, pod)
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return w.volumes.sync(ctx, pod)
 }
 
 // refreshVolumes keeps secrets, configMaps, downward-API files and tokens current, as the kubelet's

@@ -45,31 +45,40 @@ func newVolumeSet(w *podWorker) *volumeSet {
 	return &volumeSet{w: w, dirs: map[string]string{}, hashes: map[string][32]byte{}, tokens: map[string]token{}}
 }
 
-// sync creates or refreshes every volume of the pod.
+// sync creates or refreshes every volume of the pod. Only one sync runs at a time (the pod
+// worker's start, then its refresh loop); container starts read the finished map through dir.
 func (vs *volumeSet) sync(ctx context.Context, pod *v1.Pod) error {
 	var errs []error
+	dirs := map[string]string{}
 	for i := range pod.Spec.Volumes {
-		if err := vs.syncVolume(ctx, pod, &pod.Spec.Volumes[i]); err != nil {
+		path, err := vs.syncVolume(ctx, pod, &pod.Spec.Volumes[i])
+		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", pod.Spec.Volumes[i].Name, err))
+			continue
 		}
+		dirs[pod.Spec.Volumes[i].Name] = path
 	}
+	vs.w.mu.Lock()
+	for name, path := range dirs {
+		vs.dirs[name] = path
+	}
+	vs.w.mu.Unlock()
 	return errors.Join(errs...)
 }
 
-func (vs *volumeSet) syncVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
+// syncVolume materialises one volume and returns the host path to bind-mount.
+func (vs *volumeSet) syncVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (string, error) {
 	dir := filepath.Join(vs.w.dir, "volumes", vol.Name)
 	var payload map[string]payloadFile
 	var err error
 	switch {
 	case vol.EmptyDir != nil:
-		vs.dirs[vol.Name] = dir
-		return os.MkdirAll(dir, 0o777)
+		return dir, os.MkdirAll(dir, 0o777)
 	case vol.HostPath != nil:
-		vs.dirs[vol.Name] = vol.HostPath.Path
 		if t := vol.HostPath.Type; t != nil && (*t == v1.HostPathDirectoryOrCreate) {
-			return os.MkdirAll(vol.HostPath.Path, 0o755)
+			return vol.HostPath.Path, os.MkdirAll(vol.HostPath.Path, 0o755)
 		}
-		return nil
+		return vol.HostPath.Path, nil
 	case vol.Secret != nil:
 		payload, err = vs.secretPayload(ctx, pod.Namespace, vol.Secret.SecretName, vol.Secret.Items,
 			vol.Secret.DefaultMode, vol.Secret.Optional)
@@ -81,13 +90,12 @@ func (vs *volumeSet) syncVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume
 	case vol.Projected != nil:
 		payload, err = vs.projectedPayload(ctx, pod, vol)
 	default:
-		return fmt.Errorf("this node agent supports emptyDir, hostPath, secret, configMap, downwardAPI and projected volumes only")
+		return "", fmt.Errorf("this node agent supports emptyDir, hostPath, secret, configMap, downwardAPI and projected volumes only")
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	vs.dirs[vol.Name] = dir
-	return vs.write(vol.Name, dir, payload)
+	return dir, vs.write(vol.Name, dir, payload)
 }
 
 func mode(def *int32, item *int32) os.FileMode {

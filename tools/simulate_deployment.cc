@@ -24,7 +24,11 @@ std::int32_t IntOrPercent::scaled(std::int32_t replicas, bool roundUp) const {
 
 SimulatedDeployment::SimulatedDeployment(Scheduler& scheduler, DeploymentTiming timing,
                                          RollingUpdateParams rolling, PodListener& listener)
-    : scheduler_(scheduler), timing_(timing), rolling_(rolling), listener_(listener) {}
+    : scheduler_(scheduler),
+      timing_(timing),
+      rolling_(rolling),
+      listener_(listener),
+      reconcile_(scheduler, [this] { reconcile(); }) {}
 
 std::vector<SimPod> SimulatedDeployment::startReady(std::int32_t replicas,
                                                     const std::string& version) {
@@ -126,13 +130,8 @@ void SimulatedDeployment::rollingUpdate(const std::string& version) {
 }
 
 void SimulatedDeployment::reconcileSoon() {
-  if (reconcilePending_) return;
-  reconcilePending_ = true;
   // After everything else due at this instant: the controllers see the instant's events at once.
-  scheduler_.runAfter(SimTime{0}, [this] {
-    reconcilePending_ = false;
-    reconcile();
-  });
+  reconcile_.request();
 }
 
 std::vector<SimPod> SimulatedDeployment::activePods(std::int32_t revision) const {
@@ -213,7 +212,7 @@ void SimulatedDeployment::syncReplicaSet(std::int32_t revision) {
 }
 
 bool SimulatedDeployment::stable() const {
-  if (reconcilePending_ || inFlight_ > 0) return false;
+  if (reconcile_.pending() || inFlight_ > 0) return false;
   for (std::size_t r = 0; r + 1 < sets_.size(); ++r) {
     if (sets_[r].desired > 0) return false;
   }

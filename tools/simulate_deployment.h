@@ -29,6 +29,7 @@
 
 #include "base/random.h"
 #include "base/scheduler.h"
+#include "tools/simulate_instant.h"
 #include "tools/simulate_ledger.h"
 
 namespace kshard::tools {
@@ -126,7 +127,7 @@ class SimulatedDeployment {
   std::vector<SimPodInfo> pods_;
   std::vector<ReplicaSet> sets_;  // by revision; the last one is the current
   std::int32_t replicas_ = 0;
-  bool reconcilePending_ = false;
+  EndOfInstant reconcile_;
   std::int32_t inFlight_ = 0;  // pods starting, draining, or crashed and not noticed
 };
 

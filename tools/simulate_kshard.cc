@@ -13,7 +13,8 @@ KshardManager::KshardManager(Scheduler& scheduler, OwnershipLedger& ledger,
       deployment_(deployment),
       params_(params),
       random_(random),
-      start_(scheduler.clock().now()) {}
+      start_(scheduler.clock().now()),
+      round_(scheduler, [this] { startRound(); }) {}
 
 SimTime KshardManager::now() const { return scheduler_.clock().now() - start_; }
 
@@ -74,14 +75,11 @@ void KshardManager::request(Trigger trigger) {
 }
 
 void KshardManager::scheduleRound() {
-  if (roundScheduled_ || pending_ == Trigger::kNone) return;
-  roundScheduled_ = true;
   // After the other events of this instant: pods registering together meet one round.
-  scheduler_.runAfter(SimTime{0}, [this] { startRound(); });
+  if (pending_ != Trigger::kNone) round_.request();
 }
 
 void KshardManager::startRound() {
-  roundScheduled_ = false;
   const bool immediate = pending_ == Trigger::kImmediate;
   pending_ = Trigger::kNone;
   ++roundsRun_;
@@ -161,7 +159,7 @@ void KshardManager::podStopped(SimPod pod) { unregister(pod); }
 void KshardManager::podDied(SimPod pod) { unregister(pod); }
 
 bool KshardManager::settled() const {
-  return !roundRunning_ && !roundScheduled_ && pending_ == Trigger::kNone && confirmed_;
+  return !roundRunning_ && !round_.pending() && pending_ == Trigger::kNone && confirmed_;
 }
 
 }  // namespace kshard::tools

@@ -25,6 +25,7 @@
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "sharding/planner.h"
+#include "tools/simulate_instant.h"
 #include "tools/simulate_manager.h"
 
 namespace kshard::tools {
@@ -81,11 +82,11 @@ class KshardManager final : public SimulatedManager {
   std::vector<SimPod> registered_;           // registration order: the planner's PodIndex
   std::vector<sharding::PodIndex> indexOf_;  // by SimPod; kNoPod when not registered
   Trigger pending_ = Trigger::kNone;
-  bool roundScheduled_ = false;
   bool roundRunning_ = false;
   bool confirmed_ = false;  // a periodic round decided nothing since the last change
   std::int64_t roundsRun_ = 0;
   Status error_;
+  EndOfInstant round_;  // the next round, after the instant's events
 };
 
 }  // namespace kshard::tools

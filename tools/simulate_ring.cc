@@ -135,7 +135,8 @@ RingManager::RingManager(Scheduler& scheduler, OwnershipLedger& ledger,
       virtualNodes_(virtualNodes),
       start_(scheduler.clock().now()),
       ringOwner_(static_cast<std::size_t>(ledger.shardCount()), kNoSimPod),
-      isTouched_(static_cast<std::size_t>(ledger.shardCount()), false) {
+      isTouched_(static_cast<std::size_t>(ledger.shardCount()), false),
+      update_(scheduler, [this] { update(); }) {
   shardHashes_.reserve(static_cast<std::size_t>(ledger.shardCount()));
   for (sharding::ShardId s = 1; s <= ledger.shardCount(); ++s) {
     shardHashes_.emplace_back(ringHash(std::to_string(s)), s);
@@ -272,15 +273,6 @@ void RingManager::publish() {
   ledger_.commit(now());
 }
 
-void RingManager::scheduleUpdate() {
-  if (updateScheduled_) return;
-  updateScheduled_ = true;
-  scheduler_.runAfter(SimTime{0}, [this] {
-    updateScheduled_ = false;
-    update();
-  });
-}
-
 void RingManager::startWith(const std::vector<SimPod>& pods) {
   joining_ = pods;
   update();
@@ -288,7 +280,7 @@ void RingManager::startWith(const std::vector<SimPod>& pods) {
 
 void RingManager::podReady(SimPod pod) {
   joining_.push_back(pod);
-  scheduleUpdate();
+  update_.request();
 }
 
 void RingManager::podTerminating(SimPod /*pod*/) {
@@ -301,12 +293,12 @@ void RingManager::podCrashed(SimPod /*pod*/) {
 
 void RingManager::podStopped(SimPod pod) {
   leaving_.push_back(pod);
-  scheduleUpdate();
+  update_.request();
 }
 
 void RingManager::podDied(SimPod pod) {
   leaving_.push_back(pod);
-  scheduleUpdate();
+  update_.request();
 }
 
 }  // namespace kshard::tools

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/scheduler.h"
+#include "tools/simulate_instant.h"
 #include "tools/simulate_manager.h"
 
 namespace kshard::tools {
@@ -79,7 +80,7 @@ class RingManager final : public SimulatedManager {
   void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
   void podDied(SimPod pod) override;
-  bool settled() const override { return !updateScheduled_; }
+  bool settled() const override { return !update_.pending(); }
   // Forces the point-by-point or the rebuild path of updates (tests compare the two).
   enum class UpdatePath { kAuto, kPointByPoint, kRebuild };
   void setUpdatePath(UpdatePath path) { path_ = path; }
@@ -93,7 +94,6 @@ class RingManager final : public SimulatedManager {
   void setOwner(std::size_t shardIndex, SimPod pod);
   // Sets the ring owner of the shards whose hash lies in (after, upTo], wrapping around.
   void claim(std::uint64_t after, std::uint64_t upTo, SimPod pod);
-  void scheduleUpdate();
   // Applies the instant's leaves and joins: point by point for a few pods, by rebuilding the
   // ring and recomputing every owner when many pods change (same result, cheaper in bulk).
   void update();
@@ -114,7 +114,7 @@ class RingManager final : public SimulatedManager {
   std::vector<bool> isTouched_;
   std::vector<SimPod> joining_;
   std::vector<SimPod> leaving_;
-  bool updateScheduled_ = false;
+  EndOfInstant update_;  // the instant's table update
   UpdatePath path_ = UpdatePath::kAuto;
 };
 

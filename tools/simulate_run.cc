@@ -7,6 +7,7 @@
 
 #include "base/random.h"
 #include "base/scheduler.h"
+#include "tools/simulate_instant.h"
 #include "tools/simulate_ring.h"
 
 namespace kshard::tools {
@@ -33,7 +34,7 @@ constexpr char kNewVersion[] = "2.0.0";
 class ServingPods final : public PodListener {
  public:
   ServingPods(OwnershipLedger& ledger, Scheduler& scheduler)
-      : ledger_(ledger), scheduler_(scheduler) {}
+      : ledger_(ledger), sample_(scheduler, [this] { ledger_.sample(); }) {}
   void setManager(SimulatedManager& manager) { manager_ = &manager; }
 
   void podReady(SimPod pod) override {
@@ -41,12 +42,7 @@ class ServingPods final : public PodListener {
     manager_->podReady(pod);
     // A pod that joins with few shards may widen the imbalance. Sampled once the instant's
     // events (and anything the manager does at once, such as a ring update) are through.
-    if (sampleScheduled_) return;
-    sampleScheduled_ = true;
-    scheduler_.runAfter(SimTime{0}, [this] {
-      sampleScheduled_ = false;
-      ledger_.sample();
-    });
+    sample_.request();
   }
   void podTerminating(SimPod pod) override {
     ledger_.setServing(pod, false);
@@ -61,9 +57,8 @@ class ServingPods final : public PodListener {
 
  private:
   OwnershipLedger& ledger_;
-  Scheduler& scheduler_;
+  EndOfInstant sample_;
   SimulatedManager* manager_ = nullptr;
-  bool sampleScheduled_ = false;
 };
 
 std::unique_ptr<SimulatedManager> makeManager(const SimulationConfig& config, Scheduler& scheduler,

@@ -41,6 +41,13 @@ cluster-up:
 cluster-down:
 	@bash e2e/cluster/down.sh
 
+# Every benchmark, from the optimised build; figures go to docs/benchmarks.md by hand.
+bench: build
+	@echo "== planner (sharding/planner.h)"
+	@build/bin/planner_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+	@echo "== rebalance simulation (kshardctl simulate)"
+	@KSHARDCTL=build/bin/kshardctl bash bench/simulate/run.sh
+
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i
 

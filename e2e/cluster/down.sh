@@ -16,7 +16,7 @@ say() { [ "$quiet" = yes ] || log "$@"; }
 # remove the cgroups, deepest first.
 kill_cgroups() {
   local root dir
-  root="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n1)"
+  root="$(cgroup2_root)"
   [ -n "$root" ] && [ -d "$root/kshard" ] || return 0
   find "$root/kshard" -depth -type d | while read -r dir; do
     echo 1 >"$dir/cgroup.kill" 2>/dev/null || true

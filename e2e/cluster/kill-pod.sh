@@ -11,7 +11,7 @@ for f in "$CLUSTER_DIR"/agent/pods/*/pod; do
   [ -f "$f" ] && [ "$(cat "$f")" = "$1/$2" ] && uid="$(basename "$(dirname "$f")")"
 done
 [ -n "$uid" ] || die "pod $1/$2 does not run on this node"
-root="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n1)"
+root="$(cgroup2_root)"
 killed=0
 for cg in "$root/kshard/pod-$uid"/*/; do
   [ -f "$cg/cgroup.kill" ] || continue

@@ -56,7 +56,7 @@ setup_go() {
   export GOCACHE="$KSHARD_CACHE/go/build"
   export GOTOOLCHAIN=local
   # Modules are pinned by the committed go.sum files; the checksum database is out of reach here.
-  export GOFLAGS="-mod=mod -buildvcs=false"
+  export GOFLAGS="-mod=readonly -buildvcs=false"
   export GONOSUMDB="*"
   export GOSUMDB=off
   export CGO_ENABLED=0
@@ -84,6 +84,11 @@ setup_go() {
   fi
   export PATH="$root/bin:$PATH"
   go_version_ok "$root/bin/go" || die "the fetched Go toolchain does not run"
+}
+
+# The cgroup v2 hierarchy's mount point (the node agent keeps containers in <it>/kshard).
+cgroup2_root() {
+  awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n1
 }
 
 # kubectl: the machine's, else the one built with the control plane.

@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 source "$CLUSTER_SRC/procs.sh"
 
 test_start=$(date +%s)
-cgroot="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n1)"
+cgroot="$(cgroup2_root)"
 
 # Everything on this machine that the cluster may create.
 leftovers() {

@@ -5,6 +5,8 @@
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 setup_go
+# Regenerating is the one step that may change go.mod and go.sum.
+export GOFLAGS="-mod=mod -buildvcs=false"
 
 k8s_dir="$CLUSTER_SRC/tools/k8s"
 upstream_mod="$(mktemp)"

@@ -102,7 +102,7 @@ cp "$CLUSTER_DIR/agent/created-paths" "$created_paths" 2>/dev/null || true
 if [ "$test_rc" != 0 ]; then
   log "tests failed; last lines of the node agent's log:"
   tail -n 40 "$CLUSTER_DIR/logs/kshard-node-agent.log" >&2 || true
-  cp -r "$CLUSTER_DIR/logs" "$CLUSTER_DIR/../.cluster-failed-logs" 2>/dev/null || true
+  log "all logs stay in ${CLUSTER_DIR#"$REPO_ROOT/"}/logs until the next cluster-up"
 fi
 
 bash "$CLUSTER_SRC/down.sh"

@@ -227,6 +227,35 @@ func TestKilledContainerIsRestarted(t *testing.T) {
 	}
 }
 
+// A container that ignores SIGTERM past the grace period is SIGKILLed, and the pod is then gone.
+func TestGracePeriodEndsWithSIGKILL(t *testing.T) {
+	cs, _ := clients(t)
+	ns := testNamespace(t, cs)
+	c := appContainer("app", appImage, 8080)
+	c.Env = append(c.Env, v1.EnvVar{Name: "TERM_DELAY", Value: "60s"})
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stubborn", Labels: map[string]string{"app": "stubborn"}},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: ptrInt64(2), Containers: []v1.Container{c}}}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyPods(t, cs, ns, "app=stubborn", 1, true, 60*time.Second)
+	start := time.Now()
+	if err := cs.CoreV1().Pods(ns).Delete(ctx(t), "stubborn", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the pod to be gone after its 2 s grace period", func() (bool, string) {
+		all := podsOf(t, cs, ns, "app=stubborn", true)
+		return len(all) == 0, describePods(all)
+	})
+	words, _ := logEvents(t, ns, "stubborn", "app")
+	if indexOf(words, "PRESTOP") < 0 || indexOf(words, "SIGTERM") < 0 || indexOf(words, "EXIT") >= 0 {
+		t.Errorf("want PRESTOP and SIGTERM but no EXIT (killed at the end of the grace period), got %v", words)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("the pod went after %s, before its grace period ended", took)
+	}
+}
+
 // Volumes (secret, configMap, downwardAPI, projected token with an audience, emptyDir, subPath)
 // appear at their mountPaths; downward-API env resolves labels and annotations.
 func TestVolumesEnvAndTokens(t *testing.T) {

@@ -182,7 +182,20 @@ StatusOr<std::vector<Move>> decide(const PlanningInput& in, Random& random) {
   const std::int32_t cap = periodic ? periodicReceiveCap(in.shardCount, in.rebalanceRate)
                                     : std::numeric_limits<std::int32_t>::max();
   std::vector<std::int32_t> received(in.pods.size(), 0);
-  Receivers receivers(counts, eligibleReceivers(in.pods));
+  std::vector<bool> eligible = eligibleReceivers(in.pods);
+  // In a periodic round a pod receives only while it is below the balanced share,
+  // ceil(shards / pods that can receive). A pod above it that took shards from a pod even further
+  // above would give them up again later (to the pods the round's rate cap kept from taking more
+  // now), so each such shard would move twice. The least loaded receiver is always below that
+  // share while the map is unbalanced, so rounds still converge to max - min <= 1.
+  const auto receiving =
+      static_cast<std::int32_t>(std::count(eligible.begin(), eligible.end(), true));
+  const std::int32_t share = periodic && receiving > 0 ? (in.shardCount + receiving - 1) / receiving
+                                                       : std::numeric_limits<std::int32_t>::max();
+  for (std::size_t p = 0; p < eligible.size(); ++p) {
+    if (counts[p] >= share) eligible[p] = false;
+  }
+  Receivers receivers(counts, eligible);
 
   for (ShardId shard : toPlace) {
     const PodIndex to = receivers.top();
@@ -204,7 +217,8 @@ StatusOr<std::vector<Move>> decide(const PlanningInput& in, Random& random) {
       receivers.remove(from);
     }
     ++counts[static_cast<std::size_t>(to)];
-    if (++received[static_cast<std::size_t>(to)] >= cap) {
+    if (++received[static_cast<std::size_t>(to)] >= cap ||
+        counts[static_cast<std::size_t>(to)] >= share) {
       receivers.remove(to);
     } else {
       receivers.update(to);

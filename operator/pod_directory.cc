@@ -1,0 +1,72 @@
+#include "operator/pod_directory.h"
+
+namespace kshard::manager {
+namespace {
+
+std::map<std::string, std::string> stringMap(const nlohmann::json& j) {
+  std::map<std::string, std::string> out;
+  if (!j.is_object()) return out;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_string()) out.emplace(k, v.get<std::string>());
+  }
+  return out;
+}
+
+std::string stringAt(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod) {
+  if (!pod.is_object()) return invalidArgument("pod: not a JSON object");
+  const nlohmann::json empty = nlohmann::json::object();
+  const auto& meta = pod.contains("metadata") ? pod.at("metadata") : empty;
+  const auto& spec = pod.contains("spec") ? pod.at("spec") : empty;
+  const auto& status = pod.contains("status") ? pod.at("status") : empty;
+  PodInfo info;
+  info.name = stringAt(meta, "name");
+  info.namespace_ = stringAt(meta, "namespace");
+  info.uid = stringAt(meta, "uid");
+  if (info.name.empty()) return invalidArgument("pod: metadata.name is missing");
+  if (info.uid.empty()) return invalidArgument("pod " + info.name + ": metadata.uid is missing");
+  info.terminating = meta.is_object() && meta.contains("deletionTimestamp") &&
+                     !meta.at("deletionTimestamp").is_null();
+  info.labels = meta.is_object() && meta.contains("labels") ? stringMap(meta.at("labels"))
+                                                            : std::map<std::string, std::string>{};
+  info.annotations = meta.is_object() && meta.contains("annotations")
+                         ? stringMap(meta.at("annotations"))
+                         : std::map<std::string, std::string>{};
+  info.serviceAccount = stringAt(spec, "serviceAccountName");
+  if (info.serviceAccount.empty()) info.serviceAccount = "default";
+  info.phase = stringAt(status, "phase");
+  info.podIp = stringAt(status, "podIP");
+  return info;
+}
+
+std::string_view podHealthName(PodHealth health) {
+  switch (health) {
+    case PodHealth::kAlive:
+      return "alive";
+    case PodHealth::kTerminating:
+      return "terminating";
+    case PodHealth::kDead:
+      return "dead";
+  }
+  return "unknown";
+}
+
+PodHealth assessPod(const std::optional<PodInfo>& observed, std::string_view registeredUid) {
+  if (!observed) return PodHealth::kDead;
+  // Same name, other uid: the registered pod was deleted and a new one (a StatefulSet replica)
+  // took its name. The registered one is gone.
+  if (observed->uid != registeredUid) return PodHealth::kDead;
+  // Its containers have exited for good; nothing of it runs any more.
+  if (observed->phase == "Failed" || observed->phase == "Succeeded") return PodHealth::kDead;
+  if (observed->terminating) return PodHealth::kTerminating;
+  return PodHealth::kAlive;
+}
+
+}  // namespace kshard::manager

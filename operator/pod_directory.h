@@ -1,0 +1,67 @@
+// PodDirectory: the health API of the Shard Manager. What the Kubernetes API says about the pods
+// of a ShardMap, from the pod informer's cache, with a fresh GET when a decision needs certainty.
+//
+// Health rules (DESIGN.md "Health"): a registered pod is dead when its object is gone, its uid
+// changed (a new pod of the same name), or its phase is Failed or Succeeded. A pod with a
+// deletionTimestamp is alive (it is draining its entities) but gets no new shards. Only a dead
+// pod's shards may be taken without its acknowledgement: while a pod is alive, its entities might
+// be running.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace kshard::manager {
+
+// Label on every pod of a ShardMap (set by the injector); its value is the ShardMap's name.
+inline constexpr char kShardMapLabel[] = "kshard.io/shard-map";
+// Annotation giving the shard count of a ShardMap the operator creates for a pod.
+inline constexpr char kShardsAnnotation[] = "kshard.io/shards";
+
+// The part of a Pod the operator reads.
+struct PodInfo {
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  std::string phase;         // Pending, Running, Succeeded, Failed, Unknown
+  bool terminating = false;  // metadata.deletionTimestamp is set
+  std::string podIp;
+  std::string serviceAccount;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  friend bool operator==(const PodInfo&, const PodInfo&) = default;
+};
+
+// Reads a Pod object as the API serves it. InvalidArgument when it has no metadata.name/uid.
+[[nodiscard]] StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod);
+
+enum class PodHealth {
+  kAlive,        // running (or starting): its shards stay with it
+  kTerminating,  // alive, draining: keeps its shards until it unregisters, gets no new ones
+  kDead,         // gone, replaced (uid changed), or finished: its shards may be taken
+};
+std::string_view podHealthName(PodHealth health);
+
+// The health of the registered pod `registeredUid` given what the API shows for its name
+// (nullopt: no such pod). Pure.
+PodHealth assessPod(const std::optional<PodInfo>& observed, std::string_view registeredUid);
+
+class PodDirectory {
+ public:
+  using FetchCallback = std::function<void(StatusOr<std::optional<PodInfo>>)>;
+
+  virtual ~PodDirectory() = default;
+  // The informer's view; nullopt when the cache does not hold that pod.
+  virtual std::optional<PodInfo> cached(const std::string& ns, const std::string& name) const = 0;
+  // A fresh GET from the API server: nullopt when the pod does not exist; an error when the API
+  // could not be asked (then nothing may be concluded). `done` runs once, on any thread.
+  virtual void fetch(const std::string& ns, const std::string& name, FetchCallback done) = 0;
+};
+
+}  // namespace kshard::manager

@@ -17,6 +17,13 @@ enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions };
 std::string_view methodName(Method m);
 std::optional<Method> parseMethod(std::string_view name);
 
+// ASCII case-insensitive comparison, as for header names.
+bool equalsIgnoreCase(std::string_view a, std::string_view b);
+
+// Content-Length and Transfer-Encoding: the adapters frame messages themselves and never copy
+// these from a caller's or handler's headers.
+bool isFramingHeader(std::string_view name);
+
 // Header fields in arrival order; names compare case-insensitively.
 class Headers {
  public:

@@ -76,6 +76,8 @@ using Handler = std::function<void(Request request, Responder responder)>;
 struct TlsServerOptions {
   std::string certFile;  // PEM chain; re-read on restart only
   std::string keyFile;
+  // When set, clients must present a certificate that this CA bundle verifies (mutual TLS).
+  std::string clientCaFile;
 };
 
 struct ServerOptions {

@@ -1,0 +1,722 @@
+#include "http/beast_client.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "http/beast_stream.h"
+#include "http/origin.h"
+#include "http/tls_context.h"
+
+namespace kshard::http {
+
+namespace {
+
+using namespace beast_detail;  // NOLINT: the adapter's own vocabulary
+namespace bhttp = boost::beast::http;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kHeaderLimit = 64 * 1024;
+// A stream stops reading from the socket while this much is waiting for read(): a slow consumer
+// slows the server down (TCP flow control) instead of growing memory.
+constexpr std::size_t kMaxStreamBuffered = 1u << 20;
+
+struct Conn {
+  Conn(net::any_io_executor e, ssl::context* tls)
+      : exec(e),
+        stream(tls ? AnyStream(beast::tcp_stream(e), *tls) : AnyStream(beast::tcp_stream(e))) {}
+  net::any_io_executor exec;
+  AnyStream stream;
+  beast::flat_buffer buffer;
+  bool reused = false;
+};
+
+// Something in flight that the client's destruction must end.
+class Abortable {
+ public:
+  virtual ~Abortable() = default;
+  virtual void abort() = 0;
+};
+
+enum class Phase { kConnect, kHandshake, kWrite, kRead };
+
+std::string_view phaseText(Phase p) {
+  switch (p) {
+    case Phase::kConnect:
+      return "connecting";
+    case Phase::kHandshake:
+      return "TLS handshake";
+    case Phase::kWrite:
+      return "sending the request";
+    case Phase::kRead:
+      return "reading the response";
+  }
+  return "";
+}
+
+bool isTlsError(const beast::error_code& ec) {
+  return ec.category() == net::error::get_ssl_category() ||
+         ec.category() == ssl::error::get_stream_category();
+}
+
+long long millis(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
+
+}  // namespace
+
+struct BeastClient::Core {
+  Core(ClientOptions o, Origin parsed)
+      : options(std::move(o)),
+        origin(std::move(parsed)),
+        verifyName(options.tls.serverName.empty() ? this->origin.host : options.tls.serverName) {}
+
+  std::shared_ptr<Conn> takeIdle();
+  void putIdle(std::shared_ptr<Conn> conn);
+  std::shared_ptr<Conn> newConn(net::any_io_executor exec) {
+    return std::make_shared<Conn>(exec, tls ? &*tls : nullptr);
+  }
+  bool track(Abortable* a, std::weak_ptr<Abortable> weak) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (closing) return false;
+    inflight.emplace(a, std::move(weak));
+    return true;
+  }
+  void untrack(Abortable* a) {
+    std::lock_guard<std::mutex> lock(mu);
+    inflight.erase(a);
+  }
+  bool isClosing() {
+    std::lock_guard<std::mutex> lock(mu);
+    return closing;
+  }
+
+  // Connects `conn` (TCP, then TLS when the origin is https) and calls `done` on its strand.
+  void establish(std::shared_ptr<Conn> conn, Clock::time_point deadline,
+                 std::function<void(beast::error_code, Phase)> done);
+
+  const ClientOptions options;
+  const Origin origin;
+  const std::string verifyName;
+  std::optional<ssl::context> tls;
+  std::vector<std::thread> threads;
+
+  std::mutex mu;
+  struct Idle {
+    std::shared_ptr<Conn> conn;
+    Clock::time_point since;
+  };
+  std::vector<Idle> idle;
+  std::map<Abortable*, std::weak_ptr<Abortable>> inflight;
+  bool closing = false;
+
+  // Declared last: destroyed first, while what its leftover handlers reference still exists.
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+};
+
+namespace {
+
+// True when a pooled connection still looks usable: no FIN or stray bytes from the server.
+bool looksAlive(Conn& conn) {
+  char byte = 0;
+  const ssize_t n = ::recv(conn.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+  // Pending bytes on a TLS connection can be a session ticket; on plain HTTP they are a protocol
+  // error. Zero is an orderly close.
+  return n > 0 && conn.stream.isTls();
+}
+
+void closeOnStrand(const std::shared_ptr<Conn>& conn) {
+  net::post(conn->exec, [conn] { conn->stream.close(); });
+}
+
+}  // namespace
+
+std::shared_ptr<Conn> BeastClient::Core::takeIdle() {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu);
+  while (!idle.empty()) {
+    Idle entry = std::move(idle.back());
+    idle.pop_back();
+    if (now - entry.since > options.idleTimeout || !looksAlive(*entry.conn)) {
+      closeOnStrand(entry.conn);
+      continue;
+    }
+    entry.conn->reused = true;
+    return std::move(entry.conn);
+  }
+  return nullptr;
+}
+
+void BeastClient::Core::putIdle(std::shared_ptr<Conn> conn) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (closing || idle.size() >= options.maxConnections) {
+    closeOnStrand(conn);
+    return;
+  }
+  idle.push_back(Idle{std::move(conn), Clock::now()});
+}
+
+void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point deadline,
+                                  std::function<void(beast::error_code, Phase)> done) {
+  auto& tcpStream = conn->stream.tcp();
+  tcpStream.expires_at(std::min(deadline, Clock::now() + options.connectTimeout));
+  auto onConnected = [this, conn, deadline, done](const beast::error_code& ec) {
+    if (ec) {
+      done(ec, Phase::kConnect);
+      return;
+    }
+    beast::error_code ignored;
+    conn->stream.socket().set_option(tcp::no_delay(true), ignored);
+    if (!conn->stream.isTls()) {
+      done({}, Phase::kConnect);
+      return;
+    }
+    auto& tlsStream = conn->stream.tls();
+    beast::error_code addressError;
+    net::ip::make_address(verifyName, addressError);
+    // SNI carries host names only (RFC 6066); an IP address is still verified below.
+    std::string sniName = verifyName;  // OpenSSL's macro takes a non-const pointer
+    if (addressError && !SSL_set_tlsext_host_name(tlsStream.native_handle(), sniName.data())) {
+      done(beast::error_code(static_cast<int>(::ERR_get_error()), net::error::get_ssl_category()),
+           Phase::kHandshake);
+      return;
+    }
+    if (options.tls.insecureSkipVerify) {
+      tlsStream.set_verify_mode(ssl::verify_none);
+    } else {
+      tlsStream.set_verify_mode(ssl::verify_peer);
+      tlsStream.set_verify_callback(ssl::host_name_verification(verifyName));
+    }
+    conn->stream.tcp().expires_at(deadline);
+    tlsStream.async_handshake(ssl::stream_base::client,
+                              [done](const beast::error_code& e) { done(e, Phase::kHandshake); });
+  };
+  beast::error_code addressError;
+  const net::ip::address address = net::ip::make_address(origin.host, addressError);
+  if (!addressError) {
+    tcpStream.async_connect(tcp::endpoint(address, origin.port), onConnected);
+    return;
+  }
+  auto resolver = std::make_shared<tcp::resolver>(conn->exec);
+  resolver->async_resolve(
+      origin.host, std::to_string(origin.port),
+      [conn, resolver, onConnected, done](const beast::error_code& ec,
+                                          const tcp::resolver::results_type& results) {
+        if (ec) {
+          done(ec, Phase::kConnect);
+          return;
+        }
+        conn->stream.tcp().async_connect(
+            results,
+            [onConnected](const beast::error_code& e, const tcp::endpoint&) { onConnected(e); });
+      });
+}
+
+namespace {
+
+bhttp::request<bhttp::string_body> toBeastRequest(const BeastClient::Core& core, Request& r) {
+  bhttp::request<bhttp::string_body> req;
+  req.method_string(toBeast(methodName(r.method)));
+  req.target(toBeast(r.target.empty() ? std::string_view("/") : std::string_view(r.target)));
+  req.version(11);
+  for (const auto& [name, value] : r.headers) {
+    if (isFramingHeader(name)) continue;
+    req.insert(toBeast(name), toBeast(value));
+  }
+  if (req.find(bhttp::field::host) == req.end())
+    req.set(bhttp::field::host, core.origin.hostHeader);
+  if (req.find(bhttp::field::user_agent) == req.end() && !core.options.userAgent.empty()) {
+    req.set(bhttp::field::user_agent, core.options.userAgent);
+  }
+  req.body() = std::move(r.body);
+  req.prepare_payload();
+  req.keep_alive(true);
+  return req;
+}
+
+Headers toHeaders(const bhttp::fields& fields) {
+  Headers h;
+  for (const auto& f : fields) h.add(std::string(f.name_string()), std::string(f.value()));
+  return h;
+}
+
+bool idempotent(Method m) {
+  return m == Method::kGet || m == Method::kHead || m == Method::kPut || m == Method::kDelete ||
+         m == Method::kOptions;
+}
+
+// Maps a transport error to kshard's Status vocabulary with a message naming the request.
+Status transportError(const BeastClient::Core& core, const std::string& what,
+                      const beast::error_code& ec, Phase phase, std::chrono::milliseconds timeout) {
+  if (ec == beast::error::timeout) {
+    if (phase == Phase::kConnect) {
+      return deadlineExceeded(
+          what + ": not connected within " +
+          std::to_string(millis(std::min(timeout, core.options.connectTimeout))) + " ms");
+    }
+    return deadlineExceeded(what + ": no response within " + std::to_string(millis(timeout)) +
+                            " ms");
+  }
+  if (ec == bhttp::error::body_limit) {
+    return {StatusCode::kResourceExhausted, what + ": response body exceeds " +
+                                                std::to_string(core.options.maxResponseBytes) +
+                                                " bytes"};
+  }
+  if (isTlsError(ec)) return unavailable(what + ": TLS handshake failed: " + ec.message());
+  return unavailable(what + ": " + std::string(phaseText(phase)) + ": " + ec.message());
+}
+
+// One request and its response, on a pooled or new connection.
+class Exchange : public Abortable, public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(BeastClient::Core& core, Request request, ResponseCallback done)
+      : core_(core),
+        timeout_(request.timeout.count() > 0 ? request.timeout : core.options.requestTimeout),
+        deadline_(Clock::now() + timeout_),
+        idempotent_(idempotent(request.method)),
+        head_(request.method == Method::kHead),
+        what_(std::string(methodName(request.method)) + " " + core.origin.url + request.target),
+        req_(toBeastRequest(core, request)),
+        done_(std::move(done)) {}
+
+  void start() {
+    conn_ = core_.takeIdle();
+    if (conn_ != nullptr) {
+      exec_ = conn_->exec;
+    } else {
+      exec_ = net::make_strand(core_.ioc);
+    }
+    // exec_ is set before the exchange becomes visible to the client's destructor, which posts
+    // abort() to it.
+    if (!core_.track(this, weak_from_this())) {
+      if (conn_ != nullptr) closeOnStrand(conn_);
+      finish(cancelled(what_ + ": the client is shutting down"));
+      return;
+    }
+    if (conn_ != nullptr) {
+      net::post(exec_, [self = shared_from_this()] { self->write(); });
+    } else {
+      net::post(exec_, [self = shared_from_this()] { self->connect(); });
+    }
+  }
+
+  void abort() override {
+    net::post(exec_, [self = shared_from_this()] {
+      if (self->finished_) return;
+      if (self->conn_) self->conn_->stream.close();
+      self->finish(cancelled(self->what_ + ": the client is shutting down"));
+    });
+  }
+
+ private:
+  void connect() {
+    conn_ = core_.newConn(exec_);
+    core_.establish(conn_, deadline_,
+                    [self = shared_from_this()](beast::error_code ec, Phase phase) {
+                      if (self->finished_) return;
+                      if (ec) {
+                        self->fail(ec, phase);
+                        return;
+                      }
+                      self->write();
+                    });
+  }
+
+  void write() {
+    if (finished_) return;
+    conn_->stream.tcp().expires_at(deadline_);
+    conn_->stream.visit([this](auto& s) {
+      bhttp::async_write(s, req_,
+                         [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                           if (self->finished_) return;
+                           if (ec) {
+                             self->fail(ec, Phase::kWrite);
+                             return;
+                           }
+                           self->read();
+                         });
+    });
+  }
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(core_.options.maxResponseBytes);
+    if (head_) parser_->skip(true);
+    conn_->stream.visit([this](auto& s) {
+      bhttp::async_read(s, conn_->buffer, *parser_,
+                        [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                          self->onRead(ec);
+                        });
+    });
+  }
+
+  void onRead(const beast::error_code& ec) {
+    if (finished_) return;
+    if (ec) {
+      fail(ec, Phase::kRead);
+      return;
+    }
+    auto& msg = parser_->get();
+    Response response;
+    response.status = static_cast<int>(msg.result_int());
+    response.headers = toHeaders(msg);
+    response.body = std::move(msg.body());
+    if (msg.keep_alive() && !msg.need_eof()) {
+      conn_->stream.tcp().expires_never();
+      conn_->buffer.clear();
+      core_.putIdle(std::move(conn_));
+    } else {
+      conn_->stream.close();
+    }
+    finish(std::move(response));
+  }
+
+  void fail(const beast::error_code& ec, Phase phase) {
+    const bool nothingReceived = phase != Phase::kRead || !parser_ || !parser_->got_some();
+    // A server may close an idle keep-alive connection just as we reuse it; the request never
+    // reached a handler, so an idempotent one goes again, once, on a fresh connection.
+    if (conn_->reused && !retried_ && idempotent_ && nothingReceived &&
+        ec != beast::error::timeout && ec != bhttp::error::body_limit) {
+      retried_ = true;
+      conn_->stream.close();
+      parser_.reset();
+      connect();
+      return;
+    }
+    conn_->stream.close();
+    finish(transportError(core_, what_, ec, phase, timeout_));
+  }
+
+  void finish(StatusOr<Response> result) {
+    if (finished_) return;
+    finished_ = true;
+    core_.untrack(this);
+    ResponseCallback done = std::move(done_);
+    done(std::move(result));
+  }
+
+  BeastClient::Core& core_;
+  const std::chrono::milliseconds timeout_;
+  const Clock::time_point deadline_;
+  const bool idempotent_;
+  const bool head_;
+  const std::string what_;
+  bhttp::request<bhttp::string_body> req_;
+  ResponseCallback done_;
+  net::any_io_executor exec_;
+  std::shared_ptr<Conn> conn_;
+  std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
+  bool retried_ = false;
+  bool finished_ = false;
+};
+
+// A streaming response: the I/O side fills `pending_`, read() drains it.
+class StreamCore : public Abortable, public std::enable_shared_from_this<StreamCore> {
+ public:
+  StreamCore(std::shared_ptr<BeastClient::Core> core, Request request)
+      : core_(std::move(core)),
+        timeout_(request.timeout.count() > 0 ? request.timeout : core_->options.requestTimeout),
+        deadline_(Clock::now() + timeout_),
+        what_(std::string(methodName(request.method)) + " " + core_->origin.url + request.target),
+        req_(toBeastRequest(*core_, request)),
+        exec_(net::make_strand(core_->ioc)) {}
+
+  // Blocks until the status and headers arrived or the request failed.
+  Status open() {
+    if (!core_->track(this, weak_from_this())) {
+      return cancelled(what_ + ": the client is shutting down");
+    }
+    net::post(exec_, [self = shared_from_this()] { self->connect(); });
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return headersDone_ || !error_.ok() || cancelled_; });
+    if (headersDone_) return {};
+    return error_.ok() ? cancelled(what_ + ": cancelled") : error_;
+  }
+
+  int status() const { return status_; }
+  const Headers& headers() const { return headers_; }
+
+  StatusOr<std::string> read(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout,
+                 [this] { return !pending_.empty() || eof_ || !error_.ok() || cancelled_; });
+    if (cancelled_) return cancelled(what_ + ": stream cancelled");
+    if (!pending_.empty()) {
+      std::string out;
+      out.swap(pending_);
+      if (paused_) {
+        paused_ = false;
+        net::post(exec_, [self = shared_from_this()] { self->readBody(); });
+      }
+      return out;
+    }
+    if (!error_.ok()) return error_;
+    if (eof_) return std::string();
+    return deadlineExceeded(what_ + ": no data within " + std::to_string(millis(timeout)) + " ms");
+  }
+
+  void cancel() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return;
+      cancelled_ = true;
+    }
+    cv_.notify_all();
+    // After the client shut down its I/O threads are gone and the connection is already closed.
+    if (core_->isClosing()) return;
+    net::post(exec_, [self = shared_from_this()] { self->closeConn(); });
+  }
+
+  void abort() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.ok()) error_ = cancelled(what_ + ": the client is shutting down");
+    }
+    cv_.notify_all();
+    net::post(exec_, [self = shared_from_this()] { self->closeConn(); });
+  }
+
+ private:
+  void closeConn() {
+    if (conn_) conn_->stream.close();
+    core_->untrack(this);
+  }
+
+  bool stopped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_ || !error_.ok();
+  }
+
+  void fail(Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.ok()) error_ = std::move(status);
+    }
+    cv_.notify_all();
+    closeConn();
+  }
+
+  void connect() {
+    if (stopped()) return;
+    conn_ = core_->newConn(exec_);
+    core_->establish(
+        conn_, deadline_, [self = shared_from_this()](beast::error_code ec, Phase phase) {
+          if (self->stopped()) return;
+          if (ec) {
+            self->fail(transportError(*self->core_, self->what_, ec, phase, self->timeout_));
+            return;
+          }
+          self->write();
+        });
+  }
+
+  void write() {
+    conn_->stream.tcp().expires_at(deadline_);
+    conn_->stream.visit([this](auto& s) {
+      bhttp::async_write(
+          s, req_, [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+            if (self->stopped()) return;
+            if (ec) {
+              self->fail(
+                  transportError(*self->core_, self->what_, ec, Phase::kWrite, self->timeout_));
+              return;
+            }
+            self->readHeader();
+          });
+    });
+  }
+
+  void readHeader() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // a watch runs for hours
+    conn_->stream.visit([this](auto& s) {
+      bhttp::async_read_header(
+          s, conn_->buffer, *parser_,
+          [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+            if (self->stopped()) return;
+            if (ec) {
+              self->fail(
+                  transportError(*self->core_, self->what_, ec, Phase::kRead, self->timeout_));
+              return;
+            }
+            self->onHeader();
+          });
+    });
+  }
+
+  void onHeader() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = static_cast<int>(parser_->get().result_int());
+      headers_ = toHeaders(parser_->get());
+      headersDone_ = true;
+      eof_ = parser_->is_done();
+    }
+    cv_.notify_all();
+    // The body has no deadline: read() has its own timeout, and cancel() ends it.
+    conn_->stream.tcp().expires_never();
+    readBody();
+  }
+
+  void readBody() {
+    if (stopped() || parser_->is_done()) return;
+    parser_->get().body().data = buf_.data();
+    parser_->get().body().size = buf_.size();
+    conn_->stream.visit([this](auto& s) {
+      bhttp::async_read_some(
+          s, conn_->buffer, *parser_,
+          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->onBody(ec); });
+    });
+  }
+
+  void onBody(beast::error_code ec) {
+    if (ec == bhttp::error::need_buffer) ec = {};
+    const std::size_t got = buf_.size() - parser_->get().body().size;
+    bool more = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return;
+      pending_.append(buf_.data(), got);
+      if (ec) {
+        if (error_.ok()) {
+          error_ = (ec == bhttp::error::partial_message || ec == bhttp::error::end_of_stream)
+                       ? unavailable(what_ + ": the stream ended before the body was complete")
+                       : transportError(*core_, what_, ec, Phase::kRead, timeout_);
+        }
+      } else if (parser_->is_done()) {
+        eof_ = true;
+      } else if (pending_.size() >= kMaxStreamBuffered) {
+        paused_ = true;
+      } else {
+        more = true;
+      }
+    }
+    cv_.notify_all();
+    if (more) {
+      readBody();
+    } else if (ec || eof_) {
+      closeConn();
+    }
+  }
+
+  const std::shared_ptr<BeastClient::Core> core_;
+  const std::chrono::milliseconds timeout_;
+  const Clock::time_point deadline_;
+  const std::string what_;
+  bhttp::request<bhttp::string_body> req_;
+  const net::any_io_executor exec_;
+  std::shared_ptr<Conn> conn_;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
+  std::array<char, 16 * 1024> buf_{};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool headersDone_ = false;
+  bool eof_ = false;
+  bool paused_ = false;
+  bool cancelled_ = false;
+  Status error_;
+  int status_ = 0;
+  Headers headers_;
+};
+
+class BeastResponseStream : public ResponseStream {
+ public:
+  explicit BeastResponseStream(std::shared_ptr<StreamCore> core) : core_(std::move(core)) {}
+  ~BeastResponseStream() override { core_->cancel(); }
+  int status() const override { return core_->status(); }
+  const Headers& headers() const override { return core_->headers(); }
+  StatusOr<std::string> read(std::chrono::milliseconds timeout) override {
+    return core_->read(timeout);
+  }
+  void cancel() override { core_->cancel(); }
+
+ private:
+  std::shared_ptr<StreamCore> core_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BeastClient>> BeastClient::create(ClientOptions options) {
+  StatusOr<Origin> origin = parseOrigin(options.baseUrl);
+  if (!origin.ok()) return origin.status();
+  auto core = std::make_shared<Core>(std::move(options), std::move(*origin));
+  if (core->origin.tls) {
+    core->tls.emplace(ssl::context::tls_client);
+    if (Status s = configureClientTls(*core->tls, core->options.tls); !s.ok()) {
+      return s.withContext("TLS for " + core->origin.url);
+    }
+  }
+  return std::unique_ptr<BeastClient>(new BeastClient(std::move(core)));
+}
+
+BeastClient::BeastClient(std::shared_ptr<Core> core) : core_(std::move(core)) {
+  Core& c = *core_;
+  c.work.emplace(c.ioc.get_executor());
+  const int threads = std::max(1, c.options.threads);
+  for (int i = 0; i < threads; ++i) {
+    c.threads.emplace_back([&c] {
+      // Handlers catch their own errors; a callback that throws is logged nowhere better.
+      while (true) {
+        try {
+          c.ioc.run();
+          return;
+        } catch (const std::exception&) {
+          continue;
+        }
+      }
+    });
+  }
+}
+
+BeastClient::~BeastClient() {
+  Core& c = *core_;
+  std::vector<std::shared_ptr<Abortable>> live;
+  std::vector<Core::Idle> idle;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.closing = true;
+    for (auto& [ptr, weak] : c.inflight) {
+      if (auto a = weak.lock()) live.push_back(std::move(a));
+    }
+    idle.swap(c.idle);
+  }
+  for (auto& a : live) a->abort();
+  for (auto& entry : idle) closeOnStrand(entry.conn);
+  live.clear();
+  idle.clear();
+  // Every operation now ends (aborted sockets complete at once), so run() returns by itself.
+  c.work.reset();
+  for (auto& t : c.threads) t.join();
+}
+
+void BeastClient::send(Request request, ResponseCallback done) {
+  std::make_shared<Exchange>(*core_, std::move(request), std::move(done))->start();
+}
+
+StatusOr<std::unique_ptr<ResponseStream>> BeastClient::openStream(Request request) {
+  auto stream = std::make_shared<StreamCore>(core_, std::move(request));
+  if (Status s = stream->open(); !s.ok()) {
+    stream->cancel();
+    return s;
+  }
+  return std::unique_ptr<ResponseStream>(std::make_unique<BeastResponseStream>(std::move(stream)));
+}
+
+}  // namespace kshard::http

@@ -1,0 +1,36 @@
+// BeastClient: the http::Client on Boost.Beast/Asio, for the data path (a sidecar forwarding to its
+// peers and to its app), where throughput and latency matter. Also speaks TLS, with the same
+// options as the cpprestsdk client (CA, client certificate, SNI, skip-verify).
+//
+// It owns `threads` I/O threads (ClientOptions::threads); callbacks run on them and must not block.
+// Idle connections are pooled (up to maxConnections, each for at most idleTimeout) and checked
+// before reuse, so a connection the server closed while idle is not used. Streams opened with
+// openStream() must be destroyed before their client; destroying the client cancels them and
+// fails requests in flight with Cancelled.
+#pragma once
+
+#include <memory>
+
+#include "http/client.h"
+
+namespace kshard::http {
+
+class BeastClient : public Client {
+ public:
+  // InvalidArgument for a malformed baseUrl or unreadable TLS material.
+  static StatusOr<std::unique_ptr<BeastClient>> create(ClientOptions options);
+  ~BeastClient() override;
+  BeastClient(const BeastClient&) = delete;
+  BeastClient& operator=(const BeastClient&) = delete;
+
+  void send(Request request, ResponseCallback done) override;
+  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) override;
+
+  struct Core;
+
+ private:
+  explicit BeastClient(std::shared_ptr<Core> core);
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace kshard::http

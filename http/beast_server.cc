@@ -1,0 +1,719 @@
+#include "http/beast_server.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "http/beast_stream.h"
+#include "http/router.h"
+#include "http/tls_context.h"
+
+namespace kshard::http {
+
+namespace {
+
+using namespace beast_detail;  // NOLINT: the adapter's own vocabulary
+namespace bhttp = boost::beast::http;
+
+constexpr std::size_t kHeaderLimit = 64 * 1024;
+// After answering a request we will not read (413), the peer may still be sending its body:
+// closing at once would make the kernel reset the connection and the peer could lose our answer.
+// So we stop sending and drain what arrives for a short while first, as nginx's lingering close.
+constexpr std::chrono::seconds kLingerTime{2};
+// How long stop() waits for the I/O threads to carry out the final closes.
+constexpr std::chrono::seconds kCloseWait{5};
+
+bool isParseError(const beast::error_code& ec) {
+  return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
+}
+
+class Session;
+
+// Shared by every StreamWriter and the session it writes to: false once the stream can no longer
+// carry data.
+struct StreamState {
+  std::atomic<bool> open{true};
+};
+
+}  // namespace
+
+struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
+  explicit Core(ServerOptions o) : options(std::move(o)), router(options.logger) {}
+
+  void doAccept();
+  void onAccept(const beast::error_code& ec, tcp::socket socket);
+  void sessionBusy(bool busy) {
+    std::lock_guard<std::mutex> lock(mu);
+    busyCount = busy ? busyCount + 1 : busyCount - 1;
+    cv.notify_all();
+  }
+  void forget(Session* s, bool wasBusy) {
+    std::lock_guard<std::mutex> lock(mu);
+    sessions.erase(s);
+    if (wasBusy) --busyCount;
+    cv.notify_all();
+  }
+
+  const ServerOptions options;
+  Router router;
+  std::optional<ssl::context> tls;
+  std::atomic<std::uint64_t> accepted{0};
+  std::uint16_t port = 0;
+  std::vector<std::thread> threads;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<Session*, std::weak_ptr<Session>> sessions;
+  std::size_t busyCount = 0;  // sessions with a request between dispatch and its answer written
+  bool running = false;
+  bool stopping = false;
+
+  // Declared after everything sessions use, so it is destroyed first: the handlers it still
+  // holds may own the last reference to a session, whose destructor uses the members above.
+  net::io_context ioc;
+  net::strand<net::io_context::executor_type> acceptorStrand{net::make_strand(ioc)};
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+};
+
+namespace {
+
+// What a Responder or StreamWriter holds: the core first, so it is released last and the
+// io_context outlives the session it may have to destroy.
+struct SessionRef {
+  std::shared_ptr<BeastServer::Core> core;
+  std::shared_ptr<Session> session;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(BeastServer::Core& core, AnyStream stream, std::string remote)
+      : core_(core),
+        exec_(stream.tcp().get_executor()),
+        stream_(std::move(stream)),
+        remote_(std::move(remote)) {}
+
+  ~Session() { core_.forget(this, busy_); }
+
+  const net::any_io_executor& executor() const { return exec_; }
+
+  void start() {
+    net::dispatch(exec_, [self = shared_from_this()] { self->begin(); });
+  }
+
+  // Server stop: finish the request in progress, read no further one.
+  void shutdown() {
+    net::post(exec_, [self = shared_from_this()] {
+      self->stopping_ = true;
+      if (self->state_ == State::kReading || self->state_ == State::kHandshake) self->closeNow();
+    });
+  }
+
+  void forceClose(std::function<void()> done) {
+    net::post(exec_, [self = shared_from_this(), done = std::move(done)] {
+      self->closeNow();
+      done();
+    });
+  }
+
+  void answer(std::uint64_t seq, Response response);
+  void beginStream(std::uint64_t seq, int status, Headers headers,
+                   std::shared_ptr<StreamState> state);
+  void streamWrite(std::uint64_t seq, std::string chunk);
+  void streamFinish(std::uint64_t seq);
+  void streamAbort(std::uint64_t seq);
+
+ private:
+  enum class State { kHandshake, kReading, kHandling, kWriting, kStreaming, kLingering, kClosed };
+
+  void begin();
+  void readHeader();
+  void onHeader(const beast::error_code& ec);
+  void readBody();
+  void onBody(const beast::error_code& ec);
+  void onReadError(const beast::error_code& ec);
+  void dispatchRequest();
+  void writeMessage(std::shared_ptr<bhttp::response<bhttp::string_body>> msg, bool close);
+  void onWritten(const beast::error_code& ec, bool close);
+  void sendError(int status, std::string_view code, std::string_view message);
+  void pumpStream();
+  void onStreamWritten(const beast::error_code& ec);
+  void endRequest(bool close);
+  void lingerClose();
+  void linger();
+  void closeNow();
+  void setBusy(bool busy) {
+    if (busy_ == busy) return;
+    busy_ = busy;
+    core_.sessionBusy(busy);
+  }
+
+  BeastServer::Core& core_;
+  const net::any_io_executor exec_;
+  AnyStream stream_;
+  const std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  State state_ = State::kHandshake;
+  bool stopping_ = false;
+  bool busy_ = false;
+  std::uint64_t seq_ = 0;  // which request a Responder answers; stale answers are dropped
+  bool keepAlive_ = true;
+  bool head_ = false;
+  unsigned version_ = 11;
+
+  // Streaming response state.
+  std::shared_ptr<StreamState> streamState_;
+  std::deque<std::string> chunks_;
+  std::string current_;
+  bool streamWriting_ = false;
+  bool finishRequested_ = false;
+  bool lastChunkSent_ = false;
+  bool closeAfterStream_ = false;
+  std::array<char, 4096> drain_{};
+};
+
+// Posts every call to the session's strand, in the order made; the session drops calls that
+// arrive after the stream ended.
+class BeastStreamWriter : public StreamWriter {
+ public:
+  BeastStreamWriter(SessionRef ref, std::uint64_t seq, std::shared_ptr<StreamState> state)
+      : ref_(std::move(ref)), seq_(seq), state_(std::move(state)) {}
+  ~BeastStreamWriter() override { finish(); }
+
+  bool write(std::string chunk) override {
+    if (chunk.empty()) return state_->open.load();
+    if (!state_->open.load() || ended_.load()) return false;
+    net::post(ref_.session->executor(),
+              [ref = ref_, seq = seq_, chunk = std::move(chunk)]() mutable {
+                ref.session->streamWrite(seq, std::move(chunk));
+              });
+    return true;
+  }
+  void finish() override {
+    if (ended_.exchange(true)) return;
+    net::post(ref_.session->executor(),
+              [ref = ref_, seq = seq_] { ref.session->streamFinish(seq); });
+  }
+  void abort() override {
+    if (ended_.exchange(true)) return;
+    state_->open = false;
+    net::post(ref_.session->executor(),
+              [ref = ref_, seq = seq_] { ref.session->streamAbort(seq); });
+  }
+
+ private:
+  const SessionRef ref_;
+  const std::uint64_t seq_;
+  const std::shared_ptr<StreamState> state_;
+  std::atomic<bool> ended_{false};
+};
+
+void Session::begin() {
+  if (!stream_.isTls()) {
+    readHeader();
+    return;
+  }
+  state_ = State::kHandshake;
+  stream_.tcp().expires_after(core_.options.requestTimeout);
+  stream_.tls().async_handshake(ssl::stream_base::server,
+                                [self = shared_from_this()](const beast::error_code& ec) {
+                                  if (self->state_ == State::kClosed) return;
+                                  if (ec) {
+                                    self->closeNow();
+                                    return;
+                                  }
+                                  self->readHeader();
+                                });
+}
+
+void Session::readHeader() {
+  state_ = State::kReading;
+  if (stopping_) {
+    closeNow();
+    return;
+  }
+  parser_.emplace();
+  parser_->header_limit(kHeaderLimit);
+  parser_->body_limit(core_.options.maxBodyBytes);
+  // One deadline for the whole request, headers and body; on an idle keep-alive connection it is
+  // the idle timeout.
+  stream_.tcp().expires_after(core_.options.requestTimeout);
+  stream_.visit([this](auto& s) {
+    bhttp::async_read_header(s, buffer_, *parser_,
+                             [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                               self->onHeader(ec);
+                             });
+  });
+}
+
+void Session::onHeader(const beast::error_code& ec) {
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    onReadError(ec);
+    return;
+  }
+  if (parser_->is_done()) {
+    dispatchRequest();
+    return;
+  }
+  if (equalsIgnoreCase(toStd(parser_->get()[bhttp::field::expect]), "100-continue")) {
+    auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
+                                                                     parser_->get().version());
+    stream_.visit([this, cont](auto& s) {
+      bhttp::async_write(
+          s, *cont, [self = shared_from_this(), cont](const beast::error_code& e, std::size_t) {
+            if (self->state_ == State::kClosed) return;
+            if (e) {
+              self->closeNow();
+              return;
+            }
+            self->readBody();
+          });
+    });
+    return;
+  }
+  readBody();
+}
+
+void Session::readBody() {
+  stream_.visit([this](auto& s) {
+    bhttp::async_read(s, buffer_, *parser_,
+                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                        self->onBody(ec);
+                      });
+  });
+}
+
+void Session::onBody(const beast::error_code& ec) {
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    onReadError(ec);
+    return;
+  }
+  dispatchRequest();
+}
+
+void Session::onReadError(const beast::error_code& ec) {
+  if (ec == bhttp::error::body_limit) {
+    sendError(413, "PayloadTooLarge",
+              "request body exceeds " + std::to_string(core_.options.maxBodyBytes) + " bytes");
+    return;
+  }
+  if (ec == bhttp::error::header_limit) {
+    sendError(431, "RequestHeaderFieldsTooLarge",
+              "request headers exceed " + std::to_string(kHeaderLimit) + " bytes");
+    return;
+  }
+  if (isParseError(ec) && ec != bhttp::error::end_of_stream &&
+      ec != bhttp::error::partial_message) {
+    sendError(400, "InvalidArgument", "malformed HTTP request: " + ec.message());
+    return;
+  }
+  // The peer closed, reset, or did not send a whole request in time (Beast has closed the socket
+  // on that timeout): nothing can be answered.
+  closeNow();
+}
+
+void Session::dispatchRequest() {
+  auto& req = parser_->get();
+  ++seq_;
+  state_ = State::kHandling;
+  setBusy(true);
+  keepAlive_ = req.keep_alive();
+  version_ = req.version();
+  stream_.tcp().expires_never();  // the handler may take its time; the write has its own deadline
+
+  const std::optional<Method> method = parseMethod(toStd(req.method_string()));
+  head_ = method == Method::kHead;
+  if (!method) {
+    answer(seq_,
+           Response::error(501, "NotImplemented",
+                           "method " + std::string(req.method_string()) + " is not supported"));
+    return;
+  }
+  Request request;
+  request.method = *method;
+  request.target = std::string(req.target());
+  for (const auto& field : req) {
+    request.headers.add(std::string(field.name_string()), std::string(field.value()));
+  }
+  request.body = std::move(req.body());
+  request.remoteAddress = remote_;
+
+  const std::uint64_t seq = seq_;
+  const SessionRef ref{core_.shared_from_this(), shared_from_this()};
+  Responder responder(
+      [ref, seq](Response response) {
+        net::dispatch(ref.session->executor(),
+                      [ref, seq, response = std::move(response)]() mutable {
+                        ref.session->answer(seq, std::move(response));
+                      });
+      },
+      [ref, seq](int status, Headers headers) -> std::unique_ptr<StreamWriter> {
+        auto state = std::make_shared<StreamState>();
+        net::dispatch(ref.session->executor(),
+                      [ref, seq, status, headers = std::move(headers), state]() mutable {
+                        ref.session->beginStream(seq, status, std::move(headers), state);
+                      });
+        return std::make_unique<BeastStreamWriter>(ref, seq, std::move(state));
+      });
+  // Nothing after this line may touch the session's state: the handler may have answered
+  // already, inline, and the connection moved on.
+  core_.router.dispatch(std::move(request), std::move(responder));
+}
+
+template <typename Message>
+bool copyHeaders(const Headers& from, Message& to) {
+  bool close = false;
+  for (const auto& [name, value] : from) {
+    if (isFramingHeader(name)) continue;
+    if (equalsIgnoreCase(name, "Connection") && equalsIgnoreCase(value, "close")) close = true;
+    to.insert(toBeast(name), toBeast(value));
+  }
+  return close;
+}
+
+unsigned validStatus(int status) {
+  return (status >= 100 && status <= 999) ? static_cast<unsigned>(status) : 500u;
+}
+
+void Session::answer(std::uint64_t seq, Response response) {
+  if (seq != seq_ || state_ != State::kHandling) return;
+  auto msg = std::make_shared<bhttp::response<bhttp::string_body>>();
+  msg->version(version_);
+  msg->result(validStatus(response.status));
+  const bool closeRequested = copyHeaders(response.headers, *msg);
+  msg->body() = std::move(response.body);
+  msg->prepare_payload();
+  if (head_) msg->body().clear();  // HEAD: Content-Length of the body that would have been sent
+  const bool close = !keepAlive_ || stopping_ || closeRequested;
+  msg->keep_alive(!close);
+  writeMessage(std::move(msg), close);
+}
+
+void Session::writeMessage(std::shared_ptr<bhttp::response<bhttp::string_body>> msg, bool close) {
+  state_ = State::kWriting;
+  stream_.tcp().expires_after(core_.options.requestTimeout);
+  stream_.visit([this, &msg, close](auto& s) {
+    bhttp::async_write(
+        s, *msg, [self = shared_from_this(), msg, close](const beast::error_code& ec, std::size_t) {
+          self->onWritten(ec, close);
+        });
+  });
+}
+
+void Session::onWritten(const beast::error_code& ec, bool close) {
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    closeNow();
+    return;
+  }
+  endRequest(close);
+}
+
+void Session::endRequest(bool close) {
+  setBusy(false);
+  if (close) {
+    lingerClose();
+  } else {
+    readHeader();
+  }
+}
+
+void Session::sendError(int status, std::string_view code, std::string_view message) {
+  // Framing may be lost (a body we did not read), so the connection ends after this answer.
+  ++seq_;
+  state_ = State::kHandling;
+  setBusy(true);
+  keepAlive_ = false;
+  version_ = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+  head_ = false;
+  answer(seq_, Response::error(status, code, message));
+}
+
+void Session::lingerClose() {
+  if (stream_.isTls()) {
+    closeNow();
+    return;
+  }
+  state_ = State::kLingering;
+  setBusy(false);
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.tcp().expires_after(kLingerTime);
+  linger();
+}
+
+void Session::linger() {
+  stream_.tcp().async_read_some(
+      net::buffer(drain_), [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+        if (self->state_ == State::kClosed) return;
+        if (ec) {
+          self->closeNow();
+          return;
+        }
+        self->linger();
+      });
+}
+
+void Session::closeNow() {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  if (streamState_) streamState_->open = false;
+  setBusy(false);
+  stream_.close();
+}
+
+void Session::beginStream(std::uint64_t seq, int status, Headers headers,
+                          std::shared_ptr<StreamState> state) {
+  if (seq != seq_ || state_ != State::kHandling) {
+    state->open = false;
+    return;
+  }
+  state_ = State::kStreaming;
+  streamState_ = std::move(state);
+  chunks_.clear();
+  finishRequested_ = false;
+  lastChunkSent_ = false;
+  auto msg = std::make_shared<bhttp::response<bhttp::empty_body>>();
+  msg->version(version_);
+  msg->result(validStatus(status));
+  const bool closeRequested = copyHeaders(headers, *msg);
+  msg->chunked(true);
+  closeAfterStream_ = !keepAlive_ || stopping_ || closeRequested;
+  msg->keep_alive(!closeAfterStream_);
+  auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*msg);
+  streamWriting_ = true;
+  stream_.tcp().expires_after(core_.options.requestTimeout);
+  stream_.visit([this, &msg, &serializer](auto& s) {
+    bhttp::async_write_header(
+        s, *serializer,
+        [self = shared_from_this(), msg, serializer](const beast::error_code& ec, std::size_t) {
+          self->onStreamWritten(ec);
+        });
+  });
+}
+
+void Session::streamWrite(std::uint64_t seq, std::string chunk) {
+  if (seq != seq_ || state_ != State::kStreaming || finishRequested_) return;
+  chunks_.push_back(std::move(chunk));
+  pumpStream();
+}
+
+void Session::streamFinish(std::uint64_t seq) {
+  if (seq != seq_ || state_ != State::kStreaming) return;
+  finishRequested_ = true;
+  pumpStream();
+}
+
+void Session::streamAbort(std::uint64_t seq) {
+  if (seq != seq_ || state_ != State::kStreaming) return;
+  closeNow();
+}
+
+void Session::pumpStream() {
+  if (streamWriting_) return;
+  auto done = [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+    self->onStreamWritten(ec);
+  };
+  if (!chunks_.empty()) {
+    current_ = std::move(chunks_.front());
+    chunks_.pop_front();
+    streamWriting_ = true;
+    stream_.tcp().expires_after(core_.options.requestTimeout);
+    stream_.visit([this, &done](auto& s) {
+      net::async_write(s, bhttp::make_chunk(net::buffer(current_)), done);
+    });
+  } else if (finishRequested_ && !lastChunkSent_) {
+    lastChunkSent_ = true;
+    streamWriting_ = true;
+    stream_.tcp().expires_after(core_.options.requestTimeout);
+    stream_.visit([&done](auto& s) { net::async_write(s, bhttp::make_chunk_last(), done); });
+  }
+}
+
+void Session::onStreamWritten(const beast::error_code& ec) {
+  if (state_ == State::kClosed) return;
+  streamWriting_ = false;
+  if (ec) {
+    closeNow();
+    return;
+  }
+  // Between chunks the stream may stay quiet for as long as the handler likes (a watch).
+  stream_.tcp().expires_never();
+  if (lastChunkSent_) {
+    streamState_->open = false;
+    streamState_.reset();
+    current_.clear();
+    endRequest(closeAfterStream_);
+    return;
+  }
+  pumpStream();
+}
+
+}  // namespace
+
+void BeastServer::Core::doAccept() {
+  acceptor->async_accept(
+      net::make_strand(ioc),
+      [this](const beast::error_code& ec, tcp::socket socket) { onAccept(ec, std::move(socket)); });
+}
+
+void BeastServer::Core::onAccept(const beast::error_code& ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+  if (ec) {
+    // EMFILE and the like: this connection is lost, the listener goes on.
+    if (options.logger) options.logger->warn("http accept failed", {{"error", ec.message()}});
+    doAccept();
+    return;
+  }
+  accepted.fetch_add(1);
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  const auto remote = socket.remote_endpoint(ignored);
+  beast::tcp_stream plain(std::move(socket));
+  auto session =
+      tls ? std::make_shared<Session>(*this, AnyStream(std::move(plain), *tls),
+                                      formatEndpoint(remote))
+          : std::make_shared<Session>(*this, AnyStream(std::move(plain)), formatEndpoint(remote));
+  bool accept = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping) {
+      accept = false;
+    } else {
+      sessions.emplace(session.get(), session);
+    }
+  }
+  if (accept) {
+    session->start();
+  } else {
+    session->forceClose([] {});
+  }
+  doAccept();
+}
+
+BeastServer::BeastServer(ServerOptions options)
+    : core_(std::make_shared<Core>(std::move(options))) {}
+
+BeastServer::~BeastServer() { stop(); }
+
+void BeastServer::route(Method method, std::string_view pattern, Handler handler) {
+  core_->router.add(method, pattern, std::move(handler));
+}
+
+Status BeastServer::start() {
+  Core& c = *core_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.running || c.stopping) return failedPrecondition("the server was already started");
+  }
+  const std::string where = c.options.host + ":" + std::to_string(c.options.port);
+  if (c.options.tls) {
+    c.tls.emplace(ssl::context::tls_server);
+    if (Status s = configureServerTls(*c.tls, *c.options.tls); !s.ok()) {
+      return s.withContext("starting the server on " + where);
+    }
+  }
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(c.options.host, ec);
+  if (ec) return invalidArgument("server host must be an IP address: " + c.options.host);
+  const tcp::endpoint endpoint(address, c.options.port);
+  c.acceptor.emplace(c.acceptorStrand);
+  if (c.acceptor->open(endpoint.protocol(), ec); ec) {
+    return unavailable("opening a socket for " + where + ": " + ec.message());
+  }
+  c.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (c.acceptor->bind(endpoint, ec); ec) {
+    return unavailable("binding " + where + ": " + ec.message());
+  }
+  if (c.acceptor->listen(net::socket_base::max_listen_connections, ec); ec) {
+    return unavailable("listening on " + where + ": " + ec.message());
+  }
+  c.port = c.acceptor->local_endpoint().port();
+  c.work.emplace(c.ioc.get_executor());
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.running = true;
+  }
+  net::post(c.acceptorStrand, [&c] { c.doAccept(); });
+  const int threads = std::max(1, c.options.threads);
+  for (int i = 0; i < threads; ++i) {
+    c.threads.emplace_back([&c] {
+      // Handlers catch their own errors; this is the thread's last line of defence.
+      while (true) {
+        try {
+          c.ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          if (c.options.logger)
+            c.options.logger->error("http server thread", {{"error", e.what()}});
+        }
+      }
+    });
+  }
+  return {};
+}
+
+void BeastServer::stop(std::chrono::milliseconds grace) {
+  Core& c = *core_;
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (!c.running || c.stopping) return;
+    c.stopping = true;
+    for (auto& [ptr, weak] : c.sessions) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  net::post(c.acceptorStrand, [&c] {
+    beast::error_code ignored;
+    c.acceptor->close(ignored);
+  });
+  for (auto& s : live) s->shutdown();
+  {
+    std::unique_lock<std::mutex> lock(c.mu);
+    c.cv.wait_for(lock, grace, [&c] { return c.busyCount == 0; });
+  }
+  // Sessions accepted before the acceptor closed may have joined since the snapshot.
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (auto& [ptr, weak] : c.sessions) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  auto remaining = std::make_shared<std::size_t>(live.size());
+  for (auto& s : live) {
+    s->forceClose([&c, remaining] {
+      std::lock_guard<std::mutex> lock(c.mu);
+      --*remaining;
+      c.cv.notify_all();
+    });
+  }
+  live.clear();
+  {
+    std::unique_lock<std::mutex> lock(c.mu);
+    c.cv.wait_for(lock, kCloseWait, [&remaining] { return *remaining == 0; });
+  }
+  c.work.reset();
+  c.ioc.stop();
+  for (auto& t : c.threads) t.join();
+  c.threads.clear();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.running = false;
+}
+
+std::uint16_t BeastServer::port() const { return core_->port; }
+
+std::uint64_t BeastServer::connectionsAccepted() const { return core_->accepted.load(); }
+
+}  // namespace kshard::http

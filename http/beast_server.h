@@ -1,0 +1,43 @@
+// BeastServer: the http::Server on Boost.Beast/Asio, for the data path (the sidecar's app and peer
+// APIs), where throughput and latency matter.
+//
+// `threads` I/O threads share one io_context; each connection runs on its own strand, so handlers
+// of one connection never run concurrently while different connections use every thread.
+// Connections are kept alive; pipelined requests are answered in order because the next request
+// is only read once the previous response was written (its bytes wait in the read buffer).
+// Timeouts: `requestTimeout` bounds reading one request (408 when a request was started, a silent
+// close when an idle keep-alive connection expires), the TLS handshake and each write. Bodies over
+// `maxBodyBytes` get 413 (from Content-Length before the body is read, or while reading chunks)
+// and the connection is closed. "Expect: 100-continue" is honoured. Streaming responses are
+// supported (Responder::startStream).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "http/server.h"
+
+namespace kshard::http {
+
+class BeastServer : public Server {
+ public:
+  explicit BeastServer(ServerOptions options);
+  ~BeastServer() override;
+  BeastServer(const BeastServer&) = delete;
+  BeastServer& operator=(const BeastServer&) = delete;
+
+  void route(Method method, std::string_view pattern, Handler handler) override;
+  Status start() override;
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
+  std::uint16_t port() const override;
+
+  // Connections accepted since start (for tests and diagnostics).
+  std::uint64_t connectionsAccepted() const;
+
+  struct Core;
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace kshard::http

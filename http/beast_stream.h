@@ -1,0 +1,63 @@
+// Internal to the Boost.Beast adapter (beast_server.cc, beast_client.cc): a TCP stream that may
+// carry TLS, so one session or connection type serves both. Never include it from a public header.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kshard::http::beast_detail {
+
+namespace beast = boost::beast;
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = net::ip::tcp;
+
+class AnyStream {
+ public:
+  explicit AnyStream(beast::tcp_stream plain) : plain_(std::move(plain)) {}
+  AnyStream(beast::tcp_stream plain, ssl::context& ctx)
+      : tls_(std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(plain), ctx)) {}
+
+  bool isTls() const { return tls_ != nullptr; }
+  beast::ssl_stream<beast::tcp_stream>& tls() { return *tls_; }
+  beast::tcp_stream& tcp() { return tls_ ? tls_->next_layer() : *plain_; }
+  tcp::socket& socket() { return tcp().socket(); }
+
+  // Calls `fn` with the concrete stream (TLS or plain) for Beast's read and write algorithms.
+  template <typename Fn>
+  void visit(Fn&& fn) {
+    if (tls_) {
+      fn(*tls_);
+    } else {
+      fn(*plain_);
+    }
+  }
+
+  // Closes the socket at once; pending operations complete with operation_aborted.
+  void close() {
+    beast::error_code ec;
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp().close();
+  }
+
+ private:
+  std::optional<beast::tcp_stream> plain_;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
+};
+
+// Boost 1.74's Beast speaks boost::string_view; kshard speaks std::string_view.
+inline std::string_view toStd(beast::string_view s) { return {s.data(), s.size()}; }
+inline beast::string_view toBeast(std::string_view s) { return {s.data(), s.size()}; }
+
+// "ip:port", with brackets around IPv6 addresses.
+inline std::string formatEndpoint(const tcp::endpoint& ep) {
+  const std::string ip = ep.address().to_string();
+  return (ep.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(ep.port());
+}
+
+}  // namespace kshard::http::beast_detail

@@ -1,0 +1,44 @@
+// CppRestServer: the http::Server on cpprestsdk's http_listener, for the control plane (the
+// operator's manager API and webhook). Prefer BeastServer on the data path.
+//
+// cpprestsdk's listener has gaps this adapter closes or documents:
+//  - Port 0: the listener cannot report its port, so start() picks a free one by binding a
+//    throw-away socket and then opens the listener on it. Another process may take the port in
+//    between; start() then tries another (up to 10 times) before failing.
+//  - Body limit: a Content-Length over maxBodyBytes is answered 413 before the body is read; a
+//    chunked body is counted as it arrives and answered 413 once over. The connection is closed
+//    after a 413.
+//  - Timeouts: a body not complete within requestTimeout is answered 408 and the connection closed.
+//    cpprestsdk has no timeout for a peer that never sends its headers, or for idle keep-alive
+//    connections: such connections stay open until they close or the server stops.
+//  - Threads: handlers run on cpprestsdk's process-wide thread pool (ServerOptions::threads is not
+//    used).
+//  - remoteAddress is the peer's IP without the port (cpprestsdk does not expose the port).
+// Streaming responses are supported (Responder::startStream).
+#pragma once
+
+#include <memory>
+
+#include "http/server.h"
+
+namespace kshard::http {
+
+class CppRestServer : public Server {
+ public:
+  explicit CppRestServer(ServerOptions options);
+  ~CppRestServer() override;
+  CppRestServer(const CppRestServer&) = delete;
+  CppRestServer& operator=(const CppRestServer&) = delete;
+
+  void route(Method method, std::string_view pattern, Handler handler) override;
+  Status start() override;
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
+  std::uint16_t port() const override;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kshard::http

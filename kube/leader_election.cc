@@ -40,8 +40,7 @@ Status validateLeaderElectionConfig(const LeaderElectionConfig& c) {
 
 LeaderElector::LeaderElector(Client& client, Scheduler& scheduler, Random& random, Logger logger,
                              LeaderElectionConfig config, LeaderCallbacks callbacks)
-    : client_(client),
-      scheduler_(scheduler),
+    : scheduler_(scheduler),
       random_(random),
       logger_(logger.withFields({{"lease", config.leaseNamespace + "/" + config.leaseName},
                                  {"identity", config.identity}})),

@@ -104,7 +104,6 @@ class LeaderElector {
   void release(std::function<void()> done);
   bool observedIsMe() const { return observed_.holderIdentity == config_.identity; }
 
-  Client& client_;
   Scheduler& scheduler_;
   Random& random_;
   Logger logger_;

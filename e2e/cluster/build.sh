@@ -45,8 +45,18 @@ build_k8s() {
 build_etcd() {
   (cd "$CLUSTER_SRC/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$out/etcd" .)
 }
+# helm's own Makefile sets its version and the Kubernetes version it assumes without a cluster.
+helm_ldflags() {
+  local kminor
+  kminor="$(cd "$CLUSTER_SRC/tools/helm" && go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2)"
+  local flags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" pkg
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    flags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$kminor"
+  done
+  echo "$flags"
+}
 build_helm() {
-  (cd "$CLUSTER_SRC/tools/helm" && go build -trimpath -ldflags "-s -w" -o "$out/helm" helm.sh/helm/v3/cmd/helm)
+  (cd "$CLUSTER_SRC/tools/helm" && go build -trimpath -ldflags "$(helm_ldflags)" -o "$out/helm" helm.sh/helm/v3/cmd/helm)
 }
 build_local() {
   (cd "$CLUSTER_SRC" && go build -trimpath -o "$out/" ./cmd/...)
@@ -58,7 +68,7 @@ build_if_needed "etcd $ETCD_VERSION" "$ETCD_BIN" \
   "$(stamp_of "$CLUSTER_SRC"/tools/etcd/go.{mod,sum} "$CLUSTER_SRC/tools/etcd/main.go")" build_etcd
 build_if_needed "kube-apiserver, kube-controller-manager $KUBERNETES_VERSION" \
   "$TOOLS_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/k8s/go.{mod,sum} <(k8s_ldflags) <(echo "$have_kubectl"))" build_k8s
-build_if_needed "helm $HELM_VERSION" "$HELM_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/helm/go.{mod,sum})" build_helm
+build_if_needed "helm $HELM_VERSION" "$HELM_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/helm/go.{mod,sum} <(helm_ldflags))" build_helm
 # The node agent and the test programs of this folder (relinked only when a source changed).
 local_stamp="$(stamp_of "$CLUSTER_SRC"/go.{mod,sum} $(find "$CLUSTER_SRC/cmd" "$CLUSTER_SRC/agent" -name '*.go' | sort))"
 build_if_needed "the node agent and test programs" "$AGENT_BIN" "$local_stamp" build_local

@@ -1,0 +1,69 @@
+// OperatorConfig: kshard-operator's settings. Declared once on a base/options.h OptionSet, so the
+// flags, the environment, the YAML file (--config, option names as keys) and `--help` agree;
+// docs/operator.md lists the same options.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "base/clock.h"
+#include "base/options.h"
+#include "base/status.h"
+
+namespace kshard::manager {
+
+struct OperatorConfig {
+  // Identity (downward API).
+  std::string podName;       // POD_NAME: the Lease holder identity and status.manager.pod
+  std::string podNamespace;  // POD_NAMESPACE: where the Lease lives by default
+  std::string podIp;         // POD_IP: the host of the advertised manager address
+
+  // Kubernetes API.
+  std::string kubeconfig;
+  std::string kubeContext;
+  double kubeQps = 50;
+  std::int64_t kubeBurst = 100;
+  std::string watchNamespace;  // empty: every namespace
+
+  // Servers.
+  std::string managerListen = "0.0.0.0:7200";
+  std::string advertiseAddress;  // default: POD_IP and the manager port
+  std::string adminListen = "0.0.0.0:7202";
+  std::string webhookListen = "0.0.0.0:9443";
+  std::string webhookCertFile;  // with the key: serve the mutating webhook (TLS)
+  std::string webhookKeyFile;
+  std::string httpBackend = "cpprest";
+  std::int64_t ioThreads = 2;
+
+  // Leader election (client-go's defaults).
+  std::string leaseName = "kshard-operator";
+  std::string leaseNamespace;  // default: POD_NAMESPACE
+  Duration leaseDuration = std::chrono::seconds(15);
+  Duration renewDeadline = std::chrono::seconds(10);
+  Duration retryPeriod = std::chrono::seconds(2);
+
+  // Behaviour.
+  bool createShardMaps = true;
+  std::int64_t defaultShards = 300;
+  bool manageRbac = true;
+  std::string sidecarClusterRole = "kshard-sidecar";
+  std::string sidecarRoleBinding = "kshard-sidecar";
+  Duration podConnectTimeout = std::chrono::seconds(2);
+  std::int64_t seed = 0;  // planner randomness; 0 = from the clock
+
+  std::string logLevel = "info";
+
+  // Declares every option on `opts`, with this object's values as the defaults.
+  void declare(OptionSet& opts);
+  // Cross-field checks and derived defaults (advertise address, lease namespace); InvalidArgument
+  // naming the option.
+  [[nodiscard]] Status finalize();
+};
+
+// "host:port" split; InvalidArgument unless the port is 1..65535.
+[[nodiscard]] StatusOr<std::pair<std::string, std::uint16_t>> splitHostPort(
+    const std::string& text);
+
+}  // namespace kshard::manager

@@ -120,7 +120,7 @@ TEST_F(CounterAppTest, PublicApiGoesThroughTheSidecar) {
   auto res = c->sendSync(std::move(r));
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(forwarded_, R"(user/1 {"op":"increment","by":3})");
+  EXPECT_EQ(forwarded_, R"(user/1 {"by":3,"op":"increment"})");
 }
 
 }  // namespace

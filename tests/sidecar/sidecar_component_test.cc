@@ -1,0 +1,486 @@
+// Component test of kshard-sidecar: three real sidecar processes on loopback, each in front of
+// a stub app, driven by a stub operator that follows the operator's protocol (unassign, then
+// persist a new epoch, then assign). Continuous traffic checks that messages reach the owner,
+// that no entity is ever active on two pods while shards move, and that a drain loses no
+// acknowledged message.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "http/factory.h"
+#include "protocol/wire.h"
+#include "sharding/shard_id.h"
+#include "sharding/shard_map.h"
+#include "sharding/shard_map_json.h"
+#include "tests/support/subprocess.h"
+
+namespace kshard::sidecar {
+namespace {
+
+using kshard::testing::freeLoopbackPort;
+using kshard::testing::Subprocess;
+using kshard::testing::waitFor;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr std::int32_t kShards = 64;
+
+std::unique_ptr<http::Client> client(const std::string& hostPort) {
+  http::ClientOptions o;
+  o.baseUrl = "http://" + hostPort;
+  o.requestTimeout = seconds(30);
+  auto c = http::makeClient(http::Backend::kBeast, o);
+  if (!c.ok()) throw std::runtime_error(c.status().toString());
+  return std::move(*c);
+}
+
+// What the stub apps share: which pod runs each entity, and the entities' saved state.
+struct World {
+  std::mutex mu;
+  std::map<std::string, std::string> activeOn;              // entity -> pod
+  std::map<std::string, long> saved;                        // entity -> value at its stop
+  std::map<std::string, std::map<std::string, long>> live;  // pod -> entity -> value
+  std::vector<std::string> violations;
+  long activations = 0;
+  long stops = 0;
+};
+
+// The counter app: an entity holds a number, loaded on its first message, saved on stop.
+class StubApp {
+ public:
+  StubApp(std::string pod, World& world) : pod_(std::move(pod)), world_(world) {
+    http::ServerOptions o;
+    o.port = freeLoopbackPort();
+    server_ = http::makeServer(http::Backend::kBeast, o);
+    server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}",
+                   [this](http::Request r, http::Responder res) { onMessage(r, res); });
+    server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
+                   [this](http::Request r, http::Responder res) { onStop(r, res); });
+    EXPECT_TRUE(server_->start().ok());
+  }
+  std::uint16_t port() const { return server_->port(); }
+
+ private:
+  void onMessage(const http::Request& r, http::Responder& res) {
+    const std::string id(r.param("id"));
+    long value;
+    {
+      std::lock_guard lock(world_.mu);
+      auto& mine = world_.live[pod_];
+      if (!mine.count(id)) {
+        auto it = world_.activeOn.find(id);
+        if (it != world_.activeOn.end() && it->second != pod_) {
+          world_.violations.push_back(id + " activated on " + pod_ + " while active on " +
+                                      it->second);
+        }
+        world_.activeOn[id] = pod_;
+        mine[id] = world_.saved[id];
+        ++world_.activations;
+      }
+      value = ++mine[id];
+    }
+    res.send(http::Response::json(200, json{{"value", value}, {"pod", pod_}}.dump()));
+  }
+  void onStop(const http::Request& r, http::Responder& res) {
+    const std::string id(r.param("id"));
+    {
+      std::lock_guard lock(world_.mu);
+      auto& mine = world_.live[pod_];
+      if (auto it = mine.find(id); it != mine.end()) {
+        world_.saved[id] = it->second;
+        mine.erase(it);
+        if (world_.activeOn[id] == pod_) world_.activeOn.erase(id);
+        ++world_.stops;
+      }
+    }
+    res.send(http::Response::json(200, "{}"));
+  }
+
+  std::string pod_;
+  World& world_;
+  std::unique_ptr<http::Server> server_;
+};
+
+// A minimal operator: the manager API for the sidecars, and shard moves that follow the
+// protocol (unassign at epoch+1, persist, assign).
+class StubOperator {
+ public:
+  StubOperator() : table_(kShards) {
+    map_.metadata.name = "counter";
+    map_.metadata.namespace_ = "demo";
+    map_.spec.shards = kShards;
+    map_.spec.sendTimeout = seconds(10);
+    map_.spec.handoffTimeout = seconds(5);
+    map_.spec.entityIdleTimeout = seconds(2);
+    http::ServerOptions o;
+    o.port = freeLoopbackPort();
+    server_ = http::makeServer(http::Backend::kBeast, o);
+    const std::string base = "/v1/shardmaps/demo/counter";
+    server_->route(http::Method::kPost, base + "/register",
+                   [this](http::Request r, http::Responder res) { onRegister(r, res); });
+    server_->route(http::Method::kPost, base + "/unregister",
+                   [this](http::Request r, http::Responder res) { onUnregister(r, res); });
+    server_->route(
+        http::Method::kPost, base + "/notify-unhealthy",
+        [](http::Request, http::Responder res) { res.send(http::Response::json(202, "{}")); });
+    server_->route(http::Method::kGet, base + "/assignments",
+                   [this](http::Request, http::Responder res) {
+                     std::lock_guard lock(mu_);
+                     res.send(http::Response::json(200, sharding::toJson(map_).dump()));
+                   });
+    EXPECT_TRUE(server_->start().ok());
+  }
+  ~StubOperator() {
+    if (reassigner_.joinable()) reassigner_.join();
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+
+  std::vector<std::string> pods() {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& p : map_.status.pods) out.push_back(p.name);
+    return out;
+  }
+  std::string ownerOf(sharding::ShardId s) {
+    std::lock_guard lock(mu_);
+    const auto p = table_.owner(s);
+    return p == sharding::kNoPod ? "" : map_.status.pods[static_cast<std::size_t>(p)].name;
+  }
+  std::vector<sharding::ShardId> shardsOf(const std::string& pod) {
+    std::lock_guard lock(mu_);
+    std::vector<sharding::ShardId> out;
+    const auto idx = indexOf(pod);
+    for (sharding::ShardId s = 1; s <= kShards; ++s) {
+      if (table_.owner(s) == idx) out.push_back(s);
+    }
+    return out;
+  }
+
+  // Gives every unassigned shard to the pods, round robin.
+  void placeUnassigned() {
+    std::lock_guard op(opMu_);
+    std::map<std::string, std::vector<sharding::ShardId>> plan;
+    {
+      std::lock_guard lock(mu_);
+      std::size_t i = 0;
+      for (sharding::ShardId s = 1; s <= kShards; ++s) {
+        if (table_.owner(s) != sharding::kNoPod || map_.status.pods.empty()) continue;
+        plan[map_.status.pods[i++ % map_.status.pods.size()].name].push_back(s);
+      }
+    }
+    persistAndAssign(plan);
+  }
+
+  // Moves `shards` from `from` to `to`: unassign, persist, assign. Returns false when the old
+  // owner did not release them (then nothing moves).
+  bool move(const std::string& from, const std::string& to,
+            const std::vector<sharding::ShardId>& shards) {
+    std::lock_guard op(opMu_);
+    if (!unassign(from, shards)) return false;
+    persistAndAssign({{to, shards}});
+    return true;
+  }
+
+ private:
+  sharding::PodIndex indexOf(const std::string& pod) const {
+    for (std::size_t i = 0; i < map_.status.pods.size(); ++i) {
+      if (map_.status.pods[i].name == pod) return static_cast<sharding::PodIndex>(i);
+    }
+    return sharding::kNoPod;
+  }
+  std::string addressOf(const std::string& pod) {
+    std::lock_guard lock(mu_);
+    return map_.status.pods[static_cast<std::size_t>(indexOf(pod))].address;
+  }
+  void writeLocked() {
+    ++map_.status.epoch;
+    sharding::writeShardTable(table_, map_.status);
+  }
+
+  bool unassign(const std::string& pod, const std::vector<sharding::ShardId>& shards) {
+    std::int64_t fence;
+    {
+      std::lock_guard lock(mu_);
+      fence = map_.status.epoch + 1;
+    }
+    http::Request req;
+    req.method = http::Method::kPost;
+    req.target = "/v1/shards/unassign";
+    req.body = protocol::encode(protocol::ShardsRequest{
+        "demo/counter", static_cast<protocol::Epoch>(fence), sharding::ShardSet::of(shards)});
+    auto r = client(addressOf(pod))->sendSync(std::move(req));
+    if (!r.ok() || r->status != 200) return false;
+    std::lock_guard lock(mu_);
+    for (auto s : shards) table_.unassign(s);
+    writeLocked();  // persist the release before anyone is told to take the shards
+    return true;
+  }
+
+  void persistAndAssign(const std::map<std::string, std::vector<sharding::ShardId>>& plan) {
+    std::int64_t epoch;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [pod, shards] : plan) {
+        for (auto s : shards) table_.assign(s, indexOf(pod), map_.status.epoch + 1);
+      }
+      writeLocked();
+      epoch = map_.status.epoch;
+    }
+    for (const auto& [pod, shards] : plan) {
+      http::Request req;
+      req.method = http::Method::kPost;
+      req.target = "/v1/shards/assign";
+      req.body = protocol::encode(protocol::ShardsRequest{
+          "demo/counter", static_cast<protocol::Epoch>(epoch), sharding::ShardSet::of(shards)});
+      auto r = client(addressOf(pod))->sendSync(std::move(req));
+      EXPECT_TRUE(r.ok() && r->status == 200) << "assign to " << pod << " failed";
+    }
+  }
+
+  void onRegister(const http::Request& r, http::Responder& res) {
+    auto req = protocol::decodeRegisterRequest(r.body);
+    ASSERT_TRUE(req.ok());
+    std::lock_guard lock(mu_);
+    if (indexOf(req->pod) == sharding::kNoPod) {
+      map_.status.pods.push_back({req->pod, req->uid, req->address, req->version, 0});
+      writeLocked();
+    }
+    res.send(http::Response::json(200, protocol::encode(protocol::EpochResponse{
+                                           static_cast<protocol::Epoch>(map_.status.epoch)})));
+  }
+
+  // The pod has drained: take it out with its shards, answer, then place the shards elsewhere.
+  void onUnregister(const http::Request& r, http::Responder& res) {
+    auto req = protocol::decodeUnregisterRequest(r.body);
+    ASSERT_TRUE(req.ok());
+    {
+      std::lock_guard lock(mu_);
+      const auto idx = indexOf(req->pod);
+      if (idx != sharding::kNoPod) {
+        table_.removePod(idx);
+        map_.status.pods.erase(map_.status.pods.begin() + idx);
+        writeLocked();
+      }
+      res.send(http::Response::json(200, protocol::encode(protocol::EpochResponse{
+                                             static_cast<protocol::Epoch>(map_.status.epoch)})));
+    }
+    if (reassigner_.joinable()) reassigner_.join();
+    reassigner_ = std::thread([this] { placeUnassigned(); });
+  }
+
+  std::mutex opMu_;  // one change at a time, as the operator's rounds
+  std::mutex mu_;
+  sharding::ShardMap map_;
+  sharding::ShardTable table_;
+  std::unique_ptr<http::Server> server_;
+  std::thread reassigner_;
+};
+
+struct Sidecar {
+  std::string pod;
+  std::uint16_t apiPort;
+  std::uint16_t adminPort;
+  std::unique_ptr<Subprocess> process;
+  std::unique_ptr<http::Client> api;
+  std::unique_ptr<http::Client> admin;
+};
+
+class SidecarComponentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 1; i <= 3; ++i) {
+      const std::string pod = "p" + std::to_string(i);
+      apps_.push_back(std::make_unique<StubApp>(pod, world_));
+      auto sc = std::make_unique<Sidecar>();
+      sc->pod = pod;
+      sc->apiPort = freeLoopbackPort();
+      sc->adminPort = freeLoopbackPort();
+      const auto peerPort = freeLoopbackPort();
+      sc->process = std::make_unique<Subprocess>(
+          std::vector<std::string>{
+              KSHARD_SIDECAR_BINARY, "--pod-name=" + pod, "--pod-namespace=demo",
+              "--pod-uid=uid-" + pod, "--pod-ip=127.0.0.1", "--shard-map=counter",
+              "--version=1.0.0", "--app-port=" + std::to_string(apps_.back()->port()),
+              "--api-port=" + std::to_string(sc->apiPort),
+              "--peer-port=" + std::to_string(peerPort),
+              "--admin-port=" + std::to_string(sc->adminPort), "--admin-bind-address=127.0.0.1",
+              "--map-source=manager", "--manager-address=" + operator_.address(),
+              "--map-poll-interval=100ms"},
+          std::map<std::string, std::string>{}, ::testing::TempDir() + "/sidecar-" + pod + ".log");
+      sc->api = client("127.0.0.1:" + std::to_string(sc->apiPort));
+      sc->admin = client("127.0.0.1:" + std::to_string(sc->adminPort));
+      sidecars_.push_back(std::move(sc));
+    }
+    for (auto& sc : sidecars_) {
+      ASSERT_TRUE(waitFor([&] { return ready(*sc); }, seconds(30)))
+          << sc->pod << " did not become ready within 30 s; its log:\n"
+          << sc->process->logTail();
+    }
+    operator_.placeUnassigned();
+    for (const auto& sc : sidecars_) {
+      ASSERT_TRUE(waitFor([&] { return ownedShards(*sc) == operator_.shardsOf(sc->pod).size(); },
+                          seconds(10)))
+          << sc->pod << " did not take its shards";
+    }
+  }
+
+  bool ready(Sidecar& sc) {
+    http::Request r;
+    r.target = "/readyz";
+    auto res = sc.admin->sendSync(std::move(r));
+    return res.ok() && res->status == 200;
+  }
+  std::size_t ownedShards(Sidecar& sc) {
+    http::Request r;
+    r.target = "/v1/shard-map";
+    auto res = sc.api->sendSync(std::move(r));
+    if (!res.ok() || res->status != 200) return 0;
+    auto owned =
+        sharding::ShardSet::parse(json::parse(res->body)["owned"].get<std::string>(), kShards);
+    return owned.ok() ? static_cast<std::size_t>(owned->size()) : 0;
+  }
+  StatusOr<http::Response> increment(Sidecar& sc, const std::string& id) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/v1/entities/counter/" + id;
+    r.body = R"({"op":"increment"})";
+    return sc.api->sendSync(std::move(r));
+  }
+
+  // Sends increments from `threads` threads through the sidecars in `via` until stopped.
+  struct Traffic {
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::map<std::string, long> acked;
+    std::vector<std::string> failures;
+    std::vector<std::thread> threads;
+  };
+  void startTraffic(Traffic& t, std::atomic<int>& senders, int threads) {
+    for (int i = 0; i < threads; ++i) {
+      t.threads.emplace_back([this, &t, &senders, i] {
+        std::mt19937 rng(static_cast<unsigned>(i + 1));
+        while (!t.stop.load()) {
+          const std::string id = "e" + std::to_string(rng() % 100);
+          Sidecar& sc = *sidecars_[rng() % static_cast<unsigned>(senders.load())];
+          auto r = increment(sc, id);
+          std::lock_guard lock(t.mu);
+          if (r.ok() && r->status == 200) {
+            ++t.acked[id];
+          } else {
+            t.failures.push_back(
+                id + " via " + sc.pod + ": " +
+                (r.ok() ? std::to_string(r->status) + " " + r->body : r.status().toString()));
+          }
+        }
+      });
+    }
+  }
+  void stopTraffic(Traffic& t) {
+    t.stop.store(true);
+    for (auto& th : t.threads) th.join();
+  }
+
+  World world_;
+  StubOperator operator_;
+  std::vector<std::unique_ptr<StubApp>> apps_;
+  std::vector<std::unique_ptr<Sidecar>> sidecars_;
+};
+
+TEST_F(SidecarComponentTest, MessagesReachTheOwnerOfTheirShard) {
+  for (int i = 0; i < 60; ++i) {
+    const std::string id = "entity-" + std::to_string(i);
+    const auto shard = *sharding::shardIdOf(id, kShards);
+    Sidecar& via = *sidecars_[static_cast<std::size_t>(i) % sidecars_.size()];
+    auto r = increment(via, id);
+    ASSERT_TRUE(r.ok()) << r.status().toString();
+    ASSERT_EQ(r->status, 200) << r->body;
+    const std::string owner = operator_.ownerOf(shard);
+    EXPECT_EQ(r->headers.get(protocol::kOwnerHeader), owner) << id << " sent via " << via.pod;
+    EXPECT_EQ(json::parse(r->body)["pod"], owner) << "the app of another pod ran " << id;
+  }
+}
+
+TEST_F(SidecarComponentTest, RejectsBadInputAndKeepsServing) {
+  Sidecar& sc = *sidecars_[0];
+  const auto post = [&](std::string target, std::string body = "{}") {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = std::move(target);
+    r.body = std::move(body);
+    return sc.api->sendSync(std::move(r));
+  };
+  EXPECT_EQ(post("/v1/entities/counter/" + std::string(1025, 'x'))->status, 400);
+  EXPECT_EQ(post("/v1/entities/counter/%FF%FE")->status, 400);
+  EXPECT_EQ(post("/v1/entities/counter/a?mode=shout")->status, 400);
+  EXPECT_EQ(post("/v1/nothing/here")->status, 404);
+  EXPECT_EQ(post("/v1/entities/counter/a", std::string(5 << 20, 'x'))->status, 413);
+  auto ok = increment(sc, "still-serving");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(SidecarComponentTest, ShardsMovedUnderTrafficAreNeverServedTwiceAndDrainLosesNothing) {
+  Traffic traffic;
+  std::atomic<int> senders{3};
+  startTraffic(traffic, senders, 4);
+  std::mt19937 rng(7);
+
+  // Move shards around under traffic.
+  for (int round = 0; round < 12; ++round) {
+    const auto pods = operator_.pods();
+    const std::size_t f = rng() % pods.size();
+    const std::string from = pods[f];
+    const std::string to = pods[(f + 1 + rng() % (pods.size() - 1)) % pods.size()];
+    auto owned = operator_.shardsOf(from);
+    std::shuffle(owned.begin(), owned.end(), rng);
+    owned.resize(std::min<std::size_t>(owned.size(), 6));
+    EXPECT_TRUE(operator_.move(from, to, owned)) << "unassign of " << from << " failed";
+    std::this_thread::sleep_for(milliseconds(150));
+  }
+
+  // Drain p3 under traffic: stop sending through it, then SIGTERM.
+  senders.store(2);
+  std::this_thread::sleep_for(milliseconds(100));
+  sidecars_[2]->process->signal(SIGTERM);
+  const int exitCode = sidecars_[2]->process->wait(seconds(30));
+  EXPECT_EQ(exitCode, 0) << "p3 did not drain cleanly; its log:\n"
+                         << sidecars_[2]->process->logTail();
+  ASSERT_TRUE(waitFor([&] { return operator_.pods().size() == 2; }, seconds(10)));
+  ASSERT_TRUE(waitFor(
+      [&] {
+        return operator_.shardsOf("p1").size() + operator_.shardsOf("p2").size() ==
+               static_cast<std::size_t>(kShards);
+      },
+      seconds(10)))
+      << "p3's shards were not placed on the other pods";
+  std::this_thread::sleep_for(milliseconds(500));
+  stopTraffic(traffic);
+
+  std::lock_guard lock(world_.mu);
+  EXPECT_TRUE(world_.violations.empty())
+      << world_.violations.size() << " violations, first: " << world_.violations.front();
+  EXPECT_TRUE(traffic.failures.empty())
+      << traffic.failures.size() << " failed requests, first: " << traffic.failures.front();
+  long total = 0;
+  for (const auto& [id, acked] : traffic.acked) {
+    long value = world_.saved.count(id) ? world_.saved.at(id) : 0;
+    auto on = world_.activeOn.find(id);
+    if (on != world_.activeOn.end()) value = world_.live[on->second][id];
+    EXPECT_EQ(value, acked) << id << ": the counter does not match the increments acknowledged";
+    total += acked;
+  }
+  EXPECT_GT(total, 200) << "too little traffic to mean anything";
+  EXPECT_GT(world_.stops, 0) << "no entity was ever stopped: no handoff happened";
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

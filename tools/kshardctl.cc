@@ -3,6 +3,7 @@
 #include <array>
 #include <ostream>
 
+#include "tools/doctor_command.h"
 #include "tools/plan_command.h"
 #include "tools/shard_of_command.h"
 #include "tools/simulate_command.h"
@@ -10,8 +11,8 @@
 namespace kshard::tools {
 namespace {
 
-std::array<const Command*, 3> commands() {
-  return {&shardOfCommand(), &planCommand(), &simulateCommand()};
+std::array<const Command*, 4> commands() {
+  return {&shardOfCommand(), &planCommand(), &simulateCommand(), &doctorCommand()};
 }
 
 void printUsage(std::ostream& os) {

@@ -2,6 +2,7 @@
 #   docker build --target operator -t kshard/operator:dev .
 #   docker build --target sidecar  -t kshard/sidecar:dev .
 #   docker build --target counter  -t kshard/counter:dev .
+#   docker build --target kshardctl -t kshard/kshardctl:dev .   (the chart's helm test)
 # The build stage compiles everything once (release preset); each runtime stage is Debian slim
 # with only the shared libraries the binaries need, running as a non-root user.
 
@@ -14,7 +15,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 WORKDIR /src
 COPY . .
 RUN cmake --preset release -DKSHARD_BUILD_TESTS=OFF -DKSHARD_BUILD_BENCH=OFF \
-    && cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter
+    && cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter kshardctl
 
 FROM debian:12-slim AS runtime
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -39,3 +40,7 @@ FROM runtime AS counter
 COPY --from=build /src/build/bin/kshard-counter /usr/local/bin/kshard-counter
 EXPOSE 8080 8081
 ENTRYPOINT ["/usr/local/bin/kshard-counter"]
+
+FROM runtime AS kshardctl
+COPY --from=build /src/build/bin/kshardctl /usr/local/bin/kshardctl
+ENTRYPOINT ["/usr/local/bin/kshardctl"]

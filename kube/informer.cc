@@ -257,11 +257,16 @@ void Informer::runReflector() {
       continue;
     }
     std::unique_ptr<WatchStream> stream = std::move(*opened);
+    bool stopped;
     {
       std::lock_guard lock(mu_);
       ++stats_.watches;
-      if (stopping_) break;
-      current_ = stream.get();
+      stopped = stopping_;
+      if (!stopped) current_ = stream.get();
+    }
+    if (stopped) {
+      stream->cancel();  // stop() came while the watch was being opened
+      break;
     }
     const auto readTimeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(wo.timeout + options_.watchReadGrace);
@@ -301,12 +306,14 @@ void Informer::runDispatcher() {
       queue_.pop_front();
     }
     if (n.kind == Notification::Kind::kSynced) {
+      // The resync timer runs from the moment of sync; armed first so that a caller woken by
+      // waitForSync() finds it in place.
+      scheduleResync();
       {
         std::lock_guard lock(mu_);
         synced_ = true;
       }
       cv_.notify_all();
-      scheduleResync();
       continue;
     }
     for (const auto& h : handlers_) {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "tests/kube/fake_transport.h"
+#include "tests/kube/seen_events.h"
 
 namespace kshard::kube {
 namespace {
@@ -30,52 +31,6 @@ std::string list(const std::string& rv, const std::vector<json>& items) {
 std::string event(const std::string& type, const json& object) {
   return json{{"type", type}, {"object", object}}.dump() + "\n";
 }
-
-// What the handlers saw, as "add a@1 initial", "update a@1->2", "delete b@2 unknown".
-class Seen {
- public:
-  InformerHandler handler() {
-    return {
-        .onAdd =
-            [this](const json& o, bool initial) {
-              push("add " + nameOf(o) + "@" + resourceVersionOf(o) + (initial ? " initial" : ""));
-            },
-        .onUpdate =
-            [this](const json& before, const json& after) {
-              push("update " + nameOf(after) + "@" + resourceVersionOf(before) + "->" +
-                   resourceVersionOf(after));
-            },
-        .onDelete =
-            [this](const json& last, bool unknown) {
-              push("delete " + nameOf(last) + "@" + resourceVersionOf(last) +
-                   (unknown ? " unknown" : ""));
-            },
-    };
-  }
-  // Waits until `n` events were seen and returns them all.
-  std::vector<std::string> waitFor(std::size_t n) {
-    std::unique_lock lock(mu_);
-    const bool ok = cv_.wait_for(lock, kWaitLimit, [&] { return events_.size() >= n; });
-    EXPECT_TRUE(ok) << "handlers saw " << events_.size() << " events, expected " << n;
-    return events_;
-  }
-  std::vector<std::string> all() {
-    std::lock_guard lock(mu_);
-    return events_;
-  }
-
- private:
-  void push(std::string e) {
-    {
-      std::lock_guard lock(mu_);
-      events_.push_back(std::move(e));
-    }
-    cv_.notify_all();
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> events_;
-};
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -127,7 +82,7 @@ class InformerTest : public ::testing::Test {
   Logger logger_{"kube-test", LogLevel::kError, [](std::string_view) {}};
   Client client_{transport_, scheduler_, random_, logger_, ClientOptions{.qps = 0}};
   SeededRandom informerRandom_{4};
-  Seen seen_;
+  testing::SeenEvents seen_;
   std::unique_ptr<Informer> informer_;
   std::mutex mu_;
   std::deque<StatusOr<http::Response>> listAnswers_;
@@ -151,7 +106,7 @@ TEST_F(InformerTest, ListsThenWatchesFromTheListVersionAndAppliesEvents) {
   watch.stream->write(event("MODIFIED", pod("a", "11")) + event("DELETED", pod("b", "12")) +
                       event("ADDED", pod("c", "13")));
   EXPECT_EQ(seen_.waitFor(5),
-            (std::vector<std::string>{"add a@1 initial", "add b@2 initial", "update a@1->11",
+            (std::vector<std::string>{"add a@1 initial", "add b@2 initial", "update a 1->11",
                                       "delete b@12", "add c@13"}));
   EXPECT_EQ(informer_->store().keys(), (std::vector<std::string>{"demo/a", "demo/c"}));
   EXPECT_EQ(resourceVersionOf(*informer_->store().get("demo", "a")), "11");
@@ -178,7 +133,7 @@ TEST_F(InformerTest, StreamCutInsideAnEventResumesFromTheLastVersionWithoutLossO
   second.stream->write(
       event("BOOKMARK", {{"kind", "Pod"}, {"metadata", {{"resourceVersion", "15"}}}}));
   EXPECT_EQ(seen_.waitFor(3),
-            (std::vector<std::string>{"add a@1 initial", "add c@11", "update a@1->12"}));
+            (std::vector<std::string>{"add a@1 initial", "add c@11", "update a 1->12"}));
   EXPECT_EQ(lists_.size(), 1u) << "a dropped stream must resume, not relist";
 
   // A clean end (the server's timeoutSeconds) re-watches at once from the bookmark.
@@ -204,7 +159,7 @@ TEST_F(InformerTest, GoneMidWatchRelistsAndReconcilesTheCache) {
   EXPECT_TRUE(contains(second.request.target, "resourceVersion=950&")) << second.request.target;
   auto seen = seen_.waitFor(6);
   EXPECT_EQ(std::vector<std::string>(seen.begin() + 3, seen.end()),
-            (std::vector<std::string>{"update b@2->7", "add d@8", "delete c@3 unknown"}));
+            (std::vector<std::string>{"update b 2->7", "add d@8", "delete c@3 unknown"}));
   EXPECT_EQ(lists_.size(), 2u);
   EXPECT_EQ(informer_->stats().lists, 2u);
 }
@@ -225,7 +180,7 @@ TEST_F(InformerTest, WatchRefusedWithGoneRelists) {
   passBackoff();
   auto second = transport_.nextStream();
   EXPECT_TRUE(contains(second.request.target, "resourceVersion=20&")) << second.request.target;
-  EXPECT_EQ(seen_.waitFor(2), (std::vector<std::string>{"add a@1 initial", "update a@1->2"}));
+  EXPECT_EQ(seen_.waitFor(2), (std::vector<std::string>{"add a@1 initial", "update a 1->2"}));
 }
 
 TEST_F(InformerTest, FailedListIsRetriedAndSyncsOnlyAfterSuccess) {
@@ -250,7 +205,7 @@ TEST_F(InformerTest, ResyncRedeliversEveryCachedObject) {
   seen_.waitFor(2);
   scheduler_.advance(seconds(30));
   EXPECT_EQ(seen_.waitFor(4), (std::vector<std::string>{"add a@1 initial", "add b@2 initial",
-                                                        "update a@1->1", "update b@2->2"}));
+                                                        "update a 1->1", "update b 2->2"}));
 }
 
 TEST_F(InformerTest, StopCancelsTheWatchAndReturns) {

@@ -15,14 +15,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Controller dependencies over the harness's fakes, with `leadership`.
+ControllerDeps depsOf(ControllerHarness& h, FakeLeadership& leadership) {
+  return ControllerDeps{h.scheduler,
+                        h.random,
+                        h.store,
+                        h.pods,
+                        h.directory,
+                        leadership,
+                        h.events,
+                        h.metrics,
+                        Logger("t", LogLevel::kError, [](std::string_view) {}),
+                        sharding::ManagerRef{"op-0", "10.0.0.1:7200"}};
+}
+
 class ManagerApiTest : public ::testing::Test {
  protected:
   ManagerApiTest()
-      : deps_{h_.scheduler, h_.random,
-              h_.store,     h_.pods,
-              h_.directory, leadership_,
-              h_.events,    h_.metrics,
-              quiet(),      sharding::ManagerRef{"op-0", "10.0.0.1:7200"}},
+      : deps_(depsOf(h_, leadership_)),
         manager_(deps_),
         api_(manager_, leadership_, h_.metrics, quiet()) {
     leadership_.holderName = "op-0";
@@ -129,17 +139,7 @@ TEST_F(ManagerApiTest, NotifyUnhealthyIsAccepted) {
 TEST(ShardManager, DeletedShardMapsAreForgotten) {
   ControllerHarness h;
   FakeLeadership leadership;
-  ControllerDeps deps{h.scheduler,
-                      h.random,
-                      h.store,
-                      h.pods,
-                      h.directory,
-                      leadership,
-                      h.events,
-                      h.metrics,
-                      Logger("t", LogLevel::kError, [](std::string_view) {}),
-                      sharding::ManagerRef{"op-0", "10.0.0.1:7200"}};
-  ShardManager manager(deps);
+  ShardManager manager(depsOf(h, leadership));
   manager.upsert(h.stored());
   ASSERT_NE(manager.find({kNamespace, kMapName}), nullptr);
   EXPECT_EQ(manager.shardMaps().size(), 1u);
@@ -152,17 +152,7 @@ TEST(ShardManager, ShardMapsSeenWhileLeadingAreTakenOver) {
   ControllerHarness h;
   FakeLeadership leadership;
   leadership.holderName = "op-0";
-  ControllerDeps deps{h.scheduler,
-                      h.random,
-                      h.store,
-                      h.pods,
-                      h.directory,
-                      leadership,
-                      h.events,
-                      h.metrics,
-                      Logger("t", LogLevel::kError, [](std::string_view) {}),
-                      sharding::ManagerRef{"op-0", "10.0.0.1:7200"}};
-  ShardManager manager(deps);
+  ShardManager manager(depsOf(h, leadership));
   manager.startLeading();
   EXPECT_TRUE(manager.leading());
   manager.upsert(h.stored());

@@ -1,0 +1,78 @@
+#include "operator/kube_adapters.h"
+
+#include "sharding/shard_map_json.h"
+
+namespace kshard::manager {
+namespace {
+
+// A ShardMap as the API answered it, decoded and validated.
+StatusOr<sharding::ShardMap> decodeAnswer(StatusOr<nlohmann::json> answer,
+                                          const std::string& what) {
+  if (!answer.ok()) return answer.status();
+  auto map = sharding::shardMapFromJson(*answer);
+  if (!map.ok()) return map.status().withContext(what);
+  return map;
+}
+
+}  // namespace
+
+void KubeShardMapStore::load(const protocol::ShardMapRef& ref, Callback done) {
+  api_.callAsync(kube::getRequest(kShardMapResource, ref.ns, ref.name),
+                 [done, what = "shardmap " + ref.toString()](StatusOr<nlohmann::json> r) {
+                   done(decodeAnswer(std::move(r), what));
+                 });
+}
+
+void KubeShardMapStore::writeStatus(const sharding::ShardMap& map, Callback done) {
+  const std::string what = "shardmap " + map.metadata.namespace_ + "/" + map.metadata.name;
+  kube::WriteOptions options;
+  options.subresource = "status";
+  api_.callAsync(
+      kube::updateRequest(kShardMapResource, map.metadata.namespace_, sharding::toJson(map),
+                          options),
+      [done, what](StatusOr<nlohmann::json> r) { done(decodeAnswer(std::move(r), what)); });
+}
+
+std::optional<PodInfo> KubePodDirectory::cached(const std::string& ns,
+                                                const std::string& name) const {
+  kube::ObjectPtr pod = pods_.store().get(ns, name);
+  if (!pod) return std::nullopt;
+  auto info = podInfoFromJson(*pod);
+  if (!info.ok()) return std::nullopt;
+  return std::move(*info);
+}
+
+void KubePodDirectory::fetch(const std::string& ns, const std::string& name, FetchCallback done) {
+  api_.callAsync(kube::getRequest(kube::resources::kPods, ns, name),
+                 [done](StatusOr<nlohmann::json> r) {
+                   if (!r.ok()) {
+                     if (r.status().code() == StatusCode::kNotFound) {
+                       done(std::optional<PodInfo>());
+                     } else {
+                       done(r.status());
+                     }
+                     return;
+                   }
+                   auto info = podInfoFromJson(*r);
+                   if (!info.ok()) {
+                     done(info.status());
+                     return;
+                   }
+                   done(std::optional<PodInfo>(std::move(*info)));
+                 });
+}
+
+void KubeEventSink::record(const sharding::ObjectMeta& object, EventType type, std::string reason,
+                           std::string message) {
+  kube::ObjectReference ref;
+  ref.apiVersion = sharding::kShardMapApiVersion;
+  ref.kind = sharding::kShardMapKind;
+  ref.ns = object.namespace_;
+  ref.name = object.name;
+  ref.uid = object.uid;
+  recorder_.record(
+      ref, type == EventType::kWarning ? kube::EventType::kWarning : kube::EventType::kNormal,
+      reason, reason, message);
+}
+
+}  // namespace kshard::manager

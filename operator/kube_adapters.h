@@ -1,0 +1,82 @@
+// The operator's interfaces implemented on kube/: the ShardMap store (REST with optimistic
+// concurrency), the pod directory (the pod informer's cache, GET when in doubt), leadership (the
+// Lease elector) and the Event sink (the events.k8s.io recorder).
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "kube/client.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "kube/leader_election.h"
+#include "kube/resource.h"
+#include "operator/event_sink.h"
+#include "operator/leadership.h"
+#include "operator/pod_directory.h"
+#include "operator/shard_map_store.h"
+
+namespace kshard::manager {
+
+// shardmaps.kshard.io/v1alpha1.
+inline const kube::ResourceRef kShardMapResource{"kshard.io", "v1alpha1", "shardmaps",
+                                                 kube::Scope::kNamespaced};
+
+class KubeShardMapStore final : public ShardMapStore {
+ public:
+  explicit KubeShardMapStore(kube::Client& api) : api_(api) {}
+  void load(const protocol::ShardMapRef& ref, Callback done) override;
+  // PUT .../status with metadata.resourceVersion: the API server refuses a stale write (409).
+  void writeStatus(const sharding::ShardMap& map, Callback done) override;
+
+ private:
+  kube::Client& api_;
+};
+
+class KubePodDirectory final : public PodDirectory {
+ public:
+  // `pods` is the informer on pods labelled kshard.io/shard-map.
+  KubePodDirectory(kube::Client& api, const kube::Informer& pods) : api_(api), pods_(pods) {}
+  std::optional<PodInfo> cached(const std::string& ns, const std::string& name) const override;
+  void fetch(const std::string& ns, const std::string& name, FetchCallback done) override;
+
+ private:
+  kube::Client& api_;
+  const kube::Informer& pods_;
+};
+
+// Leadership as the Lease elector reports it through its callbacks: onStartedLeading sets it,
+// onStoppedLeading (which the elector calls at its renew deadline, before anyone else may take
+// the Lease) clears it before the controllers are told. Kept apart from the elector so that it
+// can outlive it: the elector is destroyed first and no callback runs into a destroyed manager.
+class LeaseLeadership final : public Leadership {
+ public:
+  bool isLeader() const override { return leading_.load(); }
+  std::string holder() const override {
+    std::lock_guard lock(mu_);
+    return holder_;
+  }
+  void setLeading(bool leading) { leading_.store(leading); }
+  void setHolder(std::string holder) {
+    std::lock_guard lock(mu_);
+    holder_ = std::move(holder);
+  }
+
+ private:
+  std::atomic<bool> leading_{false};
+  mutable std::mutex mu_;
+  std::string holder_;
+};
+
+class KubeEventSink final : public EventSink {
+ public:
+  explicit KubeEventSink(kube::EventRecorder& recorder) : recorder_(recorder) {}
+  void record(const sharding::ObjectMeta& object, EventType type, std::string reason,
+              std::string message) override;
+
+ private:
+  kube::EventRecorder& recorder_;
+};
+
+}  // namespace kshard::manager

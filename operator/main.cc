@@ -1,0 +1,308 @@
+// kshard-operator: the Shard Manager. Watches ShardMaps and the pods labelled for them, elects one
+// leader among its replicas with a Lease, and on the leader runs the rebalance workflow and the
+// manager API. See docs/operator.md.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <iostream>
+#include <memory>
+
+#include "base/logger.h"
+#include "base/options.h"
+#include "base/random.h"
+#include "base/scheduler.h"
+#include "http/admin_routes.h"
+#include "http/factory.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "kube/leader_election.h"
+#include "metrics/prometheus_registry.h"
+#include "operator/config.h"
+#include "operator/http_pod_client.h"
+#include "operator/kube_adapters.h"
+#include "operator/manager_api.h"
+#include "operator/operator_metrics.h"
+#include "operator/pod_provisioner.h"
+#include "operator/shard_manager.h"
+#include "sharding/shard_map_json.h"
+
+namespace kshard::manager {
+namespace {
+
+constexpr char kUserAgent[] = "kshard-operator/" KSHARD_VERSION;
+
+std::uint64_t seedFrom(std::int64_t configured) {
+  if (configured != 0) return static_cast<std::uint64_t>(configured);
+  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+std::unique_ptr<http::Server> makeServerOn(http::Backend backend, const std::string& listen,
+                                           int threads, const Logger& log) {
+  auto hp = splitHostPort(listen);
+  http::ServerOptions options;
+  options.host = hp->first;
+  options.port = hp->second;
+  options.threads = threads;
+  options.logger = log;
+  return http::makeServer(backend, std::move(options));
+}
+
+// The informers' handlers: decode, then route to the ShardManager and the provisioner.
+void wireInformers(kube::Informer& shardMaps, kube::Informer& pods, ShardManager& manager,
+                   PodProvisioner& provisioner, const Logger& log) {
+  auto upsert = [&manager, log](const nlohmann::json& object) {
+    auto map = sharding::shardMapFromJson(object);
+    if (!map.ok()) {
+      log.error("ignoring an invalid ShardMap", {{"error", map.status().toString()}});
+      return;
+    }
+    manager.upsert(std::move(*map));
+  };
+  shardMaps.addHandler(
+      {.onAdd = [upsert](const nlohmann::json& o, bool) { upsert(o); },
+       .onUpdate = [upsert](const nlohmann::json&, const nlohmann::json& o) { upsert(o); },
+       .onDelete =
+           [&manager](const nlohmann::json& last, bool) {
+             const auto& meta = last.value("metadata", nlohmann::json::object());
+             manager.remove({meta.value("namespace", ""), meta.value("name", "")});
+           }});
+  auto podEvent = [&manager, &provisioner](const nlohmann::json& object, bool gone) {
+    auto pod = podInfoFromJson(object);
+    if (!pod.ok()) return;
+    auto label = pod->labels.find(kShardMapLabel);
+    if (label != pod->labels.end()) manager.podChanged(pod->namespace_, label->second, pod->name);
+    if (gone) {
+      provisioner.podGone(pod->namespace_);
+    } else {
+      provisioner.podSeen(*pod);
+    }
+  };
+  pods.addHandler(
+      {.onAdd = [podEvent](const nlohmann::json& o, bool) { podEvent(o, false); },
+       .onUpdate = [podEvent](const nlohmann::json&,
+                              const nlohmann::json& o) { podEvent(o, false); },
+       .onDelete = [podEvent](const nlohmann::json& last, bool) { podEvent(last, true); }});
+}
+
+int run(int argc, char** argv) {
+  OperatorConfig cfg;
+  OptionSet opts("kshard-operator",
+                 "The Shard Manager of kshard: assigns the shards of every ShardMap to its pods.");
+  cfg.declare(opts);
+  auto outcome = opts.parse(argc, argv);
+  if (!outcome.ok()) {
+    std::cerr << "kshard-operator: " << outcome.status().message() << "\n";
+    return 2;
+  }
+  if (*outcome == OptionSet::Outcome::kHelp) {
+    std::cout << opts.usage();
+    return 0;
+  }
+  if (Status s = cfg.finalize(); !s.ok()) {
+    std::cerr << "kshard-operator: " << s.message() << "\n";
+    return 2;
+  }
+  LogLevel level = LogLevel::kInfo;
+  parseLogLevel(cfg.logLevel, level);
+  Logger log("operator", level);
+  log = log.withFields({{"replica", cfg.podName}});
+
+  // Signals are taken by sigwait below; every thread started from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  SystemClock& clock = SystemClock::instance();
+  const std::uint64_t seed = seedFrom(cfg.seed);
+  // Each component that draws randomness gets its own generator (they are not shared between
+  // locks).
+  SeededRandom clientRandom(seed), informerRandom(seed + 1), podInformerRandom(seed + 2),
+      electorRandom(seed + 3), plannerRandom(seed + 4);
+  ThreadScheduler kubeScheduler(clock);
+
+  auto kubeConfig = kube::loadConfig({cfg.kubeconfig, cfg.kubeContext}, clock);
+  if (!kubeConfig.ok()) {
+    log.error("cannot load the Kubernetes configuration",
+              {{"error", kubeConfig.status().toString()}});
+    return 1;
+  }
+  log.info("kubernetes configuration", {{"source", kubeConfig->source}});
+  const http::Backend backend = *http::parseBackend(cfg.httpBackend);
+  auto transport =
+      http::makeClient(http::Backend::kCppRest, kube::httpClientOptions(*kubeConfig, kUserAgent));
+  if (!transport.ok()) {
+    log.error("cannot create the Kubernetes client", {{"error", transport.status().toString()}});
+    return 1;
+  }
+  kube::ClientOptions clientOptions;
+  clientOptions.userAgent = kUserAgent;
+  clientOptions.qps = cfg.kubeQps;
+  clientOptions.burst = static_cast<int>(cfg.kubeBurst);
+  kube::Client api(**transport, kubeScheduler, clientRandom, log, clientOptions, kubeConfig->token,
+                   kubeConfig->pathPrefix);
+
+  metrics::PrometheusRegistry registry;
+  OperatorMetrics metrics(registry);
+  metrics.setLeader(false);
+
+  kube::InformerOptions shardMapOptions;
+  shardMapOptions.resource = kShardMapResource;
+  shardMapOptions.ns = cfg.watchNamespace;
+  kube::Informer shardMapInformer(api, kubeScheduler, informerRandom, log, shardMapOptions);
+  kube::InformerOptions podOptions;
+  podOptions.resource = kube::resources::kPods;
+  podOptions.ns = cfg.watchNamespace;
+  podOptions.labelSelector = kShardMapLabel;
+  kube::Informer podInformer(api, kubeScheduler, podInformerRandom, log, podOptions);
+
+  KubeShardMapStore store(api);
+  KubePodDirectory directory(api, podInformer);
+  kube::EventRecorderOptions eventOptions;
+  eventOptions.reportingController = "kshard.io/operator";
+  eventOptions.reportingInstance = cfg.podName;
+  kube::EventRecorder recorder(api, kubeScheduler, log, eventOptions);
+  KubeEventSink events(recorder);
+  HttpPodClient podClient(
+      [backend](http::ClientOptions o) { return http::makeClient(backend, std::move(o)); },
+      cfg.podConnectTimeout);
+
+  PodProvisionerOptions provisionerOptions;
+  provisionerOptions.createShardMaps = cfg.createShardMaps;
+  provisionerOptions.defaultShards = static_cast<std::int32_t>(cfg.defaultShards);
+  provisionerOptions.manageRbac = cfg.manageRbac;
+  provisionerOptions.clusterRole = cfg.sidecarClusterRole;
+  provisionerOptions.roleBindingName = cfg.sidecarRoleBinding;
+  auto provisioner = std::make_shared<PodProvisioner>(api, podInformer, shardMapInformer, recorder,
+                                                      log, provisionerOptions);
+
+  // Destruction runs bottom-up: the elector goes first (no callback after it), then the
+  // manager and its controllers, then their strand, then the adapters they use.
+  LeaseLeadership leadership;
+  ThreadScheduler controllerScheduler(clock);  // the controllers' strand: one thread
+  ShardManager manager(ControllerDeps{controllerScheduler, plannerRandom, store, podClient,
+                                      directory, leadership, events, metrics, log,
+                                      sharding::ManagerRef{cfg.podName, cfg.advertiseAddress}});
+  kube::LeaderElectionConfig election;
+  election.leaseNamespace = cfg.leaseNamespace;
+  election.leaseName = cfg.leaseName;
+  election.identity = cfg.podName;
+  election.leaseDuration = cfg.leaseDuration;
+  election.renewDeadline = cfg.renewDeadline;
+  election.retryPeriod = cfg.retryPeriod;
+  kube::LeaderCallbacks callbacks;
+  // The elector logs the transitions itself.
+  callbacks.onStartedLeading = [&] {
+    leadership.setLeading(true);
+    manager.startLeading();
+    provisioner->startLeading();
+  };
+  callbacks.onStoppedLeading = [&] {
+    // Epoch rule 7: cleared before anything else, so a step in progress sees it at once.
+    leadership.setLeading(false);
+    manager.stopLeading();
+    provisioner->stopLeading();
+  };
+  callbacks.onNewLeader = [&](const std::string& id) { leadership.setHolder(id); };
+  kube::LeaderElector elector(api, kubeScheduler, electorRandom, log, election, callbacks);
+  wireInformers(shardMapInformer, podInformer, manager, *provisioner, log);
+
+  // Servers: admin (:7202), manager API (:7200), and the webhook (:9443, TLS) when configured.
+  auto admin = makeServerOn(backend, cfg.adminListen, 1, log);
+  bool managerServing = false;
+  http::addAdminRoutes(*admin, registry, [&]() -> std::string {
+    if (!shardMapInformer.hasSynced()) return "the ShardMap informer has not synced";
+    if (!podInformer.hasSynced()) return "the pod informer has not synced";
+    if (!managerServing) return "the manager API is not serving";
+    return {};
+  });
+  if (Status s = admin->start(); !s.ok()) {
+    log.error("cannot start the admin server", {{"error", s.toString()}});
+    return 1;
+  }
+  auto managerServer =
+      makeServerOn(backend, cfg.managerListen, static_cast<int>(cfg.ioThreads), log);
+  ManagerApi managerApi(manager, leadership, metrics, log);
+  managerApi.addRoutes(*managerServer);
+  // The mutating webhook (sidecar injection) is served by every replica on its own TLS port; its
+  // handler is added here by the webhook's issue. Without certificates the port stays closed.
+  std::unique_ptr<http::Server> webhook;
+  if (!cfg.webhookCertFile.empty()) {
+    auto hp = splitHostPort(cfg.webhookListen);
+    http::ServerOptions options;
+    options.host = hp->first;
+    options.port = hp->second;
+    http::TlsServerOptions tls;
+    tls.certFile = cfg.webhookCertFile;
+    tls.keyFile = cfg.webhookKeyFile;
+    options.tls = tls;
+    options.logger = log;
+    webhook = http::makeServer(backend, std::move(options));
+  }
+
+  shardMapInformer.start();
+  podInformer.start();
+  if (!shardMapInformer.waitForSync(std::chrono::seconds(60)) ||
+      !podInformer.waitForSync(std::chrono::seconds(60))) {
+    log.warn("informers did not sync within 60 s; continuing (leadership waits for the cache)");
+  }
+  if (Status s = managerServer->start(); !s.ok()) {
+    log.error("cannot start the manager API", {{"error", s.toString()}});
+    return 1;
+  }
+  managerServing = true;
+  if (webhook) {
+    if (Status s = webhook->start(); !s.ok()) {
+      log.error("cannot start the webhook server", {{"error", s.toString()}});
+      return 1;
+    }
+  }
+  // Only with a synced cache may this replica lead: takeover reads pod health from it.
+  while (!shardMapInformer.hasSynced() || !podInformer.hasSynced()) {
+    int sig = 0;
+    timespec wait{1, 0};
+    sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) return 0;
+  }
+  if (Status s = elector.start(); !s.ok()) {
+    log.error("cannot start leader election", {{"error", s.toString()}});
+    return 1;
+  }
+  log.info("kshard-operator started", {{"manager", cfg.advertiseAddress},
+                                       {"admin", cfg.adminListen},
+                                       {"lease", cfg.leaseNamespace + "/" + cfg.leaseName}});
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log.info("stopping", {{"signal", sig}});
+  // Stop leading first (controllers stop at their next step) and release the Lease, so that a
+  // successor takes over within a retry period.
+  std::promise<void> released;
+  elector.stop([&] { released.set_value(); });
+  released.get_future().wait_for(cfg.renewDeadline);
+  manager.shutdown();
+  managerServer->stop(std::chrono::milliseconds(2000));
+  if (webhook) webhook->stop();
+  podInformer.stop();
+  shardMapInformer.stop();
+  admin->stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace kshard::manager
+
+int main(int argc, char** argv) {
+  try {
+    return kshard::manager::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kshard-operator: fatal: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,85 @@
+// PodProvisioner: what the pods labelled kshard.io/shard-map need before they can register,
+// created by the leader as soon as it sees them (DESIGN.md "Pod start"):
+//
+//   - their ShardMap, when it does not exist: spec.shards from the pod's kshard.io/shards
+//     annotation, else the configured default (300). An invalid annotation creates nothing (the
+//     shard count is immutable; guessing would be permanent) and is reported on the pod.
+//   - a RoleBinding in their namespace granting ClusterRole kshard-sidecar (read and watch
+//     ShardMaps) to the ServiceAccounts of the labelled pods there, so their sidecars can watch
+//     their map. Kept level-based: the subjects are recomputed from the pod cache on every change.
+//
+// The decisions are pure functions below; the class does the API calls. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "base/logger.h"
+#include "base/status.h"
+#include "kube/client.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "operator/pod_directory.h"
+
+namespace kshard::manager {
+
+// The shard count for a ShardMap created for `pod`: its kshard.io/shards annotation, else
+// `defaultShards`. InvalidArgument naming the annotation when it is not an integer in 1..100000.
+[[nodiscard]] StatusOr<std::int32_t> shardCountForPod(const PodInfo& pod,
+                                                      std::int32_t defaultShards);
+
+// The ShardMap object to create.
+nlohmann::json newShardMapObject(const std::string& ns, const std::string& name,
+                                 std::int32_t shards);
+
+// The RoleBinding granting `clusterRole` to the ServiceAccounts `serviceAccounts` of `ns`.
+nlohmann::json sidecarRoleBindingObject(const std::string& ns, const std::string& name,
+                                        const std::string& clusterRole,
+                                        const std::set<std::string>& serviceAccounts);
+// Whether `existing` already grants what `desired` does (same roleRef, same subjects).
+bool roleBindingMatches(const nlohmann::json& existing, const nlohmann::json& desired);
+
+struct PodProvisionerOptions {
+  bool createShardMaps = true;
+  std::int32_t defaultShards = 300;
+  bool manageRbac = true;
+  std::string clusterRole = "kshard-sidecar";
+  std::string roleBindingName = "kshard-sidecar";
+};
+
+class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {
+ public:
+  // Callbacks of API calls hold a weak reference: create it with std::make_shared.
+  PodProvisioner(kube::Client& api, const kube::Informer& pods, const kube::Informer& shardMaps,
+                 kube::EventRecorder& events, Logger logger, PodProvisionerOptions options);
+
+  // The pod informer saw this labelled pod (added or updated) / its deletion.
+  void podSeen(const PodInfo& pod);
+  void podGone(const std::string& ns);
+  // Leadership: only the leader writes. Starting reconciles every namespace in the pod cache.
+  void startLeading();
+  void stopLeading();
+
+ private:
+  void ensureShardMap(const PodInfo& pod);
+  void syncNamespace(const std::string& ns);
+  void finishNamespace(const std::string& ns);
+
+  kube::Client& api_;
+  const kube::Informer& pods_;
+  const kube::Informer& shardMaps_;
+  kube::EventRecorder& events_;
+  Logger log_;
+  const PodProvisionerOptions options_;
+
+  std::mutex mu_;
+  bool leading_ = false;
+  std::set<std::string> creating_;       // "{ns}/{name}" ShardMaps being created
+  std::map<std::string, bool> syncing_;  // ns -> dirty again while a sync runs
+};
+
+}  // namespace kshard::manager

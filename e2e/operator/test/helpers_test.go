@@ -1,0 +1,386 @@
+// Package operatortest holds kshard-operator's tests against the local cluster (e2e/cluster).
+// e2e/operator/run.sh builds what they need and runs them; the variables below come from it.
+package operatortest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1alpha1", Resource: "shardmaps"}
+
+// The host's address on the cluster bridge: pods reach the operators (host processes) there.
+const nodeIP = "10.244.0.1"
+
+func env(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run the tests through e2e/operator/run.sh", name)
+	}
+	return v
+}
+
+type clusterClients struct {
+	cs  *kubernetes.Clientset
+	dyn dynamic.Interface
+}
+
+func clients(t *testing.T) clusterClients {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", env(t, "KUBECONFIG"))
+	if err != nil {
+		t.Fatalf("kubeconfig: %v", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clusterClients{cs, dyn}
+}
+
+// waitFor polls cond until it holds, failing after timeout with what cond last said.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	last := ""
+	for {
+		ok, msg := cond()
+		if ok {
+			return time.Since(start)
+		}
+		if msg != "" {
+			last = msg
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s; last state: %s", timeout, what, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func bg() context.Context { return context.Background() }
+
+// testNamespace creates a namespace for the test and deletes it when the test ends.
+func testNamespace(t *testing.T, c clusterClients, prefix string) string {
+	t.Helper()
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	name := prefix + "-" + hex.EncodeToString(suffix)
+	if _, err := c.cs.CoreV1().Namespaces().Create(bg(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.cs.CoreV1().Namespaces().Delete(bg(), name, metav1.DeleteOptions{})
+		waitFor(t, 120*time.Second, "namespace "+name+" is deleted", func() (bool, string) {
+			_, err := c.cs.CoreV1().Namespaces().Get(bg(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	})
+	waitFor(t, 30*time.Second, "the default ServiceAccount of "+name+" exists", func() (bool, string) {
+		_, err := c.cs.CoreV1().ServiceAccounts(name).Get(bg(), "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return name
+}
+
+// freePort asks the kernel for a free TCP port on `host`.
+func freePort(t *testing.T, host string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("free port on %s: %v", host, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// operator is one kshard-operator replica running as a host process.
+type operator struct {
+	name      string
+	manager   string // host:port of its manager API, reachable from pods
+	admin     string // host:port of /metrics, /healthz, /readyz
+	cmd       *exec.Cmd
+	logPath   string
+	exited    chan struct{}
+	exitState error
+}
+
+func startOperator(t *testing.T, name, leaseNamespace, watchNamespace string) *operator {
+	t.Helper()
+	return startOperatorAt(t, name, leaseNamespace, watchNamespace,
+		net.JoinHostPort(nodeIP, strconv.Itoa(freePort(t, nodeIP))),
+		net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1"))))
+}
+
+// restart starts the replica again on the same addresses (the pods know its manager address).
+func (op *operator) restart(t *testing.T, leaseNamespace, watchNamespace string) *operator {
+	t.Helper()
+	return startOperatorAt(t, op.name, leaseNamespace, watchNamespace, op.manager, op.admin)
+}
+
+func startOperatorAt(t *testing.T, name, leaseNamespace, watchNamespace, manager, admin string) *operator {
+	t.Helper()
+	op := &operator{name: name, manager: manager, admin: admin, exited: make(chan struct{})}
+	logDir := env(t, "KSHARD_OPERATOR_LOGS")
+	_ = os.MkdirAll(logDir, 0o755)
+	op.logPath = filepath.Join(logDir, watchNamespace+"-"+name+".log")
+	logFile, err := os.OpenFile(op.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.cmd = exec.Command(env(t, "KSHARD_OPERATOR_BIN"),
+		"--kubeconfig", env(t, "KUBECONFIG"),
+		"--manager-listen", op.manager, "--advertise-address", op.manager,
+		"--admin-listen", op.admin,
+		"--lease-namespace", leaseNamespace, "--watch-namespace", watchNamespace,
+		"--log-level", "debug")
+	op.cmd.Env = append(os.Environ(), "POD_NAME="+name, "POD_NAMESPACE="+leaseNamespace)
+	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
+	if err := op.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		op.exitState = op.cmd.Wait()
+		logFile.Close()
+		close(op.exited)
+	}()
+	t.Cleanup(func() { op.stop(t, syscall.SIGTERM) })
+	waitFor(t, 90*time.Second, name+" answers /readyz", func() (bool, string) {
+		select {
+		case <-op.exited:
+			t.Fatalf("%s exited: %v; log:\n%s", name, op.exitState, tail(op.logPath, 40))
+		default:
+		}
+		code, body := httpGet("http://" + op.admin + "/readyz")
+		return code == 200, fmt.Sprintf("%d %s", code, body)
+	})
+	return op
+}
+
+// stop sends `sig` and waits for the process to exit.
+func (op *operator) stop(t *testing.T, sig syscall.Signal) {
+	select {
+	case <-op.exited:
+		return
+	default:
+	}
+	_ = op.cmd.Process.Signal(sig)
+	select {
+	case <-op.exited:
+	case <-time.After(30 * time.Second):
+		_ = op.cmd.Process.Kill()
+		<-op.exited
+		t.Errorf("%s did not exit within 30 s of %v", op.name, sig)
+	}
+}
+
+func (op *operator) metric(name, labels string) float64 {
+	_, body := httpGet("http://" + op.admin + "/metrics")
+	return metricValue(body, name, labels)
+}
+
+// metricValue finds `name{...labels...} value` in a Prometheus exposition; every k="v" of
+// `labels` (comma-separated) must appear. 0 when absent.
+func metricValue(exposition, name, labels string) float64 {
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range strings.Split(labels, ",") {
+			if l != "" && !strings.Contains(line, l) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		return v
+	}
+	return 0
+}
+
+func httpGet(url string) (int, string) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func httpPost(url, body string) (int, string) {
+	client := &http.Client{Timeout: 40 * time.Second}
+	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env(t, "KUBECONFIG"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// shardMapStatus is the part of a ShardMap's status the tests read.
+type shardMapStatus struct {
+	Epoch   int64 `json:"epoch"`
+	Manager struct {
+		Pod     string `json:"pod"`
+		Address string `json:"address"`
+	} `json:"manager"`
+	Pods []struct {
+		Name    string `json:"name"`
+		UID     string `json:"uid"`
+		Address string `json:"address"`
+		Shards  int    `json:"shards"`
+	} `json:"pods"`
+	Assignments []struct {
+		Pod    string `json:"pod"`
+		Epoch  int64  `json:"epoch"`
+		Shards string `json:"shards"`
+	} `json:"assignments"`
+	UnassignedCount int `json:"unassignedCount"`
+	Conditions      []struct {
+		Type               string `json:"type"`
+		Status             string `json:"status"`
+		Reason             string `json:"reason"`
+		ObservedGeneration int64  `json:"observedGeneration"`
+	} `json:"conditions"`
+}
+
+func getStatus(t *testing.T, c clusterClients, ns, name string) (shardMapStatus, error) {
+	var st shardMapStatus
+	obj, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Get(bg(), name, metav1.GetOptions{})
+	if err != nil {
+		return st, err
+	}
+	raw, _ := json.Marshal(obj.Object["status"])
+	err = json.Unmarshal(raw, &st)
+	return st, err
+}
+
+func (s shardMapStatus) condition(kind string) string {
+	for _, c := range s.Conditions {
+		if c.Type == kind {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// owners maps every assigned shard to its pod; an error when a shard appears twice.
+func (s shardMapStatus) owners() (map[int]string, error) {
+	out := map[int]string{}
+	for _, a := range s.Assignments {
+		shards, err := parseShards(a.Shards)
+		if err != nil {
+			return nil, err
+		}
+		for _, sh := range shards {
+			if prev, dup := out[sh]; dup {
+				return nil, fmt.Errorf("shard %d is assigned to %s and %s", sh, prev, a.Pod)
+			}
+			out[sh] = a.Pod
+		}
+	}
+	return out, nil
+}
+
+func parseShards(text string) ([]int, error) {
+	var out []int
+	if text == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(text, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bad part %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("bad part %q", part)
+			}
+		}
+		for x := a; x <= b; x++ {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func newShardMap(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kshard.io/v1alpha1", "kind": "ShardMap",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     spec,
+	}}
+}
+
+func sortedKeys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

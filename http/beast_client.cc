@@ -357,9 +357,33 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     parser_->body_limit(core_.options.maxResponseBytes);
     if (head_) parser_->skip(true);
     conn_->stream.visit([this](auto& s) {
+      bhttp::async_read_header(s, conn_->buffer, *parser_,
+                               [self = shared_from_this()](const beast::error_code& ec,
+                                                           std::size_t) { self->onHeader(ec); });
+    });
+  }
+
+  void onHeader(const beast::error_code& ec) {
+    if (finished_) return;
+    if (ec) {
+      fail(ec, Phase::kRead);
+      return;
+    }
+    // Boost 1.74's parser does not apply body_limit to a response's Content-Length, so the
+    // declared length is checked here, before any of the body is read.
+    const boost::optional<std::uint64_t> length = parser_->content_length();
+    if (length && *length > core_.options.maxResponseBytes) {
+      fail(bhttp::error::body_limit, Phase::kRead);
+      return;
+    }
+    if (parser_->is_done()) {
+      onRead({});
+      return;
+    }
+    conn_->stream.visit([this](auto& s) {
       bhttp::async_read(s, conn_->buffer, *parser_,
-                        [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                          self->onRead(ec);
+                        [self = shared_from_this()](const beast::error_code& e, std::size_t) {
+                          self->onRead(e);
                         });
     });
   }

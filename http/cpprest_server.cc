@@ -53,12 +53,25 @@ struct CppRestServer::Impl : std::enable_shared_from_this<CppRestServer::Impl> {
 
   void onRequest(web_http::http_request req);
   // Answers `req`; a request already answered (the connection closed, or a 413 sent) is left as
-  // it is.
-  void reply(web_http::http_request& req, web_http::http_response response) {
+  // it is. With `handlerDone`, the request stops counting as in flight once the answer was
+  // written (or failed), so stop() does not close a connection in the middle of it.
+  void reply(web_http::http_request& req, web_http::http_response response,
+             bool handlerDone = false) {
+    auto self = shared_from_this();
     try {
-      req.reply(std::move(response));
+      pplx::task<void> sent = req.reply(std::move(response));
+      sent.then([self, handlerDone](pplx::task<void> t) {
+        try {
+          t.get();
+        } catch (const std::exception& e) {
+          if (self->options.logger)
+            self->options.logger->debug("http reply failed", {{"error", e.what()}});
+        }
+        if (handlerDone) self->handlerDone();
+      });
     } catch (const std::exception& e) {
       if (options.logger) options.logger->debug("http reply dropped", {{"error", e.what()}});
+      if (handlerDone) this->handlerDone();
     }
   }
   // Answers before the body was read: tells cpprestsdk the body is over (it writes no answer
@@ -261,8 +274,7 @@ void CppRestServer::Impl::dispatch(web_http::http_request req, Request request) 
   auto self = shared_from_this();
   Responder responder(
       [self, req](Response response) mutable {
-        self->reply(req, toCppRest(std::move(response)));
-        self->handlerDone();
+        self->reply(req, toCppRest(std::move(response)), /*handlerDone=*/true);
       },
       [self, req](int status, Headers headers) mutable -> std::unique_ptr<StreamWriter> {
         concurrency::streams::producer_consumer_buffer<uint8_t> buffer;

@@ -1,0 +1,371 @@
+package scenariotest
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kshard.local/e2e/scenarios/shardid"
+	"kshard.local/e2e/scenarios/shardmap"
+)
+
+// scenarioBadInput (8): invalid ShardMaps are refused by the API with a message naming the
+// field; malformed requests to the sidecar's peer API (and to its app API, through the
+// counter), to the operator's manager API and to the webhook (directly, and through the API
+// as pods with bad annotations) get 4xx answers; and every process stays up.
+func scenarioBadInput(c sc, s *suite) {
+	s.waitSteady(c, 3)
+	s.waitOperators(c, 2*time.Minute)
+	start := time.Now()
+	before := s.processes(c)
+	checked := 0
+
+	checked += s.badShardMaps(c)
+	checked += s.badSidecarRequests(c)
+	checked += s.badManagerRequests(c)
+	checked += s.badWebhookRequests(c)
+	c.r.figure("malformed inputs refused", checked)
+
+	// Every process is still the same and answers its health check.
+	after := s.processes(c)
+	for key, restarts := range before {
+		if now, ok := after[key]; !ok {
+			c.errorf("container %s is gone after the bad input", key)
+		} else if now != restarts {
+			c.errorf("container %s restarted during the bad input (%d → %d restarts)", key, restarts, now)
+		}
+	}
+	healthy := 0
+	for _, p := range s.pods.All() {
+		healthy += s.expectHealthy(c, "sidecar of "+p.Name, fmt.Sprintf("http://%s/healthz", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(sidecarAdmin))))
+	}
+	if _, ops, err := s.operatorDeployment(); err != nil {
+		c.errorf("operator pods: %v", err)
+	} else {
+		for _, p := range ops {
+			healthy += s.expectHealthy(c, "operator "+p.Name, fmt.Sprintf("http://%s/healthz", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(operatorAdmin))))
+		}
+	}
+	c.r.figure("processes up afterwards (same containers, no restart, /healthz 200)", fmt.Sprintf("%d containers, %d health checks", len(after), healthy))
+	st := s.window(c, start, time.Now())
+	c.r.figure("failed requests", st.Failed)
+	if st.Failed > 0 {
+		c.errorf("%d of %d requests failed during the bad input (want 0): %v", st.Failed, st.Sent, c.r.Requests[continuousDriver].FailReasons)
+	}
+}
+
+// processes maps namespace/pod(uid)/container to its restart count, for the counter's and the
+// operator's pods.
+func (s *suite) processes(c sc) map[string]int32 {
+	c.Helper()
+	out := map[string]int32{}
+	for _, ns := range []string{s.cfg.counterNS, s.cfg.kshardNS} {
+		ctx, cancel := apiCtx()
+		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		cancel()
+		if err != nil {
+			c.fatalf("listing pods of %s: %v", ns, err)
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != v1.PodRunning {
+				continue
+			}
+			for _, st := range append(append([]v1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+				out[fmt.Sprintf("%s/%s(%s)/%s", ns, p.Name, p.UID, st.Name)] = st.RestartCount
+			}
+		}
+	}
+	return out
+}
+
+func (s *suite) expectHealthy(c sc, what, url string) int {
+	c.Helper()
+	code, body, err := httpDo(http.MethodGet, url, nil, nil)
+	if err != nil || code != http.StatusOK {
+		c.errorf("%s: GET %s: %d %s %v", what, url, code, body, err)
+		return 0
+	}
+	return 1
+}
+
+// expect4xx sends a request and fails the scenario unless the answer is a 4xx.
+func expect4xx(c sc, what, method, url string, headers map[string]string, body []byte) int {
+	c.Helper()
+	code, reply, err := httpDo(method, url, headers, body)
+	if err != nil {
+		c.errorf("%s: %s %s: no answer: %v", what, method, url, err)
+		return 0
+	}
+	if code < 400 || code > 499 {
+		c.errorf("%s: %s %s answered %d %s, want 4xx", what, method, url, code, truncate(reply, 200))
+		return 0
+	}
+	c.logf("%s: %d %s", what, code, truncate(reply, 160))
+	return 1
+}
+
+func httpDo(method, url string, headers map[string]string, body []byte) (int, string, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{
+		// The webhook's certificate names its Service, not the pod IP dialled here.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test client, see above
+	}}
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	return res.StatusCode, string(b), nil
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// badShardMaps: invalid specs are refused (dry-run creates and an update of spec.shards).
+func (s *suite) badShardMaps(c sc) int {
+	c.Helper()
+	cases := []struct {
+		what  string
+		spec  map[string]any
+		field string
+	}{
+		{"shards 0", map[string]any{"shards": 0}, "spec.shards"},
+		{"shards above 100000", map[string]any{"shards": 100001}, "spec.shards"},
+		{"shards not a number", map[string]any{"shards": "many"}, "spec.shards"},
+		{"rebalanceInterval malformed", map[string]any{"shards": 10, "rebalanceInterval": "soon"}, "spec.rebalanceInterval"},
+		{"rebalanceInterval zero", map[string]any{"shards": 10, "rebalanceInterval": "0s"}, "spec.rebalanceInterval"},
+		{"rebalanceRetryInterval zero", map[string]any{"shards": 10, "rebalanceRetryInterval": "0"}, "spec.rebalanceRetryInterval"},
+		{"rebalanceRate above 1", map[string]any{"shards": 10, "rebalanceRate": 1.5}, "spec.rebalanceRate"},
+		{"rebalanceRate zero", map[string]any{"shards": 10, "rebalanceRate": 0}, "spec.rebalanceRate"},
+		{"pingTimeout negative", map[string]any{"shards": 10, "pingTimeout": "-1s"}, "spec.pingTimeout"},
+		{"handoffTimeout zero", map[string]any{"shards": 10, "handoffTimeout": "0s"}, "spec.handoffTimeout"},
+		{"sendTimeout without unit", map[string]any{"shards": 10, "sendTimeout": "10"}, "spec.sendTimeout"},
+		{"entityIdleTimeout malformed", map[string]any{"shards": 10, "entityIdleTimeout": "a minute"}, "spec.entityIdleTimeout"},
+		{"versionLabel empty", map[string]any{"shards": 10, "versionLabel": ""}, "spec.versionLabel"},
+		{"no spec", nil, "spec"},
+	}
+	res := s.dyn.Resource(shardmap.Resource).Namespace(s.cfg.counterNS)
+	n := 0
+	for i, tc := range cases {
+		obj := map[string]any{
+			"apiVersion": "kshard.io/v1alpha1", "kind": "ShardMap",
+			"metadata": map[string]any{"name": fmt.Sprintf("e2e-invalid-%d", i)},
+		}
+		if tc.spec != nil {
+			obj["spec"] = tc.spec
+		}
+		ctx, cancel := apiCtx()
+		_, err := res.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		cancel()
+		n += expectInvalid(c, "ShardMap with "+tc.what, err, tc.field)
+	}
+	// spec.shards is immutable.
+	ctx, cancel := apiCtx()
+	u, err := res.Get(ctx, counterName, metav1.GetOptions{})
+	cancel()
+	if err != nil {
+		c.errorf("getting ShardMap %s: %v", counterName, err)
+		return n
+	}
+	if err := unstructured.SetNestedField(u.Object, int64(shardCount+1), "spec", "shards"); err != nil {
+		c.fatalf("%v", err)
+	}
+	ctx, cancel = apiCtx()
+	_, err = res.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	cancel()
+	return n + expectInvalid(c, "a change of spec.shards", err, "spec.shards")
+}
+
+func expectInvalid(c sc, what string, err error, field string) int {
+	c.Helper()
+	if err == nil {
+		c.errorf("%s was accepted by the API, want it refused naming %s", what, field)
+		return 0
+	}
+	status, ok := err.(apierrors.APIStatus)
+	code := int32(0)
+	if ok {
+		code = status.Status().Code
+	}
+	if code < 400 || code > 499 {
+		c.errorf("%s: refused with status %d, want 4xx: %v", what, code, err)
+		return 0
+	}
+	if !strings.Contains(err.Error(), field) {
+		c.errorf("%s: the refusal does not name %s: %v", what, field, err)
+		return 0
+	}
+	c.logf("%s: %d %v", what, code, err)
+	return 1
+}
+
+// badSidecarRequests: malformed requests to a sidecar's peer API (the pod IP) and, through the
+// counter's public API, to its app API. None of them may assign, unassign or deliver anything.
+func (s *suite) badSidecarRequests(c sc) int {
+	c.Helper()
+	ready := s.pods.Ready()
+	if len(ready) == 0 {
+		c.fatalf("no ready counter pod")
+	}
+	pod := ready[0]
+	peer := "http://" + net.JoinHostPort(pod.IP, strconv.Itoa(peerPort))
+	id := "e2e-bad-input"
+	shard := shardid.Of(id, shardCount)
+	wrongShard := shard%shardCount + 1
+	n := 0
+	for _, r := range []struct {
+		what, method, path string
+		headers            map[string]string
+		body               []byte
+	}{
+		{"assign: body not JSON", "POST", "/v1/shards/assign", nil, []byte("not json")},
+		{"assign: epoch not a number", "POST", "/v1/shards/assign", nil, []byte(`{"shardMap":"e2e/none","epoch":"seven","shards":"1-3"}`)},
+		{"assign: shards out of range", "POST", "/v1/shards/assign", nil, []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"0-400"}`)},
+		{"assign: another ShardMap", "POST", "/v1/shards/assign", nil, []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"1"}`)},
+		{"unassign: bad range", "POST", "/v1/shards/unassign", nil, []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"5-2,x"}`)},
+		{"unassign: body an array", "POST", "/v1/shards/unassign", nil, []byte(`[1,2,3]`)},
+		{"forward: no Kshard-Shard", "POST", "/v1/peer/entities/counter/" + id, nil, []byte(`{"op":"get"}`)},
+		{"forward: Kshard-Shard not a number", "POST", "/v1/peer/entities/counter/" + id, map[string]string{"Kshard-Shard": "abc"}, []byte(`{"op":"get"}`)},
+		{"forward: wrong shard for the id", "POST", "/v1/peer/entities/counter/" + id, map[string]string{"Kshard-Shard": strconv.Itoa(wrongShard)}, []byte(`{"op":"get"}`)},
+		{"forward: bad Kshard-Mode", "POST", "/v1/peer/entities/counter/" + id, map[string]string{"Kshard-Shard": strconv.Itoa(shard), "Kshard-Mode": "sometimes"}, []byte(`{"op":"get"}`)},
+		{"forward: id of 2000 bytes", "POST", "/v1/peer/entities/counter/" + strings.Repeat("x", 2000), nil, []byte(`{"op":"get"}`)},
+		{"forward: body of 5 MiB", "POST", "/v1/peer/entities/counter/" + id, nil, bytes.Repeat([]byte("x"), 5<<20)},
+		{"unknown path", "GET", "/v1/no-such-thing", nil, nil},
+		{"ping with the wrong method", "DELETE", "/v1/ping", nil, nil},
+	} {
+		n += expect4xx(c, "sidecar peer API, "+r.what, r.method, peer+r.path, r.headers, r.body)
+	}
+	// Not HTTP at all: the sidecar answers 400 or closes the connection, and stays up.
+	if reply, err := rawExchange(net.JoinHostPort(pod.IP, strconv.Itoa(peerPort)), "\x16\x03\x01\x02\x00garbage\r\n\r\n"); err == nil &&
+		reply != "" && !strings.HasPrefix(reply, "HTTP/1.1 4") && !strings.HasPrefix(reply, "HTTP/1.0 4") {
+		c.errorf("sidecar peer API, bytes that are not HTTP: answered %q, want a 4xx or a closed connection", truncate(reply, 80))
+	} else {
+		n++
+	}
+	// The app API (127.0.0.1:7100) is reached through the counter, which forwards its answer.
+	public := "http://" + net.JoinHostPort(pod.IP, strconv.Itoa(publicPort))
+	n += expect4xx(c, "sidecar app API (through the counter), id of 2000 bytes", "POST", public+"/counters/"+strings.Repeat("y", 2000)+"/increment", nil, nil)
+	n += expect4xx(c, "counter public API, by not a number", "POST", public+"/counters/"+id+"/increment?by=many", nil, nil)
+	return n
+}
+
+// rawExchange writes bytes on a TCP connection and returns what comes back until it closes.
+func rawExchange(addr, payload string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(payload)); err != nil {
+		return "", nil // closed on us: fine
+	}
+	b, _ := io.ReadAll(io.LimitReader(conn, 4096))
+	return string(b), nil
+}
+
+// badManagerRequests: malformed requests to the leading operator's manager API. (Followers
+// answer 503 NotLeader before looking at a request, so the leader is the one to test.)
+func (s *suite) badManagerRequests(c sc) int {
+	c.Helper()
+	m := s.history().Latest()
+	if m.Status.Manager.Address == "" {
+		c.errorf("status.manager has no address")
+		return 0
+	}
+	base := "http://" + m.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + counterName
+	n := 0
+	for _, r := range []struct {
+		what, method, url string
+		body              []byte
+	}{
+		{"register: body not JSON", "POST", base + "/register", []byte("{")},
+		{"register: pod not a string", "POST", base + "/register", []byte(`{"pod":5,"uid":"u","address":"10.244.9.9:7101","version":"1"}`)},
+		{"register: fields missing", "POST", base + "/register", []byte(`{}`)},
+		{"register: a pod that does not exist", "POST", base + "/register", []byte(`{"pod":"e2e-no-such-pod","uid":"0000","address":"10.244.250.250:7101","version":"1.0.0"}`)},
+		{"unregister: body an array", "POST", base + "/unregister", []byte(`[]`)},
+		{"notify-unhealthy: pod not a string", "POST", base + "/notify-unhealthy", []byte(`{"pod":123}`)},
+		{"assignments of a ShardMap that does not exist", "GET", "http://" + m.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/e2e-no-such-map/assignments", nil},
+		{"invalid ShardMap reference", "POST", "http://" + m.Status.Manager.Address + "/v1/shardmaps/Bad_NS!/x/register", []byte(`{}`)},
+		{"unknown path", "GET", "http://" + m.Status.Manager.Address + "/v2/nothing", nil},
+	} {
+		n += expect4xx(c, "manager API, "+r.what, r.method, r.url, nil, r.body)
+	}
+	return n
+}
+
+// badWebhookRequests: malformed AdmissionReviews straight to every operator replica's webhook,
+// and pods with bad kshard annotations through the API (dry-run: nothing is created).
+func (s *suite) badWebhookRequests(c sc) int {
+	c.Helper()
+	n := 0
+	_, ops, err := s.operatorDeployment()
+	if err != nil {
+		c.errorf("operator pods: %v", err)
+		return 0
+	}
+	for _, p := range ops {
+		url := "https://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(webhookPort)) + "/mutate-pods"
+		for _, r := range []struct{ what, body string }{
+			{"body not JSON", "<xml/>"},
+			{"not an AdmissionReview", `{"kind":"Pod"}`},
+			{"no request", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`},
+			{"request without uid", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`},
+		} {
+			n += expect4xx(c, "webhook of "+p.Name+", "+r.what, "POST", url, nil, []byte(r.body))
+		}
+	}
+	for _, tc := range []struct {
+		what        string
+		annotations map[string]string
+		labels      map[string]string
+		field       string
+	}{
+		{"app-port not a number", map[string]string{"kshard.io/app-port": "banana", "kshard.io/shard-map": counterName}, nil, "kshard.io/app-port"},
+		{"app-port of the sidecar", map[string]string{"kshard.io/app-port": strconv.Itoa(peerPort), "kshard.io/shard-map": counterName}, nil, "kshard.io/app-port"},
+		{"app-port out of range", map[string]string{"kshard.io/app-port": "70000", "kshard.io/shard-map": counterName}, nil, "kshard.io/app-port"},
+		{"ShardMap name invalid", map[string]string{"kshard.io/shard-map": "Not_A_Name!"}, nil, "ShardMap name"},
+		{"no ShardMap name at all", map[string]string{}, nil, "kshard.io/shard-map"},
+	} {
+		ann := map[string]string{"kshard.io/inject": "true"}
+		for k, v := range tc.annotations {
+			ann[k] = v
+		}
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-bad-", Annotations: ann, Labels: tc.labels},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "kshard/counter:" + oldVersion}},
+				ServiceAccountName: counterName},
+		}
+		ctx, cancel := apiCtx()
+		_, err := s.cs.CoreV1().Pods(s.cfg.counterNS).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		cancel()
+		n += expectInvalid(c, "pod with "+tc.what, err, tc.field)
+	}
+	return n
+}

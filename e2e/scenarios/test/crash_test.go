@@ -1,0 +1,197 @@
+package scenariotest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kshard.local/e2e/scenarios/load"
+)
+
+// scenarioCrash (5): every process of a pod is SIGKILLed without warning and stays dead, as on
+// a lost node; the pod object is then deleted without grace, as Kubernetes does for a lost
+// node's pods (here at once instead of after minutes). Its shards must move only once the pod
+// is gone, and then at once. The scenario reports the time from the kill to full service and
+// the requests that failed in between; kshard may legitimately fail requests that were inside
+// the crashed pod, so these are measured, not asserted.
+func scenarioCrash(c sc, s *suite) {
+	ns := s.cfg.counterNS
+	s.waitSteady(c, 3)
+	before := s.history().Latest()
+	victim := registeredNames(before)[0]
+	victimShards := shardsOf(before, victim)
+	ctx, cancel := apiCtx()
+	pod, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
+	cancel()
+	if err != nil {
+		c.fatalf("getting pod %s: %v", victim, err)
+	}
+	killer, err := newPodKiller(s.cfg.clusterDir, ns, victim)
+	if err != nil {
+		c.fatalf("%v", err)
+	}
+	c.r.figure("crashed pod", fmt.Sprintf("%s with %d shards", victim, len(victimShards)))
+
+	// Requests stop entering through the victim (a load balancer would notice later; requests
+	// that entered through it before the kill are reported apart).
+	s.pods.Exclude(victim)
+	t0 := time.Now()
+	n, err := killer.kill()
+	if err != nil || n == 0 {
+		c.fatalf("killing the processes of pod %s: %d containers, %v", victim, n, err)
+	}
+	s.recordDeath(victim, t0)
+	var restartsMu sync.Mutex
+	restarts := 0
+	stopKilling := make(chan struct{})
+	killing := killer.keepDead(stopKilling, func(at time.Time, _ int) {
+		s.recordDeath(victim, at)
+		restartsMu.Lock()
+		restarts++
+		restartsMu.Unlock()
+	})
+	c.logf("SIGKILLed the %d containers of pod %s", n, victim)
+
+	// The pod is gone: deleted without grace (its uid as precondition).
+	delStart := time.Now()
+	zero := int64(0)
+	uid := pod.UID
+	ctx, cancel = context.WithTimeout(bg(), 30*time.Second)
+	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+		Preconditions: &metav1.Preconditions{UID: &uid}})
+	cancel()
+	gone := time.Now()
+	if err != nil {
+		close(stopKilling)
+		c.fatalf("deleting pod %s: %v", victim, err)
+	}
+	select {
+	case <-killing:
+	case <-time.After(time.Minute):
+		c.errorf("the node agent did not remove pod %s within a minute of its deletion", victim)
+	}
+	close(stopKilling)
+	<-killing
+
+	c.waitUntil(2*time.Minute, "the crashed pod's shards are reassigned", func() (bool, string) {
+		m := s.history().Latest()
+		left := len(shardsOf(m, victim))
+		return left == 0 && m.Unassigned() == 0, fmt.Sprintf("%d shards still on %s; %s", left, victim, m.Describe())
+	})
+	var reassigned time.Duration
+	for _, snap := range s.history().Between(t0, time.Now()) {
+		if len(shardsOf(snap.Map, victim)) == 0 && snap.Map.Unassigned() == 0 {
+			reassigned = snap.At.Sub(t0)
+			break
+		}
+	}
+
+	// Safety: no shard of the victim went to another pod while the pod object existed.
+	for _, snap := range s.history().Between(t0, delStart) {
+		for _, sh := range victimShards {
+			if o := snap.Map.Owners[sh-1]; o != "" && o != victim {
+				c.errorf("shard %d was given to %s at %s (epoch %d), while pod %s still existed",
+					sh, o, snap.At.Format("15:04:05.000"), snap.Map.Status.Epoch, victim)
+			}
+		}
+	}
+
+	// Full service: a read of one counter of each of the victim's shards succeeds, all in one pass.
+	probes, missing := oneEntityPerShard(s.continuous, victimShards)
+	if len(missing) > 0 {
+		c.fatalf("no continuous entity for shards %v", missing)
+	}
+	passes := 0
+	fullErr := func() error {
+		_, err := pollUntil(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
+			passes++
+			failures := probePass(s.client, s.pods, probes)
+			return len(failures) == 0, fmt.Sprintf("%d of %d reads failed, e.g. %v", len(failures), len(probes), head(failures, 3))
+		})
+		return err
+	}()
+	full := time.Since(t0)
+	if fullErr != nil {
+		c.errorf("no full service after the crash: %v", fullErr)
+	}
+	c.r.figure("kill → pod object deleted", ms(gone.Sub(t0)))
+	c.r.figure("kill → shards reassigned (seen in the ShardMap)", ms(reassigned))
+	c.r.figure("kill → full service (every shard of the crashed pod answers)", ms(full))
+	restartsMu.Lock()
+	c.r.figure("restarts of the crashed containers killed again", restarts)
+	restartsMu.Unlock()
+	c.r.figure("probe passes until full service", passes)
+
+	// The requests in flight from the kill to full service.
+	reqs := load.Of(s.rec.Overlapping(t0, t0.Add(full)), continuousDriver)
+	st := s.window(c, t0, t0.Add(full))
+	c.r.figure("failed requests (kill → full service)", fmt.Sprintf("%d of %d", st.Failed, st.Sent))
+	c.r.figure("failed requests by cause", failuresByCause(reqs, victim, victimShards))
+	mv := s.history().Moves(t0, time.Now())
+	c.r.figure("shard moves (kill → full service)", mv.Total)
+
+	// Back to 3 balanced pods: the Deployment replaced the pod.
+	took := s.waitBalancedOver(c, 3, 6*time.Minute)
+	c.r.figure("replacement pod registered and balanced after", secs(took))
+}
+
+// probePass reads each entity once, 16 at a time, and returns the failures.
+func probePass(client *load.Client, pods load.Pods, entities []*load.Entity) []string {
+	var mu sync.Mutex
+	var failures []string
+	work := make(chan *load.Entity)
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				ready := pods.Ready()
+				var err error
+				if len(ready) == 0 {
+					err = fmt.Errorf("no ready pod")
+				} else {
+					_, err = client.Do(bg(), ready[len(e.ID)%len(ready)], e.ID, false)
+				}
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s (shard %d): %v", e.ID, e.Shard, err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, e := range entities {
+		work <- e
+	}
+	close(work)
+	wg.Wait()
+	sort.Strings(failures)
+	return failures
+}
+
+// failuresByCause splits failed requests: entered through the crashed pod, or through another
+// pod for a shard of the crashed pod, or other.
+func failuresByCause(reqs []load.Request, victim string, shards []int) string {
+	own := map[int]bool{}
+	for _, s := range shards {
+		own[s] = true
+	}
+	via, toShard, other := 0, 0, 0
+	for _, q := range reqs {
+		switch {
+		case q.OK:
+		case q.Entry == victim:
+			via++
+		case own[q.Shard]:
+			toShard++
+		default:
+			other++
+		}
+	}
+	return fmt.Sprintf("%d entered through the crashed pod, %d for its shards through other pods, %d other", via, toShard, other)
+}

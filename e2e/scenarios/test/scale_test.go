@@ -1,0 +1,96 @@
+package scenariotest
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kshard.local/e2e/scenarios/shardmap"
+)
+
+// scenarioScale (3): 3 → 6 → 2 replicas under traffic; after each step the map is balanced
+// within one over exactly the Deployment's pods, and no request fails.
+func scenarioScale(c sc, s *suite) {
+	s.waitSteady(c, 3)
+	start := time.Now()
+	for _, replicas := range []int32{6, 2} {
+		stepStart := time.Now()
+		s.scale(c, replicas)
+		took := s.waitBalancedOver(c, replicas, 6*time.Minute)
+		mv := s.history().Moves(stepStart, time.Now())
+		m := s.history().Latest()
+		c.r.figure(fmt.Sprintf("to %d: balanced after", replicas), secs(took))
+		c.r.figure(fmt.Sprintf("to %d: shards per pod", replicas), fmt.Sprint(mustCounts(m)))
+		c.r.figure(fmt.Sprintf("to %d: shard moves", replicas), fmt.Sprintf("%d (max %d per shard)", mv.Total, mv.Max))
+		c.logf("scaled to %d: balanced after %s, %d moves: %s", replicas, secs(took), mv.Total, m.Describe())
+	}
+	st := s.window(c, start, time.Now())
+	c.r.figure("failed requests", st.Failed)
+	if st.Failed > 0 {
+		c.errorf("%d of %d requests failed while scaling (want 0): %v", st.Failed, st.Sent, c.r.Requests[continuousDriver].FailReasons)
+	}
+}
+
+// scale sets the counter Deployment's replicas.
+func (s *suite) scale(c sc, replicas int32) {
+	c.Helper()
+	ctx, cancel := apiCtx()
+	defer cancel()
+	_, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).UpdateScale(ctx, counterName,
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: counterName, Namespace: s.cfg.counterNS},
+			Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}, metav1.UpdateOptions{})
+	if err != nil {
+		c.fatalf("scaling deployment %s/%s to %d: %v", s.cfg.counterNS, counterName, replicas, err)
+	}
+	c.logf("scaled deployment %s to %d replicas", counterName, replicas)
+}
+
+// waitBalancedOver waits until the Deployment runs `replicas` ready pods, exactly those are
+// registered, and the map is balanced within one; it returns how long that took.
+func (s *suite) waitBalancedOver(c sc, replicas int32, timeout time.Duration) time.Duration {
+	c.Helper()
+	return c.waitUntil(timeout, fmt.Sprintf("%d pods running, registered and balanced within one", replicas), func() (bool, string) {
+		if ok, msg := s.deploymentSettled(replicas); !ok {
+			return false, msg
+		}
+		m := s.history().Latest()
+		if ok, msg := balanced(m, int(replicas)); !ok {
+			return false, msg
+		}
+		if !slices.Equal(registeredNames(m), s.podNames()) {
+			return false, fmt.Sprintf("registered %v, running %v", registeredNames(m), s.podNames())
+		}
+		return true, ""
+	})
+}
+
+// waitSteady is the starting point of a scenario: `replicas` pods, balanced, Ready.
+func (s *suite) waitSteady(c sc, replicas int32) {
+	c.Helper()
+	s.waitBalancedOver(c, replicas, 6*time.Minute)
+	c.waitUntil(time.Minute, "ShardMap Ready", func() (bool, string) {
+		m := s.history().Latest()
+		return m.IsTrue("Ready"), m.Describe()
+	})
+}
+
+func registeredNames(m *shardmap.ShardMap) []string {
+	var out []string
+	for _, p := range m.Status.Pods {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *suite) podNames() []string {
+	var out []string
+	for _, p := range s.pods.All() {
+		out = append(out, p.Name)
+	}
+	return out
+}

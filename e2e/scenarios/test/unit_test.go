@@ -1,0 +1,169 @@
+package scenariotest
+
+// Tests of the scenarios' pure helpers; they need no cluster.
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"kshard.local/e2e/scenarios/load"
+	"kshard.local/e2e/scenarios/shardid"
+	"kshard.local/e2e/scenarios/shardmap"
+)
+
+func TestCoveringEntitiesHaveEveryShardExactlyOnce(t *testing.T) {
+	es := coveringEntities("run-c", 300, 1)
+	if len(es) != 300 {
+		t.Fatalf("%d entities, want 300", len(es))
+	}
+	seen := map[int]bool{}
+	for _, e := range es {
+		if e.Shard != shardid.Of(e.ID, 300) {
+			t.Fatalf("%s: shard %d, computed %d", e.ID, e.Shard, shardid.Of(e.ID, 300))
+		}
+		if seen[e.Shard] {
+			t.Fatalf("shard %d twice", e.Shard)
+		}
+		seen[e.Shard] = true
+	}
+	two := coveringEntities("x", 10, 2)
+	if len(two) != 20 {
+		t.Fatalf("%d entities, want 20", len(two))
+	}
+}
+
+func TestOneEntityPerShardReportsMissingShards(t *testing.T) {
+	es := []*load.Entity{{ID: "a", Shard: 1}, {ID: "b", Shard: 1}, {ID: "c", Shard: 3}}
+	picked, missing := oneEntityPerShard(es, []int{1, 2, 3})
+	if len(picked) != 2 || picked[0].ID != "a" || picked[1].ID != "c" || len(missing) != 1 || missing[0] != 2 {
+		t.Fatalf("picked %v, missing %v", picked, missing)
+	}
+}
+
+func mapOf(t *testing.T, shards int, pods []string, assignments ...shardmap.Assignment) *shardmap.ShardMap {
+	t.Helper()
+	m := &shardmap.ShardMap{Shards: shards, Owners: make([]string, shards)}
+	for _, p := range pods {
+		m.Status.Pods = append(m.Status.Pods, shardmap.Pod{Name: p})
+	}
+	for _, a := range assignments {
+		ids, err := shardmap.ParseRanges(a.Shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ids {
+			m.Owners[s-1] = a.Pod
+		}
+	}
+	return m
+}
+
+func TestBalancedIsWithinOneOverTheRegisteredPods(t *testing.T) {
+	m := mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-4"},
+		shardmap.Assignment{Pod: "b", Shards: "5-7"}, shardmap.Assignment{Pod: "c", Shards: "8-10"})
+	if ok, msg := balanced(m, 3); !ok {
+		t.Fatalf("4/3/3 is balanced: %s", msg)
+	}
+	if ok, _ := balanced(m, 2); ok {
+		t.Fatal("3 pods are not 2")
+	}
+	m = mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-5"},
+		shardmap.Assignment{Pod: "b", Shards: "6-8"}, shardmap.Assignment{Pod: "c", Shards: "9-10"})
+	if ok, _ := balanced(m, 3); ok {
+		t.Fatal("5/3/2 is not balanced")
+	}
+	m = mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-3"},
+		shardmap.Assignment{Pod: "b", Shards: "4-6"}, shardmap.Assignment{Pod: "c", Shards: "7-9"})
+	if ok, _ := balanced(m, 3); ok {
+		t.Fatal("an unassigned shard is not balanced")
+	}
+	m = mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-5"},
+		shardmap.Assignment{Pod: "b", Shards: "6-10"})
+	if ok, _ := balanced(m, 3); ok {
+		t.Fatal("a registered pod with no shard is not balanced")
+	}
+}
+
+func TestShardsNotOnVersion(t *testing.T) {
+	m := mapOf(t, 4, nil, shardmap.Assignment{Pod: "new", Shards: "1-3"}, shardmap.Assignment{Pod: "old", Shards: "4"})
+	m.Status.Pods = []shardmap.Pod{{Name: "new", Version: "1.1.0"}, {Name: "old", Version: "1.0.0"}}
+	if off := shardsNotOnVersion(m, "1.1.0"); !strings.Contains(off, "old (v1.0.0):1") {
+		t.Fatalf("got %q", off)
+	}
+	m.Owners[3] = "new"
+	if off := shardsNotOnVersion(m, "1.1.0"); off != "" {
+		t.Fatalf("got %q", off)
+	}
+}
+
+const getShardMaps = `NAME      SHARDS   PODS   UNASSIGNED   READY   AGE
+counter   300      3      0            True    2m10s
+`
+
+func TestCheckGetShardMaps(t *testing.T) {
+	if p := checkGetShardMaps(getShardMaps, "counter", []string{"300", "3", "0", "True"}); len(p) > 0 {
+		t.Fatalf("problems: %v", p)
+	}
+	if p := checkGetShardMaps(getShardMaps, "counter", []string{"300", "2", "0", "True"}); len(p) != 1 || !strings.Contains(p[0], "PODS") {
+		t.Fatalf("problems: %v", p)
+	}
+	noReady := strings.ReplaceAll(getShardMaps, "READY   ", "")
+	noReady = strings.ReplaceAll(noReady, "True    ", "")
+	if p := checkGetShardMaps(noReady, "counter", []string{"300", "3", "0", "True"}); len(p) == 0 {
+		t.Fatal("a missing column was not noticed")
+	}
+	if p := checkGetShardMaps(getShardMaps, "other", nil); len(p) != 1 {
+		t.Fatalf("problems: %v", p)
+	}
+}
+
+func TestFailuresByCause(t *testing.T) {
+	reqs := []load.Request{
+		{OK: true, Entry: "x", Shard: 1},
+		{Entry: "x", Shard: 2},
+		{Entry: "y", Shard: 1},
+		{Entry: "y", Shard: 5},
+	}
+	got := failuresByCause(reqs, "x", []int{1})
+	if got != "1 entered through the crashed pod, 1 for its shards through other pods, 1 other" {
+		t.Fatal(got)
+	}
+}
+
+func TestReportRendersEveryScenarioAndFigure(t *testing.T) {
+	rep := &Report{Started: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Command: "bash e2e/scenarios/run.sh", Commit: "abc"}
+	r := &ScenarioReport{Number: 1, Name: "crash", Title: "Crash", Status: "failed", Seconds: 12.3}
+	r.figure("kill → full service", "812 ms")
+	r.figure("kill → full service", "813 ms") // a figure measured again replaces the first
+	r.requests("continuous", load.Stats{Sent: 10, Acked: 8, Failed: 2, FailReasons: map[string]int{"http 504 SendTimeout": 2}})
+	r.failure("something broke")
+	rep.Scenarios = append(rep.Scenarios, r, &ScenarioReport{Number: 2, Name: "x", Title: "X", Status: "skipped"})
+	rep.finish(rep.Started.Add(90 * time.Second))
+	if rep.Failed != 1 || rep.Skipped != 1 || rep.Seconds != 90 {
+		t.Fatalf("counts %d/%d/%d, %v s", rep.Passed, rep.Failed, rep.Skipped, rep.Seconds)
+	}
+	md := rep.markdown()
+	for _, want := range []string{"| 1 | Crash | FAILED | 2 / 10 | kill → full service: 813 ms |", "2 × http 504 SendTimeout",
+		"**failure**: something broke", "`bash e2e/scenarios/run.sh` at commit `abc`", "## 2. X: skipped"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil || !strings.Contains(string(b), `"name":"kill → full service","value":"813 ms"`) {
+		t.Fatalf("json %s, %v", b, err)
+	}
+}
+
+func TestPollUntilSaysWhatDidNotHappen(t *testing.T) {
+	n := 0
+	if _, err := pollUntil(time.Second, time.Millisecond, func() (bool, string) { n++; return n == 3, "" }); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
+	if err == nil || !strings.Contains(err.Error(), "still 2 pods") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -21,7 +21,7 @@ import (
 func scenarioCrash(c sc, s *suite) {
 	ns := s.cfg.counterNS
 	s.waitSteady(c, 3)
-	before := s.history().Latest()
+	before := s.latest()
 	victim := registeredNames(before)[0]
 	victimShards := shardsOf(before, victim)
 	ctx, cancel := apiCtx()
@@ -78,7 +78,7 @@ func scenarioCrash(c sc, s *suite) {
 	<-killing
 
 	c.waitUntil(2*time.Minute, "the crashed pod's shards are reassigned", func() (bool, string) {
-		m := s.history().Latest()
+		m := s.latest()
 		left := len(shardsOf(m, victim))
 		return left == 0 && m.Unassigned() == 0, fmt.Sprintf("%d shards still on %s; %s", left, victim, m.Describe())
 	})

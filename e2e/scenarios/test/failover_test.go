@@ -21,7 +21,7 @@ func scenarioLeaderFailover(c sc, s *suite) {
 	if old == "" {
 		c.fatalf("Lease %s/%s has no holder", s.cfg.kshardNS, leaseName)
 	}
-	if m := s.history().Latest(); m.Status.Manager.Pod != old {
+	if m := s.latest(); m.Status.Manager.Pod != old {
 		c.errorf("status.manager names %q, the Lease %q", m.Status.Manager.Pod, old)
 	}
 	c.r.figure("deleted leader", old)
@@ -61,7 +61,7 @@ func scenarioLeaderFailover(c sc, s *suite) {
 		c.errorf("the follower took %s to lead, more than the lease duration %s", leads, leaseDuration)
 	}
 	manager := c.waitUntil(time.Minute, "status.manager names the new leader", func() (bool, string) {
-		m := s.history().Latest()
+		m := s.latest()
 		return m.Status.Manager.Pod == newHolder, m.Describe()
 	})
 	c.r.figure("delete → status.manager names the new leader", ms(manager))
@@ -72,7 +72,7 @@ func scenarioLeaderFailover(c sc, s *suite) {
 	observeUntil := time.Now().Add(3 * 5 * time.Second)
 	c.waitUntil(time.Minute, "three periodic rounds pass without a shard move", func() (bool, string) {
 		if mv := s.history().Moves(t0, time.Now()); mv.Total > 0 {
-			c.fatalf("%d shards moved after the leader was deleted (want 0): %s", mv.Total, s.history().Latest().Describe())
+			c.fatalf("%d shards moved after the leader was deleted (want 0): %s", mv.Total, s.latest().Describe())
 		}
 		return time.Now().After(observeUntil), "observing"
 	})

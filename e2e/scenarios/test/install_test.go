@@ -33,25 +33,19 @@ func scenarioInstall(c sc, s *suite) {
 		c.fatalf("setting spec.rebalanceInterval of ShardMap %s/%s: %v", ns, counterName, err)
 	}
 	c.waitUntil(time.Minute, "the operator observes the ShardMap's new generation", func() (bool, string) {
-		m := s.history().Latest()
-		if m == nil {
-			return false, "no ShardMap seen"
-		}
+		m := s.latest()
 		return m.Status.ObservedGeneration >= m.Generation,
 			fmt.Sprintf("generation %d, observedGeneration %d", m.Generation, m.Status.ObservedGeneration)
 	})
 
 	took := c.waitUntil(3*time.Minute, "ShardMap Ready and Balanced with 100 shards on each of 3 pods", func() (bool, string) {
-		m := s.history().Latest()
-		if m == nil {
-			return false, "no ShardMap seen"
-		}
+		m := s.latest()
 		counts, _ := m.Spread()
 		ok := slices.Equal(counts, []int{100, 100, 100}) && m.IsTrue("Ready") && m.IsTrue("Balanced") &&
 			m.Status.PodCount == 3 && m.Status.UnassignedCount == 0
 		return ok, m.Describe()
 	})
-	m := s.history().Latest()
+	m := s.latest()
 	c.r.figure("shards per pod", fmt.Sprint(mustCounts(m)))
 	c.r.figure("epoch", m.Status.Epoch)
 	c.r.figure("waited for balance after install", secs(took))

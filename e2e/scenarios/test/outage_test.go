@@ -19,7 +19,7 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 	s.waitSteady(c, 3)
 	script := filepath.Join(s.cfg.repoRoot, "e2e", "cluster", "apiserver.sh")
 	requireFile(c, script, "the API server script")
-	epochBefore := s.history().Latest().Status.Epoch
+	epochBefore := s.latest().Status.Epoch
 
 	t0 := time.Now()
 	restarted := false
@@ -78,7 +78,7 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 		if ok, msg := s.deploymentSettled(3); !ok {
 			return false, msg
 		}
-		m := s.history().Latest()
+		m := s.latest()
 		if ok, msg := balanced(m, 3); !ok || !m.IsTrue("Ready") || m.Status.Manager.Pod != holder(l) {
 			return false, fmt.Sprintf("Lease holder %s; %s %s", holder(l), msg, m.Describe())
 		}
@@ -89,7 +89,7 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 	c.r.figure("API server back → operator leads, map Ready and balanced", secs(recovered))
 	mv := s.history().Moves(t0, end)
 	c.r.figure("shard moves", mv.Total)
-	c.r.figure("epochs", fmt.Sprintf("%d → %d", epochBefore, s.history().Latest().Status.Epoch))
+	c.r.figure("epochs", fmt.Sprintf("%d → %d", epochBefore, s.latest().Status.Epoch))
 	st := s.window(c, t0, end)
 	c.r.figure("failed requests (stop → recovered)", st.Failed)
 	if st.Failed > 0 {

@@ -44,7 +44,7 @@ func scenarioRollingUpdate(c sc, s *suite) {
 				return false, "pod " + p.Name + " is still " + p.Labels[versionLabel]
 			}
 		}
-		m := s.history().Latest()
+		m := s.latest()
 		if off := shardsNotOnVersion(m, newVersion); off != "" {
 			return false, off
 		}
@@ -55,7 +55,7 @@ func scenarioRollingUpdate(c sc, s *suite) {
 	end := time.Now()
 
 	mv := s.history().Moves(start, end)
-	m := s.history().Latest()
+	m := s.latest()
 	c.r.figure("rollout (3 pods) done after", secs(rolled))
 	c.r.figure("balanced after the rollout", secs(settled))
 	c.r.figure("shard moves", fmt.Sprintf("%d in all, %d shards moved, at most %d per shard", mv.Total, mv.ShardsMoved, mv.Max))

@@ -22,7 +22,7 @@ func scenarioScale(c sc, s *suite) {
 		s.scale(c, replicas)
 		took := s.waitBalancedOver(c, replicas, 6*time.Minute)
 		mv := s.history().Moves(stepStart, time.Now())
-		m := s.history().Latest()
+		m := s.latest()
 		c.r.figure(fmt.Sprintf("to %d: balanced after", replicas), secs(took))
 		c.r.figure(fmt.Sprintf("to %d: shards per pod", replicas), fmt.Sprint(mustCounts(m)))
 		c.r.figure(fmt.Sprintf("to %d: shard moves", replicas), fmt.Sprintf("%d (max %d per shard)", mv.Total, mv.Max))
@@ -57,7 +57,7 @@ func (s *suite) waitBalancedOver(c sc, replicas int32, timeout time.Duration) ti
 		if ok, msg := s.deploymentSettled(replicas); !ok {
 			return false, msg
 		}
-		m := s.history().Latest()
+		m := s.latest()
 		if ok, msg := balanced(m, int(replicas)); !ok {
 			return false, msg
 		}
@@ -73,7 +73,7 @@ func (s *suite) waitSteady(c sc, replicas int32) {
 	c.Helper()
 	s.waitBalancedOver(c, replicas, 6*time.Minute)
 	c.waitUntil(time.Minute, "ShardMap Ready", func() (bool, string) {
-		m := s.history().Latest()
+		m := s.latest()
 		return m.IsTrue("Ready"), m.Describe()
 	})
 }

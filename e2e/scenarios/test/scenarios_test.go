@@ -70,6 +70,14 @@ type suite struct {
 
 func (s *suite) history() *shardmap.History { return s.maps.history }
 
+// latest is the newest version of the counter's ShardMap; an empty one before any was seen.
+func (s *suite) latest() *shardmap.ShardMap {
+	if m := s.maps.history.Latest(); m != nil {
+		return m
+	}
+	return &shardmap.ShardMap{Name: "(no ShardMap seen yet)"}
+}
+
 func (s *suite) recordDeath(pod string, at time.Time) {
 	s.mu.Lock()
 	s.deaths[pod] = append(s.deaths[pod], at)

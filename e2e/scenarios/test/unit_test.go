@@ -4,7 +4,12 @@ package scenariotest
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,5 +170,64 @@ func TestPollUntilSaysWhatDidNotHappen(t *testing.T) {
 	_, err := pollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
 	if err == nil || !strings.Contains(err.Error(), "still 2 pods") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// fakeCounter serves the counter's public API from memory, as one pod would.
+type fakeCounter struct {
+	mu     sync.Mutex
+	values map[string]int64
+}
+
+func (f *fakeCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, "/counters/")
+	f.mu.Lock()
+	if strings.HasSuffix(id, "/increment") && r.Method == http.MethodPost {
+		id = strings.TrimSuffix(id, "/increment")
+		f.values[id]++
+	}
+	v := f.values[id]
+	f.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(load.Reply{ID: id, Value: v, Pod: "fake"})
+}
+
+type staticPods []load.Pod
+
+func (p staticPods) Ready() []load.Pod { return p }
+
+func TestDriverReadAllAndProbesAgainstAFakeCounter(t *testing.T) {
+	srv := httptest.NewServer(&fakeCounter{values: map[string]int64{}})
+	defer srv.Close()
+	host, portText, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	port, _ := strconv.Atoi(portText)
+	pods := staticPods{{Name: "fake", IP: host}}
+	entities := coveringEntities("unit", 20, 2)
+	rec := &load.Recorder{}
+	start := time.Now()
+	d := load.Start(load.Config{Name: "unit", Entities: entities, Rate: 2000, Increments: 5, Pods: pods,
+		Recorder: rec, Port: port, Timeout: 5 * time.Second})
+	select {
+	case <-d.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the driver did not finish")
+	}
+	st := load.Summarize(load.Of(rec.Overlapping(start, time.Now()), "unit"), time.Since(start))
+	if st.Sent != 200 || st.Acked != 200 || st.Failed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	client := load.NewClient(port, 5*time.Second)
+	if errs := load.ReadAll(client, pods, entities, 4, time.Now().Add(10*time.Second)); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, e := range entities {
+		if len(e.Violations) > 0 || e.Last != 5 || e.Acked != 5 {
+			t.Fatalf("%s: last %d, acked %d, violations %v", e.ID, e.Last, e.Acked, e.Violations)
+		}
+	}
+	if f := probePass(client, pods, entities); len(f) > 0 {
+		t.Fatal(f)
+	}
+	if f := probePass(client, staticPods{}, entities[:1]); len(f) != 1 || !strings.Contains(f[0], "no ready pod") {
+		t.Fatalf("without pods: %v", f)
 	}
 }

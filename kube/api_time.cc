@@ -118,10 +118,14 @@ StatusOr<WallTime> parseTime(std::string_view s) {
                                         std::chrono::month{static_cast<unsigned>(month)},
                                         std::chrono::day{static_cast<unsigned>(day)}};
   if (!ymd.ok() || hour > 23 || minute > 59 || second > 60) return bad("field out of range");
-  const auto since = sys_days{ymd}.time_since_epoch() + std::chrono::hours(hour) +
-                     std::chrono::minutes(minute - offsetMinutes) + seconds(second) +
-                     std::chrono::nanoseconds(nanos);
-  return WallTime{std::chrono::duration_cast<WallTime::duration>(since)};
+  // In whole seconds first: nanoseconds since 1970 (WallTime) only reach the years 1677..2262,
+  // and Kubernetes writes its zero time as year 1.
+  const seconds whole = sys_days{ymd}.time_since_epoch() + std::chrono::hours(hour) +
+                        std::chrono::minutes(minute - offsetMinutes) + seconds(second);
+  const auto limit = std::chrono::duration_cast<seconds>(WallTime::duration::max()) - seconds(1);
+  if (whole > limit || whole < -limit) return bad("outside the years this clock can hold");
+  return WallTime{std::chrono::duration_cast<WallTime::duration>(whole) +
+                  std::chrono::nanoseconds(nanos)};
 }
 
 }  // namespace kshard::kube

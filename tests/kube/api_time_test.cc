@@ -53,3 +53,22 @@ TEST(ApiTimeTest, RejectsMalformedTimesWithAReason) {
 
 }  // namespace
 }  // namespace kshard::kube
+
+namespace kshard::kube {
+namespace {
+
+// Kubernetes' zero time is year 1; nanoseconds since 1970 cannot hold it. Refused, never
+// overflowed (UBSan would stop the test).
+TEST(ApiTimeTest, RefusesYearsTheClockCannotHold) {
+  for (const char* far : {"0001-01-01T00:00:00Z", "1600-01-01T00:00:00Z", "9999-12-31T23:59:59Z"}) {
+    auto parsed = parseTime(far);
+    ASSERT_FALSE(parsed.ok()) << far;
+    EXPECT_NE(parsed.status().message().find("years"), std::string::npos)
+        << parsed.status().message();
+  }
+  EXPECT_TRUE(parseTime("1700-01-01T00:00:00Z").ok());
+  EXPECT_TRUE(parseTime("2250-12-31T23:59:59Z").ok());
+}
+
+}  // namespace
+}  // namespace kshard::kube

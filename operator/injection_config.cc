@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/utf8.h"
+
 namespace kshard::manager {
 namespace {
 
@@ -22,6 +24,17 @@ nlohmann::json toJson(const YAML::Node& node) {
   }
   if (node.IsScalar()) return node.Scalar();
   return nullptr;
+}
+
+// Whether every key and string in `j` is UTF-8: the injector copies them into JSON patches, which
+// cannot carry anything else (encoding the admission answer would fail for every pod).
+bool allUtf8(const nlohmann::json& j) {
+  if (j.is_string()) return validateUtf8(j.get_ref<const std::string&>()).ok();
+  if (!j.is_structured()) return true;
+  for (const auto& [key, value] : j.items()) {
+    if ((j.is_object() && !validateUtf8(key).ok()) || !allUtf8(value)) return false;
+  }
+  return true;
 }
 
 Status readPort(const YAML::Node& root, const char* key, std::int64_t& out) {
@@ -76,7 +89,16 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
   }
   if (root["resources"]) {
     if (!root["resources"].IsMap()) return invalidArgument("resources: must be a mapping");
-    cfg.resources = toJson(root["resources"]);
+    try {
+      cfg.resources = toJson(root["resources"]);
+    } catch (const YAML::Exception& e) {
+      return invalidArgument(std::string("resources: ") + e.what());  // a key that is not a string
+    }
+  }
+  for (const auto& [field, value] : {std::pair<const char*, nlohmann::json>{"image", cfg.image},
+                                     {"logLevel", cfg.logLevel},
+                                     {"resources", cfg.resources}}) {
+    if (!allUtf8(value)) return invalidArgument(std::string(field) + ": must be valid UTF-8");
   }
   return cfg;
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "base/base64.h"
+#include "base/utf8.h"
 #include "protocol/wire.h"
 
 namespace kshard::manager {
@@ -31,6 +32,15 @@ std::optional<std::string> stringAt(const json& obj, std::initializer_list<const
   return cur->get<std::string>();
 }
 
+// The integer at `key` of `obj`; nullopt when absent or not an integer (a float such as 1e300 has
+// no int64 value: converting it would be undefined behaviour).
+std::optional<std::int64_t> integerAt(const json& obj, const char* key) {
+  if (!obj.is_object()) return std::nullopt;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
 json fieldEnv(const char* name, const std::string& fieldPath) {
   return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", fieldPath}}}}}};
 }
@@ -44,7 +54,7 @@ bool hasSidecar(const json& spec) {
     auto it = spec.find(list);
     if (it == spec.end() || !it->is_array()) continue;
     for (const auto& c : *it) {
-      if (c.is_object() && c.value("name", "") == kSidecarContainerName) return true;
+      if (stringAt(c, {"name"}) == kSidecarContainerName) return true;
     }
   }
   return false;
@@ -152,7 +162,10 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
         "kshard.io/shard-map or the label app.kubernetes.io/name");
   }
   if (!protocol::isDnsSubdomain(shardMap)) {
-    return invalidArgument("ShardMap name \"" + shardMap.substr(0, 64) +
+    // Cut on a character boundary: the message goes into JSON, which must stay UTF-8.
+    std::string shown = shardMap.substr(0, 64);
+    while (!validateUtf8(shown).ok()) shown.pop_back();
+    return invalidArgument("ShardMap name \"" + shown +
                            "\" is not a valid object name (lowercase, digits, '-' and '.')");
   }
   std::int64_t appPort = 8080;
@@ -209,9 +222,10 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
     const json& containers = spec["containers"];
     std::size_t app = 0;
     for (std::size_t i = 0; i < containers.size(); ++i) {
-      const json& ports = containers[i].value("ports", json::array());
-      for (const auto& p : ports) {
-        if (p.is_object() && p.value("containerPort", std::int64_t{0}) == appPort) app = i;
+      const json& c = containers[i];
+      if (!c.is_object() || !c.contains("ports") || !c["ports"].is_array()) continue;
+      for (const auto& p : c["ports"]) {
+        if (integerAt(p, "containerPort") == appPort) app = i;
       }
     }
     const json& c = containers[app];
@@ -226,9 +240,12 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
   }
 
   // A grace period long enough for the drain: the handoff plus a margin.
-  const std::int64_t needed = std::chrono::duration_cast<std::chrono::seconds>(handoff).count() +
-                              config_.gracePeriodMarginSeconds;
-  const std::int64_t current = spec.value("terminationGracePeriodSeconds", std::int64_t{30});
+  const std::int64_t handoffSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(handoff).count();
+  const std::int64_t needed = handoffSeconds > INT64_MAX - config_.gracePeriodMarginSeconds
+                                  ? INT64_MAX
+                                  : handoffSeconds + config_.gracePeriodMarginSeconds;
+  const std::int64_t current = integerAt(spec, "terminationGracePeriodSeconds").value_or(30);
   if (current < needed) {
     patch.push_back({{"op", spec.contains("terminationGracePeriodSeconds") ? "replace" : "add"},
                      {"path", "/spec/terminationGracePeriodSeconds"},
@@ -243,20 +260,20 @@ SidecarInjector::Answer SidecarInjector::review(std::string_view body) const {
   };
   json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded() || !review.is_object()) return bad("body is not a JSON object");
-  if (review.value("kind", "") != "AdmissionReview") return bad("kind: must be AdmissionReview");
+  if (stringAt(review, {"kind"}) != "AdmissionReview") return bad("kind: must be AdmissionReview");
   auto request = review.find("request");
   if (request == review.end() || !request->is_object()) return bad("request: required");
   auto uid = request->find("uid");
   if (uid == request->end() || !uid->is_string() || uid->get<std::string>().empty()) {
     return bad("request.uid: required");
   }
-  const std::string ns = request->value("namespace", "");
+  const std::string ns = stringAt(*request, {"namespace"}).value_or("");
   const auto object = request->find("object");
   const std::string name = (object != request->end() && object->is_object())
                                ? stringAt(*object, {"metadata", "generateName"})
                                      .value_or(stringAt(*object, {"metadata", "name"}).value_or(""))
                                : "";
-  if (request->value("operation", "") != "CREATE" || object == request->end()) {
+  if (stringAt(*request, {"operation"}) != "CREATE" || object == request->end()) {
     return {200, admissionResponse(*uid, true, "", nullptr).dump()};
   }
   auto patch = patchFor(*object, ns);

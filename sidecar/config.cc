@@ -1,5 +1,6 @@
 #include "sidecar/config.h"
 
+#include "base/utf8.h"
 #include "protocol/wire.h"
 #include "sharding/duration.h"
 
@@ -79,6 +80,16 @@ Status SidecarConfig::validate() const {
         {"pod-ip", &podIp},
         {"shard-map", &shardMap}}) {
     if (value->empty()) return invalidArgument("--" + std::string(name) + ": required");
+  }
+  // The identity travels in JSON (register, ping), which cannot carry anything but UTF-8.
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"pod-name", &podName},
+        {"pod-uid", &podUid},
+        {"pod-ip", &podIp},
+        {"version", &version}}) {
+    if (!validateUtf8(*value).ok()) {
+      return invalidArgument("--" + std::string(name) + ": must be valid UTF-8");
+    }
   }
   if (!protocol::isDnsLabel(podNamespace)) {
     return invalidArgument("--pod-namespace: not a valid namespace name");

@@ -61,6 +61,10 @@ void OperatorConfig::declare(OptionSet& opts) {
                  "is started.",
                  &webhookCertFile);
   opts.addString("webhook-key-file", "", "PEM private key of the webhook.", &webhookKeyFile);
+  opts.addString("injection-config", "KSHARD_INJECTION_CONFIG",
+                 "YAML file of what the webhook injects (sidecar image, ports, resources); "
+                 "default: built-in values.",
+                 &injectionConfigFile);
   opts.addString("http-backend", "KSHARD_HTTP_BACKEND", "HTTP implementation: cpprest or beast.",
                  &httpBackend);
   opts.addInt("io-threads", "", "Threads serving each HTTP server.", &ioThreads, 1, 64);

@@ -34,6 +34,7 @@ struct OperatorConfig {
   std::string webhookListen = "0.0.0.0:9443";
   std::string webhookCertFile;  // with the key: serve the mutating webhook (TLS)
   std::string webhookKeyFile;
+  std::string injectionConfigFile;  // what the webhook injects (YAML); empty: built-in defaults
   std::string httpBackend = "cpprest";
   std::int64_t ioThreads = 2;
 

@@ -28,6 +28,7 @@
 #include "operator/operator_metrics.h"
 #include "operator/pod_provisioner.h"
 #include "operator/shard_manager.h"
+#include "operator/sidecar_injector.h"
 #include "sharding/shard_map_json.h"
 
 namespace kshard::manager {
@@ -230,8 +231,30 @@ int run(int argc, char** argv) {
       makeServerOn(backend, cfg.managerListen, static_cast<int>(cfg.ioThreads), log);
   ManagerApi managerApi(manager, leadership, metrics, log);
   managerApi.addRoutes(*managerServer);
-  // The mutating webhook (sidecar injection) is served by every replica on its own TLS port; its
-  // handler is added here by the webhook's issue. Without certificates the port stays closed.
+  // The mutating webhook (sidecar injection) is served by every replica on its own TLS port, so
+  // pod creation does not depend on the leader. Without certificates the port stays closed.
+  InjectionConfig injection;
+  if (!cfg.injectionConfigFile.empty()) {
+    auto loaded = loadInjectionConfig(cfg.injectionConfigFile);
+    if (!loaded.ok()) {
+      log.error("cannot load the injection configuration", {{"error", loaded.status().toString()}});
+      return 1;
+    }
+    injection = std::move(*loaded);
+  }
+  // The ShardMap spec from the informer's cache: the injected sidecar follows its versionLabel,
+  // the grace period its handoffTimeout. A pod created before its ShardMap gets the defaults.
+  SidecarInjector injector(
+      std::move(injection),
+      [&shardMapInformer](const std::string& ns,
+                          const std::string& name) -> std::optional<sharding::ShardMapSpec> {
+        kube::ObjectPtr object = shardMapInformer.store().get(ns, name);
+        if (!object) return std::nullopt;
+        auto map = sharding::shardMapFromJson(*object);
+        if (!map.ok()) return std::nullopt;
+        return map->spec;
+      },
+      log);
   std::unique_ptr<http::Server> webhook;
   if (!cfg.webhookCertFile.empty()) {
     auto hp = splitHostPort(cfg.webhookListen);
@@ -244,6 +267,11 @@ int run(int argc, char** argv) {
     options.tls = tls;
     options.logger = log;
     webhook = http::makeServer(backend, std::move(options));
+    webhook->route(http::Method::kPost, "/mutate-pods",
+                   [&injector](http::Request request, http::Responder responder) {
+                     auto answer = injector.review(request.body);
+                     responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
+                   });
   }
 
   shardMapInformer.start();

@@ -3,8 +3,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-.PHONY: build build-dev unit-test test cluster-test e2e-test cluster-up cluster-down cluster-tools \
-        demo bench fuzz fuzz-smoke format clean help
+.PHONY: build build-dev unit-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
+        scenarios cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
@@ -16,10 +16,10 @@ help:
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
 	@echo "make fuzz          run every fuzz harness for longer"
 
-# Optimised build of everything; executables land in build/bin/.
+# Optimised build of the product; executables land in build/bin/ (the tests build in build/dev).
 build:
 	@cmake --preset release >/dev/null
-	@cmake --build --preset release
+	@cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter kshardctl
 
 # Debug build with AddressSanitizer and UndefinedBehaviorSanitizer, for the unit tests.
 build-dev:
@@ -29,7 +29,29 @@ build-dev:
 unit-test: build-dev
 	@ctest --preset dev -j 2
 
-test: unit-test cluster-test
+# The chart: helm lint, and its CRD is the one in crds/.
+chart-test:
+	@bash e2e/chart-test.sh
+
+# Every test: unit and component, the local cluster's own tests, then kshard on the local cluster.
+test: unit-test cluster-test e2e-test
+
+# kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.
+e2e-test: build
+	@bash e2e/run-all.sh
+
+kube-e2e: build-dev
+	@bash e2e/kube/run.sh
+
+operator-e2e: build-dev
+	@bash e2e/operator/run.sh
+
+scenarios: build
+	@bash e2e/scenarios/run.sh
+
+# Builds everything, starts the local cluster, installs kshard with helm, runs the counter example.
+demo:
+	@bash e2e/demo.sh
 
 # The local cluster's own acceptance tests (control plane, node agent, pods as processes).
 cluster-test:
@@ -47,6 +69,14 @@ bench: build
 	@build/bin/planner_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 	@echo "== rebalance simulation (kshardctl simulate)"
 	@KSHARDCTL=build/bin/kshardctl bash bench/simulate/run.sh
+
+# Every fuzz harness for a few seconds from its seed corpus (clang, ASan+UBSan, build/fuzz/).
+fuzz-smoke:
+	@bash fuzz/run.sh smoke
+
+# Every fuzz harness for FUZZ_SECONDS (default 300), growing build/fuzz/corpus-run/.
+fuzz:
+	@bash fuzz/run.sh long
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs kshard and the counter example on the local cluster (e2e/cluster), the way a user does:
+# `helm install` of charts/kshard, then the annotated counter Deployment. `make demo` and the
+# end-to-end scenarios (e2e/scenarios) both start from here.
+#
+#   e2e/install.sh            build (release), cluster-up, helm install, counter, wait until Ready
+#   e2e/install.sh --no-build use the executables already in build/bin
+#
+# Environment: KSHARD_NAMESPACE (kshard-system), COUNTER_NAMESPACE (demo), COUNTER_REPLICAS (3).
+# Every wait has a deadline and says what did not happen.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/cluster/lib.sh"
+cd "$REPO_ROOT"
+
+KSHARD_NAMESPACE="${KSHARD_NAMESPACE:-kshard-system}"
+COUNTER_NAMESPACE="${COUNTER_NAMESPACE:-demo}"
+COUNTER_REPLICAS="${COUNTER_REPLICAS:-3}"
+build=1
+[[ "${1:-}" == --no-build ]] && build=0
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# wait_for <seconds> <what did not happen> <command...>: polls the command once a second.
+wait_for() {
+  local seconds=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "error: after ${seconds}s: $what"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+if ((build)); then
+  say "building kshard (make build; executables in build/bin)"
+  make --no-print-directory build
+fi
+for bin in kshard-operator kshard-sidecar kshard-counter kshardctl; do
+  [[ -x build/bin/$bin ]] || die "build/bin/$bin is missing: run make build"
+done
+
+say "starting the local cluster (make cluster-up)"
+make --no-print-directory cluster-up
+export KUBECONFIG="$CLUSTER_DIR/kubeconfig"
+export PATH="$HELM_BIN:$PATH"
+
+say "helm install kshard (charts/kshard) into namespace $KSHARD_NAMESPACE"
+helm upgrade --install kshard charts/kshard --namespace "$KSHARD_NAMESPACE" --create-namespace \
+  --wait --timeout 180s >/dev/null
+wait_for 120 "the kshard webhook has no ready endpoint in $KSHARD_NAMESPACE" \
+  bash -c "kubectl -n '$KSHARD_NAMESPACE' get endpointslices -l kubernetes.io/service-name=kshard-webhook \
+    -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}' | grep -q ."
+
+say "deploying the counter example ($COUNTER_REPLICAS replicas, 300 shards)"
+mkdir -p /tmp/kshard-counter
+kubectl apply -f examples/counter/k8s/counter.yaml >/dev/null
+if [[ "$COUNTER_REPLICAS" != 3 ]]; then
+  kubectl -n "$COUNTER_NAMESPACE" scale deployment/counter --replicas="$COUNTER_REPLICAS" >/dev/null
+fi
+kubectl -n "$COUNTER_NAMESPACE" rollout status deployment/counter --timeout=180s >/dev/null ||
+  die "the counter Deployment did not become available within 180 s (kubectl -n $COUNTER_NAMESPACE describe pods)"
+wait_for 180 "ShardMap $COUNTER_NAMESPACE/counter did not become Ready (kubectl -n $COUNTER_NAMESPACE describe shardmap counter)" \
+  bash -c "kubectl -n '$COUNTER_NAMESPACE' get shardmap counter \
+    -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+wait_for 180 "ShardMap $COUNTER_NAMESPACE/counter did not become Balanced" \
+  bash -c "kubectl -n '$COUNTER_NAMESPACE' get shardmap counter \
+    -o jsonpath='{.status.conditions[?(@.type==\"Balanced\")].status}' | grep -qx True"
+say "kshard and the counter are running"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `make e2e-test`: kshard on the local cluster. Runs every suite even when one fails, prints how
+# long each took, stops the cluster at the end and fails when any suite failed.
+#   1. chart checks (e2e/chart-test.sh)
+#   2. kube/'s integration tests (e2e/kube/run.sh; needs `make build-dev`)
+#   3. the operator's cluster tests (e2e/operator/run.sh; needs `make build-dev`)
+#   4. the end-to-end scenarios (e2e/scenarios/run.sh; needs `make build`)
+# KSHARD_KEEP_CLUSTER=1 leaves the cluster running for a look at .cluster/logs and kubectl.
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/cluster/lib.sh"
+cd "$REPO_ROOT"
+
+results=()
+failed=0
+suite() {
+  local name=$1 start=$SECONDS status=0
+  shift
+  log "== $name"
+  "$@" || status=$?
+  local took=$((SECONDS - start))
+  if ((status == 0)); then
+    results+=("ok    $name (${took} s)")
+  else
+    results+=("FAIL  $name (${took} s, exit $status)")
+    failed=1
+  fi
+}
+
+finish() {
+  if [[ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]]; then
+    bash "$HERE/cluster/down.sh" >/dev/null 2>&1 || log "warning: make cluster-down failed"
+  fi
+  log "== end-to-end summary"
+  printf '  %s\n' "${results[@]}" >&2
+}
+trap finish EXIT
+
+suite "chart checks" bash "$HERE/chart-test.sh"
+suite "cluster up" bash "$HERE/cluster/up.sh"
+suite "kube/ integration" bash "$HERE/kube/run.sh"
+suite "operator on the cluster" bash "$HERE/operator/run.sh"
+suite "end-to-end scenarios" bash "$HERE/scenarios/run.sh"
+exit $failed

@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-.PHONY: build build-dev unit-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
+.PHONY: deps build build-dev unit-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
         scenarios cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help
 
 help:
@@ -15,6 +15,10 @@ help:
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
 	@echo "make fuzz          run every fuzz harness for longer"
+
+# Debian packages the build and the tests need (apt-get only for what is missing).
+deps:
+	@bash .ci/install-deps
 
 # Optimised build of the product; executables land in build/bin/ (the tests build in build/dev).
 build:
@@ -34,7 +38,7 @@ chart-test:
 	@bash e2e/chart-test.sh
 
 # Every test: unit and component, the local cluster's own tests, then kshard on the local cluster.
-test: unit-test cluster-test e2e-test
+test: deps unit-test cluster-test e2e-test
 
 # kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.
 e2e-test: build
@@ -50,7 +54,7 @@ scenarios: build
 	@bash e2e/scenarios/run.sh
 
 # Builds everything, starts the local cluster, installs kshard with helm, runs the counter example.
-demo:
+demo: deps
 	@bash e2e/demo.sh
 
 # The local cluster's own acceptance tests (control plane, node agent, pods as processes).

@@ -1,6 +1,10 @@
 # kshard: the user's entry points. `make demo` and `make test` are the two commands the README
 # opens with; everything else is a step of theirs.
 SHELL := /bin/bash
+# ccache (when present) shares its cache between checkouts: paths are taken relative to the
+# checkout, so a fresh clone elsewhere reuses what an earlier build compiled.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 .DEFAULT_GOAL := build
 
 .PHONY: deps build build-dev unit-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The chart's life on the local cluster, after e2e/install.sh (kshard in kshard-system, the
+# counter in demo):
+#   1. a pod without the annotation is left untouched by the webhook;
+#   2. `helm test` passes;
+#   3. `helm upgrade` keeps the webhook's CA, and the webhook still injects afterwards;
+#   4. `helm uninstall` removes every object of the release and keeps the CRD and the ShardMaps.
+# It ends with kshard uninstalled. Every wait has a deadline and says what did not happen.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/cluster/lib.sh"
+cd "$REPO_ROOT"
+export KUBECONFIG="$CLUSTER_DIR/kubeconfig"
+helm="$HELM_BIN/helm"
+NS=kshard-system
+APP_NS=demo
+
+fail() { log "FAIL: $*"; exit 1; }
+pass() { log "ok: $*"; }
+
+wait_for() {
+  local seconds=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "after ${seconds}s: $what"
+    sleep 1
+  done
+}
+
+kubectl get deployment -n "$NS" kshard-operator >/dev/null 2>&1 ||
+  fail "kshard is not installed in $NS (run e2e/install.sh first)"
+
+# 1. A pod without the annotation: no sidecar, no label, no annotation from kshard.
+kubectl -n "$APP_NS" delete pod plain --ignore-not-found --wait=true >/dev/null
+kubectl -n "$APP_NS" run plain --image=kshard/e2e-app:1.0.0 --restart=Never \
+  --labels=app.kubernetes.io/name=counter >/dev/null
+containers=$(kubectl -n "$APP_NS" get pod plain -o jsonpath='{.spec.containers[*].name} {.spec.initContainers[*].name}')
+[[ "$containers" == "plain " ]] || fail "a pod without kshard.io/inject got containers: '$containers'"
+[[ -z "$(kubectl -n "$APP_NS" get pod plain -o jsonpath='{.metadata.labels.kshard\.io/shard-map}')" ]] ||
+  fail "a pod without kshard.io/inject got the kshard.io/shard-map label"
+kubectl -n "$APP_NS" delete pod plain --wait=false >/dev/null
+pass "a pod without the annotation is untouched"
+
+# 2. helm test.
+out=$("$helm" test kshard -n "$NS" --timeout 120s 2>&1) || { echo "$out"; fail "helm test failed"; }
+grep -q "Phase:          Succeeded" <<<"$out" || { echo "$out"; fail "helm test did not succeed"; }
+pass "helm test passes"
+
+# 3. helm upgrade keeps the CA, and injection still works.
+ca() { kubectl get mutatingwebhookconfiguration kshard-sidecar-injector -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; }
+before=$(ca)
+[[ -n "$before" ]] || fail "the MutatingWebhookConfiguration kshard-sidecar-injector has no caBundle"
+"$helm" upgrade kshard charts/kshard -n "$NS" --reuse-values --wait --timeout 180s >/dev/null ||
+  fail "helm upgrade failed"
+[[ "$(ca)" == "$before" ]] || fail "helm upgrade changed the webhook's CA"
+victim=$(kubectl -n "$APP_NS" get pods -l app.kubernetes.io/name=counter,kshard.io/shard-map \
+  -o jsonpath='{.items[0].metadata.name}')
+kubectl -n "$APP_NS" delete pod "$victim" --wait=false >/dev/null
+injected() {
+  # Every counter pod carries the sidecar (the replacement of $victim included) and is ready.
+  kubectl -n "$APP_NS" rollout status deployment/counter --timeout=5s >/dev/null || return 1
+  local pods
+  pods=$(kubectl -n "$APP_NS" get pods -l app.kubernetes.io/name=counter -o json)
+  jq -e --arg v "$victim" '[.items[] | select(.metadata.deletionTimestamp == null)] as $p
+    | ($p | length) > 0 and ($p | all(.metadata.name != $v))
+    and ($p | all((.spec.initContainers // []) + .spec.containers | any(.name == "kshard-sidecar")))' \
+    <<<"$pods" >/dev/null
+}
+wait_for 180 "after helm upgrade, the replacement of $victim did not come up with the sidecar" injected
+pass "helm upgrade keeps the CA; the webhook injects afterwards"
+
+# 4. helm uninstall: nothing of the release stays but the CRD (and the ShardMaps, user data).
+"$helm" uninstall kshard -n "$NS" --wait --timeout 120s >/dev/null || fail "helm uninstall failed"
+selector=app.kubernetes.io/instance=kshard
+left() {
+  kubectl get deployments,services,serviceaccounts,secrets,configmaps,roles,rolebindings,poddisruptionbudgets \
+    -n "$NS" -l "$selector" -o name 2>/dev/null
+  kubectl get clusterroles,clusterrolebindings,mutatingwebhookconfigurations -l "$selector" -o name 2>/dev/null
+}
+wait_for 120 "after helm uninstall these objects remain: $(left | tr '\n' ' ')" bash -c "[[ -z \"\$(
+  kubectl get deployments,services,serviceaccounts,secrets,configmaps,roles,rolebindings,poddisruptionbudgets \
+    -n $NS -l $selector -o name; kubectl get clusterroles,clusterrolebindings,mutatingwebhookconfigurations \
+    -l $selector -o name)\" ]]"
+kubectl get crd shardmaps.kshard.io >/dev/null || fail "helm uninstall removed the CRD"
+kubectl -n "$APP_NS" get shardmap counter >/dev/null || fail "helm uninstall removed the ShardMap"
+pass "helm uninstall removes the release and keeps the CRD and the ShardMaps"

@@ -146,8 +146,27 @@ func (w *podWatcher) Exclude(name string) {
 	w.mu.Unlock()
 }
 
+// isServing: the pod can take requests: not terminating, with an IP, and every container (the
+// injected native sidecar included) passes its readiness probe. The containers' readiness is used
+// rather than the pod's Ready condition because the node lifecycle controller sets that condition
+// False on every pod of a node whose heartbeats it missed (after an API server outage) until the
+// node agent next posts the pod's status, while the processes serve all along.
 func isServing(p *v1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.PodIP != "" && podReady(p)
+	if p.DeletionTimestamp != nil || p.Status.PodIP == "" || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if !st.Ready {
+			return false
+		}
+	}
+	for _, st := range p.Status.InitContainerStatuses {
+		// Running init containers are native sidecars; finished ones are not ready by design.
+		if st.State.Running != nil && !st.Ready {
+			return false
+		}
+	}
+	return true
 }
 
 func podReady(p *v1.Pod) bool {

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The tables of the data-path benchmark, from the points run.sh measured.
+
+Input: one line per point,
+  wrk ROUND TOPOLOGY CONNECTIONS REQUESTS_PER_S ERRORS PROXY_CPU_US PROXY_SWITCHES APP_CPU_US
+  fortio ROUND TOPOLOGY P50_MS P90_MS P99_MS REQUESTS_PER_S ERRORS
+with TOPOLOGY one of direct, nginx, sidecar. The wrk figures per request are the CPU time of the
+two proxies together, their context switches, and the app's CPU time.
+
+A round's peak for a topology is its best wrk point over the connection counts; the tables show
+the median over the rounds, the goals of issue 6 checked against the medians, and every point.
+
+Usage: report.py POINTS_FILE
+"""
+import statistics
+import sys
+
+LABELS = {
+    "direct": "(a) load generator → app",
+    "nginx": "(b) → nginx → nginx → app",
+    "sidecar": "(c) → sidecar A → sidecar B → app",
+}
+GOAL_P50_MS, GOAL_P99_MS = 0.5, 2.0
+
+wrk, fortio = [], []
+with open(sys.argv[1]) as f:
+    for line in f:
+        kind, *v = line.split()
+        if kind == "wrk":
+            wrk.append({"round": int(v[0]), "topology": v[1], "connections": int(v[2]),
+                        "rps": float(v[3]), "errors": int(v[4]), "proxy_cpu": float(v[5]),
+                        "proxy_switches": float(v[6]), "app_cpu": float(v[7])})
+        elif kind == "fortio":
+            fortio.append({"round": int(v[0]), "topology": v[1], "p50": float(v[2]),
+                           "p90": float(v[3]), "p99": float(v[4]), "rps": float(v[5]),
+                           "errors": int(v[6])})
+
+rounds = sorted({x["round"] for x in wrk + fortio})
+
+
+def peaks(topology):
+    """The best wrk point of each round."""
+    out = []
+    for r in rounds:
+        points = [x for x in wrk if x["topology"] == topology and x["round"] == r]
+        if points:
+            out.append(max(points, key=lambda x: x["rps"]))
+    return out
+
+
+def median_peak(topology, key="rps"):
+    return statistics.median(x[key] for x in peaks(topology))
+
+
+def med(topology, key):
+    return statistics.median(x[key] for x in fortio if x["topology"] == topology)
+
+
+def errors(topology):
+    return sum(x["errors"] for x in wrk + fortio if x["topology"] == topology)
+
+
+connections = sorted({x["connections"] for x in wrk})
+print(f"Medians of {len(rounds)} round(s). Peak: the best of wrk at "
+      f"{', '.join(map(str, connections))} connections. Latency: fortio at a fixed rate; "
+      "added = over (a).")
+print()
+print("| topology | peak requests/s | at connections | p50 ms | p90 ms | p99 ms | added p50 ms "
+      "| added p99 ms | errors |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for t, label in LABELS.items():
+    added50 = "" if t == "direct" else f"{med(t, 'p50') - med('direct', 'p50'):+.3f}"
+    added99 = "" if t == "direct" else f"{med(t, 'p99') - med('direct', 'p99'):+.3f}"
+    at = "/".join(str(c) for c in sorted({x["connections"] for x in peaks(t)}))
+    print(f"| {label} | {median_peak(t):,.0f} | {at} | {med(t, 'p50'):.3f} | {med(t, 'p90'):.3f} "
+          f"| {med(t, 'p99'):.3f} | {added50} | {added99} | {errors(t)} |")
+print()
+
+c, b = median_peak("sidecar"), median_peak("nginx")
+a50 = med("sidecar", "p50") - med("direct", "p50")
+a99 = med("sidecar", "p99") - med("direct", "p99")
+
+
+def verdict(ok):
+    return "met" if ok else "**not met**"
+
+
+print("Goals (issue 6):")
+print()
+print(f"- (c) peak ≥ (b) peak: {c:,.0f} vs {b:,.0f} requests/s, {c / b:.2f}×: {verdict(c >= b)}")
+print(f"- added p50 ≤ {GOAL_P50_MS} ms: {a50:+.3f} ms: {verdict(a50 <= GOAL_P50_MS)}")
+print(f"- added p99 ≤ {GOAL_P99_MS:.0f} ms: {a99:+.3f} ms: {verdict(a99 <= GOAL_P99_MS)}")
+print()
+print("What one request costs at each topology's peak (medians): CPU time of the two proxies")
+print("together, their context switches, the app's CPU time.")
+print()
+print("| topology | proxies' CPU µs / request | proxies' context switches / request "
+      "| app CPU µs / request |")
+print("| --- | ---: | ---: | ---: |")
+for t, label in LABELS.items():
+    proxy = "–" if t == "direct" else f"{median_peak(t, 'proxy_cpu'):.1f}"
+    switches = "–" if t == "direct" else f"{median_peak(t, 'proxy_switches'):.2f}"
+    print(f"| {label} | {proxy} | {switches} | {median_peak(t, 'app_cpu'):.1f} |")
+print()
+print("Every wrk point:")
+print()
+print("| round | topology | connections | requests/s | errors | proxies' CPU µs / req "
+      "| switches / req | app CPU µs / req |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for x in wrk:
+    print(f"| {x['round']} | {x['topology']} | {x['connections']} | {x['rps']:,.0f} | {x['errors']} "
+          f"| {x['proxy_cpu']:.1f} | {x['proxy_switches']:.2f} | {x['app_cpu']:.1f} |")
+print()
+print("Every fortio point:")
+print()
+print("| round | topology | p50 ms | p90 ms | p99 ms | requests/s | errors |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+for x in fortio:
+    print(f"| {x['round']} | {x['topology']} | {x['p50']:.3f} | {x['p90']:.3f} | {x['p99']:.3f} "
+          f"| {x['rps']:,.0f} | {x['errors']} |")

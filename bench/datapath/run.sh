@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# The sidecar data-path benchmark of docs/benchmarks.md ("Sidecar data path", issue 6): three
+# topologies side by side in one run, on loopback only, in front of the same stub app
+# (bench/datapath/stub_app.cc, kshard's Beast server answering 200 at once):
+#
+#   (a) direct   load generator → app
+#   (b) nginx    load generator → nginx → nginx → app      (keep-alive upstreams)
+#   (c) sidecar  load generator → sidecar A → sidecar B (owner) → app
+#
+# For (c), two real kshard-sidecar processes (A: peer API on 127.0.0.2, B: on 127.0.0.3) poll a
+# stub manager (bench/datapath/stub_manager.py) that gives every shard to B, so every message
+# sent to A's app API (POST /v1/entities/bench/{id}) is forwarded to B, which delivers it to the
+# app. The sidecars run with their defaults (HTTP backend, I/O threads, log level).
+#
+# Each round measures, per topology: the throughput with wrk at each of WRK_CONNECTIONS
+# connection counts (1 KiB POST bodies, ids spread over ENTITY_IDS entities: post.lua; the best is
+# the round's peak), then the latency at a fixed QPS requests/s with fortio (FORTIO_CONNECTIONS
+# connections, 1 KiB bodies, a new entity id per request). While wrk runs, the CPU time and
+# context switches of the processes in between (and of the app) are read from /proc. The tables
+# (report.py) show the median of ROUNDS rounds.
+#
+#   bench/datapath/run.sh                       # build what is missing (release preset), measure
+#   DURATION=3 ROUNDS=1 bench/datapath/run.sh   # a smoke run (figures not meaningful)
+#
+# Settings (environment): DURATION (s per wrk and per fortio point, 20), ROUNDS (3), WARMUP (s of
+# wrk before each topology's points, 3), WRK_THREADS (2), WRK_CONNECTIONS ("16 32 64"), QPS (1000),
+# FORTIO_CONNECTIONS (16), ENTITY_IDS (10000), SHARDS (300), NGINX_WORKERS (auto),
+# SIDECAR and STUB_APP (executables to use instead of building them), FORTIO (a fortio to use
+# instead of installing it), OUT (build/bench/datapath).
+#
+# Output in OUT: results.md (the tables), raw wrk and fortio output per round and topology, and
+# the logs of every process (kept when the run fails).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/bench/datapath
+out=${OUT:-$root/build/bench/datapath}
+duration=${DURATION:-20}
+rounds=${ROUNDS:-3}
+warmup=${WARMUP:-3}
+wrk_threads=${WRK_THREADS:-2}
+wrk_connections=${WRK_CONNECTIONS:-16 32 64}
+qps=${QPS:-1000}
+fortio_connections=${FORTIO_CONNECTIONS:-16}
+entity_ids=${ENTITY_IDS:-10000}
+shards=${SHARDS:-300}
+nginx_workers=${NGINX_WORKERS:-auto}
+# fortio 1.69 and later import grol.io/grol, whose module zip proxy.golang.org does not serve
+# from this machine (403); 1.68.2 is the last release without it.
+fortio_version=${FORTIO_VERSION:-v1.68.2}
+kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+for tool in wrk nginx curl python3; do
+  command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install wrk nginx-light curl python3)"
+done
+
+# --- What runs: the sidecar, the stub app, fortio --------------------------------------------------
+
+sidecar=${SIDECAR:-}
+stub_app=${STUB_APP:-}
+if [[ -z $sidecar || -z $stub_app ]]; then
+  log "building kshard-sidecar and datapath_stub_app (release preset)"
+  (cd "$root" && cmake --preset release >/dev/null &&
+    cmake --build --preset release --target kshard-sidecar datapath_stub_app >&2)
+  sidecar=${sidecar:-$root/build/bin/kshard-sidecar}
+  stub_app=${stub_app:-$root/build/bin/datapath_stub_app}
+fi
+
+# fortio from the Go module proxy, into the cache the local cluster's Go builds use
+# (e2e/cluster/lib.sh, setup_go).
+fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
+if [[ ! -x $fortio ]]; then
+  command -v go >/dev/null || [[ -x /usr/local/go/bin/go ]] || die "no Go toolchain to install fortio with"
+  log "installing fortio $fortio_version into $kshard_cache/go/bin"
+  (
+    export PATH="$PATH:/usr/local/go/bin"
+    export GOPATH="$kshard_cache/go" GOBIN="$kshard_cache/go/bin"
+    export GOMODCACHE="$kshard_cache/go/mod" GOCACHE="$kshard_cache/go/build"
+    export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GONOSUMDB="*" GOSUMDB=off CGO_ENABLED=0
+    go install "fortio.org/fortio@$fortio_version"
+  ) || die "could not install fortio"
+  fortio=$kshard_cache/go/bin/fortio
+fi
+
+# --- Processes ----------------------------------------------------------------------------------
+
+mkdir -p "$out"
+rm -f "$out"/*.log "$out"/*.txt "$out"/fortio-*.json "$out"/results.md
+work=$(mktemp -d /tmp/kshard-datapath.XXXXXX)
+pids=()
+sidecar_pids=()
+
+cleanup() {
+  local status=$?
+  # The sidecars first, while the app and the manager still answer their drain.
+  if ((${#sidecar_pids[@]})); then
+    kill -TERM "${sidecar_pids[@]}" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      kill -0 "${sidecar_pids[@]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "${sidecar_pids[@]}" 2>/dev/null || true
+  fi
+  if ((${#pids[@]})); then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    sleep 0.3
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+  fi
+  wait 2>/dev/null || true
+  for dir in "$work"/nginx-*; do
+    if [[ -f $dir/error.log ]]; then cp "$dir/error.log" "$out/$(basename "$dir")-error.log"; fi
+  done
+  rm -rf "$work"
+  if ((status != 0)); then log "failed; the processes' logs are in $out"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket, sys
+s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "${1:-127.0.0.1}"
+}
+
+# wait_until SECONDS WHAT CMD...: runs CMD every 100 ms until it succeeds.
+wait_until() {
+  local limit=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$what did not happen within $limit s"
+    sleep 0.1
+  done
+}
+
+post_ok() { curl -fsS -o /dev/null -X POST --data-binary x "$1"; }
+
+app_port=$(free_port)
+"$stub_app" --port "$app_port" >"$out/app.log" 2>&1 &
+app_pid=$!
+pids+=($app_pid)
+wait_until 10 "the stub app listening" post_ok "http://127.0.0.1:$app_port/v1/entities/bench/probe"
+
+# (b) Two nginx, each its own prefix, config and temp directories, as an unprivileged user
+# (nobody when this script runs as root). Keep-alive to clients and to the upstream.
+nginx_as=()
+if ((EUID == 0)); then
+  nginx_as=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+  chmod 711 "$work"
+fi
+start_nginx() {
+  local name=$1 listen=$2 upstream=$3
+  local dir=$work/$name
+  mkdir -p "$dir/tmp"
+  cat >"$dir/nginx.conf" <<EOF
+daemon off;
+worker_processes $nginx_workers;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  keepalive_requests 1000000;
+  keepalive_timeout 60s;
+  upstream next {
+    server $upstream;
+    keepalive 256;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen $listen;
+    location / {
+      proxy_pass http://next;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+  if ((EUID == 0)); then chown -R nobody:nogroup "$dir"; fi
+  "${nginx_as[@]}" nginx -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" >"$out/$name.log" 2>&1 &
+  pids+=($!)
+  nginx_pids+=($!)
+}
+nginx_pids=()
+nginx2_port=$(free_port 127.0.0.5)
+start_nginx nginx-2 "127.0.0.5:$nginx2_port" "127.0.0.1:$app_port"
+nginx1_port=$(free_port 127.0.0.4)
+start_nginx nginx-1 "127.0.0.4:$nginx1_port" "127.0.0.5:$nginx2_port"
+
+# (c) The stub manager and the two sidecars; B owns every shard.
+manager_port=$(free_port)
+python3 "$here/stub_manager.py" "$manager_port" bench datapath "$shards" bench-b >"$out/manager.log" 2>&1 &
+pids+=($!)
+wait_until 10 "the stub manager listening" \
+  curl -fsS "http://127.0.0.1:$manager_port/v1/shardmaps/bench/datapath/assignments"
+
+declare -A api_port admin_port sidecar_pid
+start_sidecar() {
+  local name=$1 ip=$2
+  api_port[$name]=$(free_port)
+  admin_port[$name]=$(free_port)
+  local peer_port
+  peer_port=$(free_port "$ip")
+  "$sidecar" --pod-name="bench-$name" --pod-namespace=bench --pod-uid="uid-$name" --pod-ip="$ip" \
+    --shard-map=datapath --version=1.0.0 --app-port="$app_port" --api-port="${api_port[$name]}" \
+    --peer-port="$peer_port" --admin-port="${admin_port[$name]}" --admin-bind-address=127.0.0.1 \
+    --map-source=manager --manager-address="127.0.0.1:$manager_port" \
+    >"$out/sidecar-$name.log" 2>&1 &
+  sidecar_pids+=($!)
+  sidecar_pid[$name]=$!
+}
+start_sidecar b 127.0.0.3
+start_sidecar a 127.0.0.2
+for name in a b; do
+  wait_until 60 "sidecar $name ready" curl -fsS "http://127.0.0.1:${admin_port[$name]}/readyz"
+done
+
+direct_url="http://127.0.0.1:$app_port"
+nginx_url="http://127.0.0.4:$nginx1_port"
+sidecar_url="http://127.0.0.1:${api_port[a]}"
+wait_until 10 "a message through nginx" post_ok "$nginx_url/v1/entities/bench/probe"
+# A message through A must come back from B's app: the whole forwarding path works.
+forwarded_by_b() {
+  curl -fsS -D - -o /dev/null -X POST --data-binary x "$sidecar_url/v1/entities/bench/probe" |
+    tr -d '\r' | grep -qix 'kshard-owner: bench-b'
+}
+wait_until 30 "a message through sidecar A answered by owner B" forwarded_by_b
+log "ready: app 127.0.0.1:$app_port, nginx 127.0.0.4:$nginx1_port → 127.0.0.5:$nginx2_port," \
+  "sidecar A 127.0.0.1:${api_port[a]} → B (peer 127.0.0.3)"
+
+# --- Measurements -------------------------------------------------------------------------------
+
+topologies=(direct nginx sidecar)
+declare -A url=([direct]=$direct_url [nginx]=$nginx_url [sidecar]=$sidecar_url)
+# The processes between the load generator and the app (with their children: nginx's workers).
+declare -A proxies=([direct]="" [nginx]="${nginx_pids[*]}"
+  [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}")
+
+usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0"; fi; }
+
+# wrk_point TOPOLOGY ROUND CONNECTIONS: throughput at that many connections; prints "requests/s
+# errors proxy_cpu_us proxy_switches app_cpu_us", the last three per request.
+wrk_point() {
+  local t=$1 r=$2 c=$3 file=$out/wrk-$1-$2-c$3.txt
+  local proxy_before app_before proxy_after app_after
+  # ${proxies[$t]} unquoted: a list of pids, possibly empty.
+  proxy_before=$(usage ${proxies[$t]})
+  app_before=$(usage "$app_pid")
+  ENTITY_IDS=$entity_ids wrk -t "$wrk_threads" -c "$c" -d "${duration}s" --latency \
+    -s "$here/post.lua" "${url[$t]}" >"$file"
+  proxy_after=$(usage ${proxies[$t]})
+  app_after=$(usage "$app_pid")
+  awk -v pb="$proxy_before" -v pa="$proxy_after" -v ab="$app_before" -v aa="$app_after" '
+    / requests in / { requests = $1 }
+    /^Requests\/sec:/ { rps = $2 }
+    /Non-2xx or 3xx responses:/ { errors += $NF }
+    /Socket errors:/ { gsub(",", ""); errors += $4 + $6 + $8 + $10 }
+    END {
+      split(pb, b, " "); split(pa, a, " "); split(ab, c, " "); split(aa, d, " ")
+      n = requests > 0 ? requests : 1
+      printf "%.0f %d %.1f %.2f %.1f\n", rps, errors, (a[1] - b[1]) * 1e6 / n, (a[2] - b[2]) / n,
+        (d[1] - c[1]) * 1e6 / n
+    }' "$file"
+}
+
+# fortio_point TOPOLOGY ROUND: latency at $qps; prints "p50 p90 p99 qps errors" (ms, ms, ms).
+fortio_point() {
+  local t=$1 r=$2 file=$out/fortio-$1-$2.json
+  "$fortio" load -quiet -qps "$qps" -c "$fortio_connections" -t "${duration}s" -payload-size 1024 \
+    -H "Content-Type: application/octet-stream" -p 50,90,99 -json "$file" \
+    "${url[$t]}/v1/entities/bench/{uuid}" >"$out/fortio-$t-$r.log" 2>&1
+  python3 - "$file" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = {x["Percentile"]: x["Value"] * 1000 for x in d["DurationHistogram"]["Percentiles"]}
+ok = d["RetCodes"].get("200", 0)
+print(f'{p[50]:.3f} {p[90]:.3f} {p[99]:.3f} {d["ActualQPS"]:.0f} {d["DurationHistogram"]["Count"] - ok}')
+EOF
+}
+
+log "$rounds round(s); per topology: wrk ${duration} s at each of $wrk_connections connections," \
+  "fortio ${duration} s at $qps requests/s"
+results=$out/rounds.txt
+: >"$results"
+for r in $(seq 1 "$rounds"); do
+  for t in "${topologies[@]}"; do
+    ENTITY_IDS=$entity_ids wrk -t "$wrk_threads" -c 32 -d "${warmup}s" -s "$here/post.lua" \
+      "${url[$t]}" >/dev/null
+    for c in $wrk_connections; do
+      read -r rps errors proxy_cpu proxy_switches app_cpu < <(wrk_point "$t" "$r" "$c")
+      log "round $r $t, $c connections: $rps requests/s ($errors errors); per request: proxies" \
+        "$proxy_cpu µs CPU and $proxy_switches context switches, app $app_cpu µs CPU"
+      echo "wrk $r $t $c $rps $errors $proxy_cpu $proxy_switches $app_cpu" >>"$results"
+    done
+    read -r p50 p90 p99 actual errors < <(fortio_point "$t" "$r")
+    log "round $r $t, $actual requests/s: p50 $p50 ms, p90 $p90 ms, p99 $p99 ms ($errors errors)"
+    echo "fortio $r $t $p50 $p90 $p99 $actual $errors" >>"$results"
+  done
+done
+
+# What the sidecars counted, to show the path taken (A forwards, B delivers).
+for name in a b; do
+  curl -fsS "http://127.0.0.1:${admin_port[$name]}/metrics" |
+    grep '^kshard_sidecar_messages_total' | grep -v ' 0$' >"$out/metrics-$name.txt" || true
+done
+
+# --- The tables ----------------------------------------------------------------------------------
+
+python3 "$here/report.py" "$results" >"$out/results.md"
+cat "$out/results.md"
+log "wrote $out/results.md (raw wrk and fortio output beside it)"

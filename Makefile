@@ -77,6 +77,8 @@ bench: build
 	@build/bin/planner_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 	@echo "== rebalance simulation (kshardctl simulate)"
 	@KSHARDCTL=build/bin/kshardctl bash bench/simulate/run.sh
+	@echo "== sidecar data path (direct, nginx pair, sidecar pair; wrk and fortio on loopback)"
+	@bash bench/datapath/run.sh
 
 # Every fuzz harness for a few seconds from its seed corpus (clang, ASan+UBSan, build/fuzz/).
 fuzz-smoke:

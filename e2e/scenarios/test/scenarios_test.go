@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -76,6 +77,17 @@ func (s *suite) latest() *shardmap.ShardMap {
 		return m
 	}
 	return &shardmap.ShardMap{Name: "(no ShardMap seen yet)"}
+}
+
+// getMap reads the counter's ShardMap from the API server (not from the watch).
+func (s *suite) getMap() (*shardmap.ShardMap, error) {
+	ctx, cancel := apiCtx()
+	defer cancel()
+	u, err := s.dyn.Resource(shardmap.Resource).Namespace(s.cfg.counterNS).Get(ctx, counterName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return shardmap.FromUnstructured(u)
 }
 
 func (s *suite) recordDeath(pod string, at time.Time) {

@@ -6,6 +6,7 @@
 #   (a) direct   load generator → app
 #   (b) nginx    load generator → nginx → nginx → app      (keep-alive upstreams)
 #   (c) sidecar  load generator → sidecar A → sidecar B (owner) → app
+#   and, for reference, load generator → sidecar B (owner) → app: one sidecar, no forwarding.
 #
 # For (c), two real kshard-sidecar processes (A: peer API on 127.0.0.2, B: on 127.0.0.3) poll a
 # stub manager (bench/datapath/stub_manager.py) that gives every shard to B, so every message
@@ -241,11 +242,14 @@ log "ready: app 127.0.0.1:$app_port, nginx 127.0.0.4:$nginx1_port → 127.0.0.5:
 
 # --- Measurements -------------------------------------------------------------------------------
 
-topologies=(direct nginx sidecar)
-declare -A url=([direct]=$direct_url [nginx]=$nginx_url [sidecar]=$sidecar_url)
+# "owner" is not one of the issue's topologies: messages sent to B itself, delivered locally, to
+# tell the cost of one sidecar from the cost of the forwarding hop.
+topologies=(direct nginx sidecar owner)
+declare -A url=([direct]=$direct_url [nginx]=$nginx_url [sidecar]=$sidecar_url
+  [owner]="http://127.0.0.1:${api_port[b]}")
 # The processes between the load generator and the app (with their children: nginx's workers).
 declare -A proxies=([direct]="" [nginx]="${nginx_pids[*]}"
-  [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}")
+  [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}" [owner]="${sidecar_pid[b]}")
 
 usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0"; fi; }
 
@@ -274,18 +278,25 @@ wrk_point() {
     }' "$file"
 }
 
-# fortio_point TOPOLOGY ROUND: latency at $qps; prints "p50 p90 p99 qps errors" (ms, ms, ms).
+# fortio_point TOPOLOGY ROUND: latency at $qps; prints "p50 p90 p99 qps errors proxy_cpu_us
+# proxy_switches" (ms; the last two per request).
 fortio_point() {
   local t=$1 r=$2 file=$out/fortio-$1-$2.json
+  local before after
+  before=$(usage ${proxies[$t]})
   "$fortio" load -quiet -qps "$qps" -c "$fortio_connections" -t "${duration}s" -payload-size 1024 \
     -H "Content-Type: application/octet-stream" -p 50,90,99 -json "$file" \
     "${url[$t]}/v1/entities/bench/{uuid}" >"$out/fortio-$t-$r.log" 2>&1
-  python3 - "$file" <<'EOF'
+  after=$(usage ${proxies[$t]})
+  python3 - "$file" "$before" "$after" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 p = {x["Percentile"]: x["Value"] * 1000 for x in d["DurationHistogram"]["Percentiles"]}
-ok = d["RetCodes"].get("200", 0)
-print(f'{p[50]:.3f} {p[90]:.3f} {p[99]:.3f} {d["ActualQPS"]:.0f} {d["DurationHistogram"]["Count"] - ok}')
+n = d["DurationHistogram"]["Count"]
+errors = n - d["RetCodes"].get("200", 0)
+(cpu0, sw0), (cpu1, sw1) = (map(float, a.split()) for a in sys.argv[2:4])
+print(f'{p[50]:.3f} {p[90]:.3f} {p[99]:.3f} {d["ActualQPS"]:.0f} {errors} '
+      f'{(cpu1 - cpu0) * 1e6 / max(n, 1):.1f} {(sw1 - sw0) / max(n, 1):.2f}')
 EOF
 }
 
@@ -303,9 +314,10 @@ for r in $(seq 1 "$rounds"); do
         "$proxy_cpu µs CPU and $proxy_switches context switches, app $app_cpu µs CPU"
       echo "wrk $r $t $c $rps $errors $proxy_cpu $proxy_switches $app_cpu" >>"$results"
     done
-    read -r p50 p90 p99 actual errors < <(fortio_point "$t" "$r")
-    log "round $r $t, $actual requests/s: p50 $p50 ms, p90 $p90 ms, p99 $p99 ms ($errors errors)"
-    echo "fortio $r $t $p50 $p90 $p99 $actual $errors" >>"$results"
+    read -r p50 p90 p99 actual errors proxy_cpu proxy_switches < <(fortio_point "$t" "$r")
+    log "round $r $t, $actual requests/s: p50 $p50 ms, p90 $p90 ms, p99 $p99 ms ($errors errors);" \
+      "per request: proxies $proxy_cpu µs CPU and $proxy_switches context switches"
+    echo "fortio $r $t $p50 $p90 $p99 $actual $errors $proxy_cpu $proxy_switches" >>"$results"
   done
 done
 

@@ -62,7 +62,8 @@ type suite struct {
 	driver     *load.Driver
 	client     *load.Client
 
-	stopCh chan struct{}
+	stopCh  chan struct{}
+	started time.Time
 
 	mu sync.Mutex
 	// deaths: when processes of a pod were killed (the event log check closes its intervals).
@@ -171,7 +172,7 @@ func newSuite(cfg config) (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &suite{cfg: cfg, cs: cs, dyn: dyn, rec: &load.Recorder{}, deaths: map[string][]time.Time{},
+	s := &suite{cfg: cfg, cs: cs, dyn: dyn, rec: &load.Recorder{}, deaths: map[string][]time.Time{}, started: time.Now(),
 		runID:  fmt.Sprintf("e2e%d", time.Now().Unix()%1000000),
 		client: load.NewClient(publicPort, 3*time.Second)}
 	s.stopCh = make(chan struct{})

@@ -18,6 +18,9 @@ func scenarioSingleOwner(c sc, s *suite) {
 	if s.driver != nil {
 		s.driver.Stop()
 	}
+	// Every request of the run, also those between the scenarios' windows (settling, setup).
+	whole := s.window(c, s.started, time.Now(), continuousDriver, trafficDriver)
+	c.r.figure("failed requests over the whole run", fmt.Sprintf("%d of %d", whole.Failed, whole.Sent))
 	all := append(append([]*load.Entity(nil), s.continuous...), s.traffic...)
 	readErrs := load.ReadAll(s.client, s.pods, all, 16, time.Now().Add(3*time.Minute))
 	for _, err := range head(errorStrings(readErrs), 10) {

@@ -14,7 +14,7 @@ func TestMatchesJava(t *testing.T) {
 		}
 	}
 	shards := []struct {
-		id     string
+		id      string
 		n, want int
 	}{
 		{"a", 300, 98}, {"guild1", 300, 95}, {"user-42", 300, 257}, {"guild1", 1000, 795},

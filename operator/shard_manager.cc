@@ -9,11 +9,22 @@ ShardManager::~ShardManager() { shutdown(); }
 void ShardManager::upsert(sharding::ShardMap map) {
   const protocol::ShardMapRef ref{map.metadata.namespace_, map.metadata.name};
   std::shared_ptr<ShardMapController> controller;
+  std::shared_ptr<ShardMapController> replaced;
   bool created = false;
   {
     std::lock_guard lock(mu_);
     auto it = controllers_.find(ref.toString());
+    // The same name with another uid is another object: the ShardMap was deleted and created
+    // again, and the deletion was not seen (a relist after it reports the new object as an
+    // update). Its state (pods, epochs) must not leak into the new one.
+    if (it != controllers_.end() && !map.metadata.uid.empty() &&
+        uids_[ref.toString()] != map.metadata.uid) {
+      replaced = std::move(it->second);
+      controllers_.erase(it);
+      it = controllers_.end();
+    }
     if (it == controllers_.end()) {
+      uids_[ref.toString()] = map.metadata.uid;
       controller = ShardMapController::create(deps_, map);
       controllers_.emplace(ref.toString(), controller);
       created = true;
@@ -21,6 +32,11 @@ void ShardManager::upsert(sharding::ShardMap map) {
       controller = it->second;
     }
     if (created && leading_) controller->startLeading();
+  }
+  if (replaced) {
+    deps_.logger.warn("ShardMap replaced by a new object of the same name; starting afresh",
+                   {{"shard_map", ref.toString()}, {"uid", map.metadata.uid}});
+    replaced->shutdown();
   }
   if (!created) controller->observe(std::move(map));
 }
@@ -33,6 +49,7 @@ void ShardManager::remove(const protocol::ShardMapRef& ref) {
     if (it == controllers_.end()) return;
     controller = std::move(it->second);
     controllers_.erase(it);
+    uids_.erase(ref.toString());
   }
   controller->shutdown();
   deps_.metrics.forget(ref.toString());

@@ -50,6 +50,7 @@ class ShardManager {
   mutable std::mutex mu_;
   bool leading_ = false;
   std::map<std::string, std::shared_ptr<ShardMapController>> controllers_;  // "{ns}/{name}"
+  std::map<std::string, std::string> uids_;  // "{ns}/{name}" -> the uid its controller serves
 };
 
 }  // namespace kshard::manager

@@ -148,6 +148,30 @@ TEST(ShardManager, DeletedShardMapsAreForgotten) {
   h.scheduler.runDue();
 }
 
+// A relist after a delete and a create of the same name reports the new object as an update:
+// the new uid gets a controller of its own, not the old one's pods and epochs.
+TEST(ShardManager, ARecreatedShardMapGetsAFreshController) {
+  ControllerHarness h;
+  FakeLeadership leadership;
+  ShardManager manager(depsOf(h, leadership));
+  sharding::ShardMap first = h.stored();
+  first.metadata.uid = "uid-1";
+  manager.upsert(first);
+  auto before = manager.find({kNamespace, kMapName});
+  ASSERT_NE(before, nullptr);
+  manager.upsert(first);  // the same object again: the same controller
+  EXPECT_EQ(manager.find({kNamespace, kMapName}), before);
+  sharding::ShardMap second = first;
+  second.metadata.uid = "uid-2";
+  manager.upsert(second);
+  auto after = manager.find({kNamespace, kMapName});
+  ASSERT_NE(after, nullptr);
+  EXPECT_NE(after, before) << "a ShardMap with a new uid kept the old object's controller";
+  EXPECT_EQ(manager.shardMaps().size(), 1u);
+  manager.shutdown();
+  h.scheduler.runDue();
+}
+
 TEST(ShardManager, ShardMapsSeenWhileLeadingAreTakenOver) {
   ControllerHarness h;
   FakeLeadership leadership;

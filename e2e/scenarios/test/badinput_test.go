@@ -301,9 +301,31 @@ func rawExchange(addr, payload string) (string, error) {
 // answer 503 NotLeader before looking at a request, so the leader is the one to test.)
 func (s *suite) badManagerRequests(c sc) int {
 	c.Helper()
-	m := s.latest()
-	if m.Status.Manager.Address == "" {
-		c.errorf("status.manager has no address")
+	// The leader named in status.manager may have stepped down since it was written (one extra
+	// leadership change follows an API server outage, see docs/reliability.md): wait until the
+	// replica status.manager names answers as the leader, reading the ShardMap afresh each time.
+	var m *shardmap.ShardMap
+	if _, err := pollUntil(60*time.Second, 500*time.Millisecond, func() (bool, string) {
+		got, err := s.getMap()
+		if err != nil {
+			return false, err.Error()
+		}
+		if got.Status.Manager.Address == "" {
+			return false, "status.manager has no address"
+		}
+		url := "http://" + got.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + counterName + "/assignments"
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Sprintf("GET %s answered %d", url, resp.StatusCode)
+		}
+		m = got
+		return true, ""
+	}); err != nil {
+		c.errorf("no operator replica answers as the leader: %v", err)
 		return 0
 	}
 	base := "http://" + m.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + counterName

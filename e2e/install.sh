@@ -57,6 +57,12 @@ wait_for 120 "the kshard webhook has no ready endpoint in $KSHARD_NAMESPACE" \
     -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}' | grep -q ."
 
 say "deploying the counter example ($COUNTER_REPLICAS replicas, 300 shards)"
+if ! kubectl get namespace "$COUNTER_NAMESPACE" >/dev/null 2>&1; then
+  # A new ShardMap numbers its epochs from 1 again, while counters saved under an earlier one
+  # (the hostPath outlives clusters) carry higher epochs, which the counter's fenced store
+  # (examples/counter/counter_store.h) refuses to overwrite: start the example's state afresh.
+  rm -rf /tmp/kshard-counter/state
+fi
 mkdir -p /tmp/kshard-counter
 kubectl apply -f examples/counter/k8s/counter.yaml >/dev/null
 if [[ "$COUNTER_REPLICAS" != 3 ]]; then

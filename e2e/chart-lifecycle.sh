@@ -18,16 +18,6 @@ APP_NS=demo
 fail() { log "FAIL: $*"; exit 1; }
 pass() { log "ok: $*"; }
 
-wait_for() {
-  local seconds=$1 what=$2
-  shift 2
-  local deadline=$((SECONDS + seconds))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "after ${seconds}s: $what"
-    sleep 1
-  done
-}
-
 kubectl get deployment -n "$NS" kshard-operator >/dev/null 2>&1 ||
   fail "kshard is not installed in $NS (run e2e/install.sh first)"
 
@@ -67,7 +57,8 @@ injected() {
     and ($p | all((.spec.initContainers // []) + .spec.containers | any(.name == "kshard-sidecar")))' \
     <<<"$pods" >/dev/null
 }
-wait_for 180 "after helm upgrade, the replacement of $victim did not come up with the sidecar" injected
+wait_for 180 "after helm upgrade, the replacement of $victim did not come up with the sidecar" injected ||
+  fail "helm upgrade broke injection"
 pass "helm upgrade keeps the CA; the webhook injects afterwards"
 
 # 4. helm uninstall: nothing of the release stays but the CRD (and the ShardMaps, user data).
@@ -78,10 +69,9 @@ left() {
     -n "$NS" -l "$selector" -o name 2>/dev/null
   kubectl get clusterroles,clusterrolebindings,mutatingwebhookconfigurations -l "$selector" -o name 2>/dev/null
 }
-wait_for 120 "after helm uninstall these objects remain: $(left | tr '\n' ' ')" bash -c "[[ -z \"\$(
-  kubectl get deployments,services,serviceaccounts,secrets,configmaps,roles,rolebindings,poddisruptionbudgets \
-    -n $NS -l $selector -o name; kubectl get clusterroles,clusterrolebindings,mutatingwebhookconfigurations \
-    -l $selector -o name)\" ]]"
+nothing_left() { [[ -z "$(left)" ]]; }
+wait_for 120 "after helm uninstall, objects of the release remain" nothing_left ||
+  fail "after helm uninstall these objects remain: $(left | tr '\n' ' ')"
 kubectl get crd shardmaps.kshard.io >/dev/null || fail "helm uninstall removed the CRD"
 kubectl -n "$APP_NS" get shardmap counter >/dev/null || fail "helm uninstall removed the ShardMap"
 pass "helm uninstall removes the release and keeps the CRD and the ShardMaps"

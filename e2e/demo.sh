@@ -46,12 +46,11 @@ kubectl -n "$NS" patch deployment counter --type=json -p '[
   {"op":"replace","path":"/spec/template/metadata/labels/app.kubernetes.io~1version","value":"1.1.0"},
   {"op":"replace","path":"/spec/template/spec/containers/0/image","value":"kshard/counter:1.1.0"}]' >/dev/null
 kubectl -n "$NS" rollout status deployment/counter --timeout=300s
-deadline=$((SECONDS + 180))
-until kubectl -n "$NS" get shardmap counter \
-  -o jsonpath='{.status.conditions[?(@.type=="Balanced")].status}' | grep -qx True; do
-  ((SECONDS < deadline)) || die "the ShardMap did not balance within 180 s after the rollout"
-  sleep 1
-done
+balanced() {
+  kubectl -n "$NS" get shardmap counter \
+    -o jsonpath='{.status.conditions[?(@.type=="Balanced")].status}' | grep -qx True
+}
+wait_for 180 "the ShardMap did not balance within 180 s after the rollout" balanced
 echo "rollout and rebalance took $((SECONDS - t0)) s"
 echo "counter demo-7 after the rollout: $(curl -sf "http://$(pods | head -1):8081/counters/demo-7")"
 

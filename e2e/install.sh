@@ -22,20 +22,6 @@ build=1
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-# wait_for <seconds> <what did not happen> <command...>: polls the command once a second.
-wait_for() {
-  local seconds=$1 what=$2
-  shift 2
-  local deadline=$((SECONDS + seconds))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      log "error: after ${seconds}s: $what"
-      return 1
-    fi
-    sleep 1
-  done
-}
-
 if ((build)); then
   say "building kshard (make build; executables in build/bin)"
   make --no-print-directory build

@@ -29,6 +29,21 @@ NETNS_PREFIX="kshard-"
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# wait_for <seconds> <what did not happen> <command...>: runs the command once a second until it
+# succeeds; after <seconds>, logs what did not happen and returns 1.
+wait_for() {
+  local seconds=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "error: after ${seconds}s: $what"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
 # Runs "$@" and reports how long it took, under a label.
 timed() {
   local label="$1" start end

@@ -22,7 +22,17 @@ proc_start() {
   local pid=$!
   echo "$pid" >"$(pid_file "$name")"
   # The kernel's comm is the executable's name cut to 15 bytes; it tells a reused pid apart.
-  basename "$exe" | cut -c1-15 >"$(pid_file "$name").comm"
+  local comm
+  comm="$(basename "$exe" | cut -c1-15)"
+  echo "$comm" >"$(pid_file "$name").comm"
+  # Until the forked shell has exec'd setsid and setsid the program, comm is "bash" or "setsid":
+  # wait for the exec, or proc_alive right after this would call the new process dead.
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -d "/proc/$pid" ] || break
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && break
+    sleep 0.05
+  done
   log "started $name (pid $pid, log .cluster/logs/$name.log)"
 }
 

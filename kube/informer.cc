@@ -137,9 +137,15 @@ std::optional<StatusOr<ListResult>> Informer::listInterruptibly() {
   return std::move(pending->result);
 }
 
+void stripManagedFields(json& object) {
+  auto metadata = object.find("metadata");
+  if (metadata != object.end() && metadata->is_object()) metadata->erase("managedFields");
+}
+
 void Informer::replace(std::vector<json> items, bool initial) {
   std::map<std::string, bool> listed;
   for (auto& item : items) {
+    if (options_.transform) options_.transform(item);
     const std::string key = keyOf(item);
     if (nameOf(item).empty()) {
       logger_.warn("listed object without metadata.name; skipped");
@@ -167,6 +173,7 @@ void Informer::replace(std::vector<json> items, bool initial) {
 }
 
 void Informer::apply(WatchEventType type, json object) {
+  if (options_.transform) options_.transform(object);
   const std::string key = keyOf(object);
   if (type == WatchEventType::kDeleted) {
     if (ObjectPtr before = store_.erase(key)) {

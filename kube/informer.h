@@ -68,9 +68,17 @@ struct InformerOptions {
   std::chrono::seconds minWatchTimeout{300};
   // A watch that sends nothing for its timeout plus this long is considered dead.
   std::chrono::seconds watchReadGrace{60};
+  // Applied to every listed or watched object before it is cached and handed to handlers
+  // (client-go's SetTransform): drop what the handlers never read, so a cache of many objects
+  // stays small. It must keep metadata.name, namespace and resourceVersion. Empty: none.
+  std::function<void(nlohmann::json& object)> transform;
   BackoffPolicy backoff{std::chrono::milliseconds(800), std::chrono::seconds(30), 2.0, 1.0};
   Duration backoffResetAfter = std::chrono::minutes(2);
 };
+
+// A transform for InformerOptions: removes metadata.managedFields, which the API server keeps on
+// every object and no controller of ours reads (often the larger part of a small object).
+void stripManagedFields(nlohmann::json& object);
 
 struct InformerHandler {
   // `initialList`: the object came with the first list (client-go's isInInitialList).

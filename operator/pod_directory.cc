@@ -46,6 +46,43 @@ StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod) {
   return info;
 }
 
+void slimPodObject(nlohmann::json& pod) {
+  if (!pod.is_object()) return;
+  nlohmann::json slim = nlohmann::json::object();
+  auto copy = [](nlohmann::json& from, nlohmann::json& to, std::initializer_list<const char*> keys) {
+    if (!from.is_object()) return;
+    for (const char* key : keys) {
+      auto it = from.find(key);
+      if (it != from.end()) to[key] = std::move(*it);
+    }
+  };
+  for (const char* part : {"apiVersion", "kind"}) {
+    if (pod.contains(part)) slim[part] = std::move(pod[part]);
+  }
+  if (pod.contains("metadata")) {
+    slim["metadata"] = nlohmann::json::object();
+    copy(pod["metadata"], slim["metadata"],
+         {"name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "labels",
+          "annotations"});
+    // kubectl apply keeps the whole object in this annotation: nothing of ours reads it.
+    auto& annotations = slim["metadata"]["annotations"];
+    if (annotations.is_object()) {
+      annotations.erase("kubectl.kubernetes.io/last-applied-configuration");
+    } else {
+      slim["metadata"].erase("annotations");
+    }
+  }
+  if (pod.contains("spec")) {
+    slim["spec"] = nlohmann::json::object();
+    copy(pod["spec"], slim["spec"], {"serviceAccountName"});
+  }
+  if (pod.contains("status")) {
+    slim["status"] = nlohmann::json::object();
+    copy(pod["status"], slim["status"], {"phase", "podIP"});
+  }
+  pod = std::move(slim);
+}
+
 std::string_view podHealthName(PodHealth health) {
   switch (health) {
     case PodHealth::kAlive:

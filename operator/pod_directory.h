@@ -40,6 +40,10 @@ struct PodInfo {
 
 // Reads a Pod object as the API serves it. InvalidArgument when it has no metadata.name/uid.
 [[nodiscard]] StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod);
+// Keeps of a Pod object only what podInfoFromJson reads (and the metadata the informer needs):
+// the pod informer's transform, so that the cache of a thousand pods stays small. The result
+// reads the same through podInfoFromJson.
+void slimPodObject(nlohmann::json& pod);
 
 enum class PodHealth {
   kAlive,        // running (or starting): its shards stay with it

@@ -205,15 +205,61 @@ void ShardMapController::podChanged(const std::string& podName) {
   });
 }
 
+std::optional<ShardMapController::Refusal> ShardMapController::registerRefusal(
+    const std::optional<PodInfo>& pod, const protocol::RegisterRequest& request) const {
+  const std::string who = ref_.ns + "/" + request.pod;
+  if (!pod.has_value()) {
+    return Refusal{404, protocol::errors::kPodNotAlive, "pod " + who + " does not exist"};
+  }
+  const PodInfo& info = *pod;
+  if (info.uid != request.uid) {
+    return Refusal{403, protocol::errors::kPodNotAlive,
+                   "pod " + who + " has uid " + info.uid + ", not " + request.uid +
+                       ": the caller is an older pod of that name"};
+  }
+  if (assessPod(info, request.uid) == PodHealth::kDead) {
+    return Refusal{403, protocol::errors::kPodNotAlive,
+                   "pod " + who + " is in phase " + info.phase + ": it is not alive"};
+  }
+  auto label = info.labels.find(kShardMapLabel);
+  if (label == info.labels.end() || label->second != ref_.name) {
+    return Refusal{403, protocol::errors::kForbidden,
+                   "pod " + who + " is not labelled " + kShardMapLabel + "=" + ref_.name};
+  }
+  const std::string host = request.address.substr(0, request.address.rfind(':'));
+  if (!info.podIp.empty() && host != info.podIp && host != "[" + info.podIp + "]") {
+    return Refusal{403, protocol::errors::kForbidden,
+                   "address " + request.address + " is not on pod " + who + "'s IP " + info.podIp};
+  }
+  return std::nullopt;
+}
+
 void ShardMapController::registerPod(protocol::RegisterRequest request, Reply caller) {
   leaderCall(std::move(caller), [this, request = std::move(request)](Reply reply) {
+    auto admit = [this, request, reply] {
+      enqueue(Op{"register",
+                 [this, request, reply](std::function<void()> done) {
+                   doRegister(request, reply, 1, std::move(done));
+                 },
+                 reply});
+    };
     // The API decides whether the caller is who it says it is: an alive pod of that name and
     // uid, labelled for this map, at its own IP. Shardcake trusted a register from a pod it had
     // declared dead and lost data when that pod kept its shards.
+    //
+    // When the informer's cache already shows exactly that, it is the API's answer: a pod that
+    // died since is reported by the informer and removed like any other dead pod, as it would
+    // be had it died just after a fresh GET. Anything else (not cached yet, another uid, a
+    // refusal) is decided by a fresh GET, so a lagging cache never refuses a new pod. Saving the
+    // GET matters when many pods start at once: each costs a request of the client's QPS budget.
+    if (!registerRefusal(d_.directory.cached(ref_.ns, request.pod), request)) {
+      admit();
+      return;
+    }
     d_.directory.fetch(
         ref_.ns, request.pod,
         onStrand<StatusOr<std::optional<PodInfo>>>(
-            [this, request, reply](StatusOr<std::optional<PodInfo>> pod) mutable {
+            [this, request, reply, admit](StatusOr<std::optional<PodInfo>> pod) mutable {
               if (!leadingNow()) {
                 reply(notLeaderResponse(""));
                 return;
@@ -223,48 +269,15 @@ void ShardMapController::registerPod(protocol::RegisterRequest request, Reply ca
                                   " with the Kubernetes API: " + pod.status().message()));
                 return;
               }
-              const std::string who = ref_.ns + "/" + request.pod;
-              auto refuse = [&](int status, std::string_view code, std::string message) {
-                log_.warn("register refused",
-                          {{"pod", request.pod}, {"uid", request.uid}, {"reason", message}});
-                event(EventType::kWarning, "RegisterRefused", message);
-                reply(http::Response::error(status, code, message));
-              };
-              if (!pod->has_value()) {
-                refuse(404, protocol::errors::kPodNotAlive, "pod " + who + " does not exist");
+              if (auto refusal = registerRefusal(*pod, request)) {
+                log_.warn("register refused", {{"pod", request.pod},
+                                               {"uid", request.uid},
+                                               {"reason", refusal->message}});
+                event(EventType::kWarning, "RegisterRefused", refusal->message);
+                reply(http::Response::error(refusal->status, refusal->code, refusal->message));
                 return;
               }
-              const PodInfo& info = **pod;
-              const PodHealth health = assessPod(info, request.uid);
-              if (info.uid != request.uid) {
-                refuse(403, protocol::errors::kPodNotAlive,
-                       "pod " + who + " has uid " + info.uid + ", not " + request.uid +
-                           ": the caller is an older pod of that name");
-                return;
-              }
-              if (health == PodHealth::kDead) {
-                refuse(403, protocol::errors::kPodNotAlive,
-                       "pod " + who + " is in phase " + info.phase + ": it is not alive");
-                return;
-              }
-              auto label = info.labels.find(kShardMapLabel);
-              if (label == info.labels.end() || label->second != ref_.name) {
-                refuse(403, protocol::errors::kForbidden,
-                       "pod " + who + " is not labelled " + kShardMapLabel + "=" + ref_.name);
-                return;
-              }
-              const std::string host = request.address.substr(0, request.address.rfind(':'));
-              if (!info.podIp.empty() && host != info.podIp && host != "[" + info.podIp + "]") {
-                refuse(
-                    403, protocol::errors::kForbidden,
-                    "address " + request.address + " is not on pod " + who + "'s IP " + info.podIp);
-                return;
-              }
-              enqueue(Op{"register",
-                         [this, request, reply](std::function<void()> done) {
-                           doRegister(request, reply, 1, std::move(done));
-                         },
-                         reply});
+              admit();
             }));
   });
 }
@@ -345,11 +358,16 @@ void ShardMapController::enqueue(Op op, bool front) {
 
 void ShardMapController::pump() {
   if (opRunning_ || stopped_) return;
-  if (ops_.empty()) {
+  // Shards without an owner cannot serve: a round that assigns them goes before registrations
+  // still waiting (each would only add one more receiver). Otherwise a thousand pods starting at
+  // once kept every shard unassigned until the last of them had registered.
+  const bool urgent = requested_ && requested_->immediate && acting() && !ops_.empty() &&
+                      ops_.front().name == "register";
+  if (ops_.empty() || urgent) {
     if (!requested_ || !acting()) return;
     const RoundRequest r = *requested_;
     requested_.reset();
-    ops_.push_back(Op{
+    ops_.push_front(Op{
         "round", [this, r](std::function<void()> done) { runRound(r, std::move(done)); }, nullptr});
   }
   Op op = std::move(ops_.front());

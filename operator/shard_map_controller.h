@@ -147,6 +147,15 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   bool leadingNow() const;
 
   // Operations.
+  struct Refusal {
+    int status;
+    std::string_view code;
+    std::string message;
+  };
+  // Why `pod` (what the API shows for the caller's name) may not register as `request`; nullopt
+  // when it may.
+  std::optional<Refusal> registerRefusal(const std::optional<PodInfo>& pod,
+                                         const protocol::RegisterRequest& request) const;
   void enqueue(Op op, bool front = false);
   void pump();
   void requestRound(RoundRequest request);

@@ -10,6 +10,7 @@ MapWatcher::MapWatcher(kube::Client& api, Scheduler& scheduler, Random& random, 
   options.ns = self.shardMap.ns;
   options.fieldSelector = "metadata.name=" + self.shardMap.name;
   options.resyncPeriod = std::chrono::seconds(30);
+  options.transform = kube::stripManagedFields;
   informer_ = std::make_unique<kube::Informer>(api, scheduler, random, log_, options);
   const std::string ref = self.shardMap.toString();
   informer_->addHandler(

@@ -114,6 +114,36 @@ TEST_F(InformerTest, ListsThenWatchesFromTheListVersionAndAppliesEvents) {
             "/api/v1/namespaces/demo/pods?labelSelector=kshard.io%2Fshard-map&limit=500");
 }
 
+TEST_F(InformerTest, TransformAppliesToListedAndWatchedObjectsBeforeTheyAreCached) {
+  auto withManagedFields = [](json object) {
+    object["metadata"]["managedFields"] = json::array({{{"manager", "kubectl"}}});
+    return object;
+  };
+  answerListWith(jsonResponse(200, list("10", {withManagedFields(pod("a", "1"))})));
+  InformerOptions o;
+  o.transform = stripManagedFields;
+  start(o);
+  auto watch = transport_.nextStream();
+  ASSERT_TRUE(watch.stream);
+  watch.stream->write(event("ADDED", withManagedFields(pod("b", "11"))));
+  EXPECT_EQ(seen_.waitFor(2), (std::vector<std::string>{"add a@1 initial", "add b@11"}));
+  for (const char* name : {"a", "b"}) {
+    ObjectPtr cached = informer_->store().get("demo", name);
+    ASSERT_TRUE(cached) << name;
+    EXPECT_FALSE(cached->at("metadata").contains("managedFields")) << cached->dump();
+    EXPECT_EQ(cached->at("metadata").at("name"), name);
+  }
+}
+
+TEST(StripManagedFields, LeavesObjectsWithoutMetadataAlone) {
+  json noMetadata = {{"kind", "Pod"}};
+  stripManagedFields(noMetadata);
+  EXPECT_EQ(noMetadata, (json{{"kind", "Pod"}}));
+  json oddMetadata = {{"metadata", "text"}};
+  stripManagedFields(oddMetadata);
+  EXPECT_EQ(oddMetadata, (json{{"metadata", "text"}}));
+}
+
 TEST_F(InformerTest, StreamCutInsideAnEventResumesFromTheLastVersionWithoutLossOrRepeats) {
   answerListWith(jsonResponse(200, list("10", {pod("a", "1")})));
   start();

@@ -70,5 +70,46 @@ TEST(PodInfoFromJson, MissingNameOrUidIsAnError) {
   EXPECT_FALSE(podInfoFromJson(nlohmann::json::array()).ok());
 }
 
+TEST(SlimPodObject, KeepsWhatPodInfoReadsAndDropsTheRest) {
+  auto full = nlohmann::json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "counter-0", "namespace": "demo", "uid": "u1", "resourceVersion": "42",
+                 "deletionTimestamp": "2026-11-22T10:00:00Z",
+                 "labels": {"kshard.io/shard-map": "counter", "app": "counter"},
+                 "annotations": {"kshard.io/shards": "300",
+                                 "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+                 "managedFields": [{"manager": "kubectl"}], "ownerReferences": [{"kind": "ReplicaSet"}]},
+    "spec": {"serviceAccountName": "counter", "containers": [{"name": "app", "image": "x"}]},
+    "status": {"phase": "Running", "podIP": "10.244.0.7", "conditions": [{"type": "Ready"}]}
+  })");
+  auto before = podInfoFromJson(full);
+  ASSERT_TRUE(before.ok());
+  nlohmann::json slim = full;
+  slimPodObject(slim);
+  auto after = podInfoFromJson(slim);
+  ASSERT_TRUE(after.ok());
+  PodInfo expected = *before;
+  expected.annotations.erase("kubectl.kubernetes.io/last-applied-configuration");
+  EXPECT_EQ(*after, expected);
+  EXPECT_EQ(slim.at("metadata").at("resourceVersion"), "42");
+  EXPECT_FALSE(slim.at("metadata").contains("managedFields"));
+  EXPECT_FALSE(slim.at("metadata").contains("ownerReferences"));
+  EXPECT_FALSE(slim.at("spec").contains("containers"));
+  EXPECT_FALSE(slim.at("status").contains("conditions"));
+  EXPECT_LT(slim.dump().size(), full.dump().size());
+}
+
+TEST(SlimPodObject, ToleratesMissingAndOddParts) {
+  nlohmann::json bare = {{"metadata", {{"name", "a"}, {"uid", "u"}}}};
+  slimPodObject(bare);
+  EXPECT_EQ(bare, (nlohmann::json{{"metadata", {{"name", "a"}, {"uid", "u"}}}}));
+  nlohmann::json odd = {{"metadata", "text"}, {"spec", 3}, {"status", nullptr}};
+  slimPodObject(odd);
+  EXPECT_FALSE(podInfoFromJson(odd).ok());
+  nlohmann::json notAnObject = "pod";
+  slimPodObject(notAnObject);
+  EXPECT_EQ(notAnObject, "pod");
+}
+
 }  // namespace
 }  // namespace kshard::manager

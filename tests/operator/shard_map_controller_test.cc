@@ -132,6 +132,70 @@ TEST(ShardMapController, RegisterWithAnAddressOffThePodIpIsRefused) {
   EXPECT_NE(r.body.find("10.66.0.1:7101"), std::string::npos) << r.body;
 }
 
+TEST(ShardMapController, RegisterShownAliveByTheCacheIsAdmittedWithoutAGet) {
+  ControllerHarness h;
+  h.lead();
+  h.startPod("a");
+  const int before = h.directory.fetches;
+  EXPECT_EQ(h.registerPod("a"), 200);
+  EXPECT_EQ(h.directory.fetches, before) << "the informer's cache already showed the pod";
+  ASSERT_EQ(h.stored().status.pods.size(), 1u);
+}
+
+TEST(ShardMapController, RegisterOfAPodTheCacheDoesNotShowYetAsksTheApi) {
+  ControllerHarness h;
+  h.lead();
+  h.startPod("a");
+  h.directory.staleCache = std::map<std::string, PodInfo>{};  // the informer lags behind
+  const int before = h.directory.fetches;
+  EXPECT_EQ(h.registerPod("a"), 200);
+  // (The round after it asks again: the lagging cache shows the pod gone.)
+  EXPECT_GE(h.directory.fetches, before + 1);
+  ASSERT_EQ(h.stored().status.pods.size(), 1u);
+}
+
+TEST(ShardMapController, RefusalFromAStaleCacheIsCheckedWithTheApi) {
+  ControllerHarness h;
+  h.lead();
+  StubPod& a = h.startPod("a");
+  // The cache still shows the previous incarnation; the API shows the caller.
+  PodInfo old = *h.directory.find("a");
+  old.uid = "uid-previous";
+  h.directory.staleCache = std::map<std::string, PodInfo>{{"a", old}};
+  EXPECT_EQ(h.registerPod("a"), 200);
+  ASSERT_EQ(h.stored().status.pods.size(), 1u);
+  EXPECT_EQ(h.stored().status.pods[0].uid, a.uid);
+}
+
+TEST(ShardMapController, UnassignedShardsGoOutBeforeQueuedRegistrations) {
+  ControllerHarness h(30);
+  h.lead();
+  const std::vector<std::string> names = {"a", "b", "c", "d", "e", "f"};
+  for (const auto& n : names) h.startPod(n);
+  // Every pod registers at once, as when a large Deployment starts.
+  auto answers = std::make_shared<std::vector<int>>();
+  for (const auto& n : names) {
+    StubPod* pod = h.pods.find(n);
+    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version},
+                               [answers](http::Response r) { answers->push_back(r.status); });
+  }
+  ASSERT_TRUE(h.runUntil([&] { return answers->size() == names.size(); }, 60s))
+      << "not every registration was answered";
+  EXPECT_EQ(*answers, std::vector<int>(names.size(), 200));
+  // The first write that left no shard unassigned came while registrations were still waiting.
+  std::size_t registeredThen = 0;
+  for (const auto& m : h.store.history) {
+    if (m.status.unassignedCount == 0 && !m.status.pods.empty()) {
+      registeredThen = m.status.pods.size();
+      break;
+    }
+  }
+  EXPECT_GE(registeredThen, 1u);
+  EXPECT_LT(registeredThen, names.size())
+      << "every shard stayed unassigned until the last pod had registered";
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 600s));
+}
+
 TEST(ShardMapController, FollowerAnswersNotLeader) {
   ControllerHarness h;
   h.lead();

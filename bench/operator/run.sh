@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The operator at scale (docs/benchmarks.md "Operator at scale"): the release kshard-operator on
+# the local cluster (e2e/cluster) with PODS stub pods registering against one ShardMap of SHARDS
+# shards. See bench/operator/main.go for what is created and measured.
+#
+#   bench/operator/run.sh                       # 1,000 pods, 10,000 shards
+#   PODS=100 SHARDS=1000 bench/operator/run.sh  # smaller
+#   bench/operator/run.sh -operator-flags "--kube-qps=200 --kube-burst=400"
+#
+# Brings the cluster up when it is not answering (and leaves it up). Extra arguments go to the
+# benchmark program. Output: the table on stdout, a CSV row appended to
+# build/bench/operator/results.csv, the operator's log in build/bench/operator/.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/../../e2e/cluster/lib.sh"
+cd "$REPO_ROOT"
+out="$REPO_ROOT/build/bench/operator"
+operator="${KSHARD_OPERATOR_BIN:-$REPO_ROOT/build/bin/kshard-operator}"
+mkdir -p "$out"
+
+if [[ ! -x "$operator" ]]; then
+  log "building kshard-operator (release preset)"
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target kshard-operator
+fi
+
+export KUBECONFIG="$CLUSTER_DIR/kubeconfig"
+if [[ ! -f "$KUBECONFIG" ]] || ! kubectl get --raw /readyz >/dev/null 2>&1; then
+  log "the local cluster is not answering; starting it (make cluster-up)"
+  make --no-print-directory cluster-up
+fi
+kubectl apply -f crds/shardmap.yaml >/dev/null
+kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io >/dev/null
+
+setup_go
+log "building the benchmark program"
+(cd "$HERE" && go build -o "$out/kshard-operator-scale" .)
+
+log "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+exec "$out/kshard-operator-scale" -operator "$operator" -log-dir "$out" -csv "$out/results.csv" \
+  -pods "${PODS:-1000}" -shards "${SHARDS:-10000}" "$@"

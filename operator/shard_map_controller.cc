@@ -166,6 +166,7 @@ void ShardMapController::stopLeading() {
     d_.scheduler.cancel(retryTimer_);
     periodicTimer_ = retryTimer_ = 0;
     requested_.reset();
+    openBatch_.reset();
     std::deque<Op> queued;
     queued.swap(ops_);
     for (Op& op : queued) {
@@ -181,6 +182,7 @@ void ShardMapController::shutdown() {
     d_.scheduler.cancel(periodicTimer_);
     d_.scheduler.cancel(retryTimer_);
     periodicTimer_ = retryTimer_ = 0;
+    openBatch_.reset();
     std::deque<Op> queued;
     queued.swap(ops_);
     for (Op& op : queued) {
@@ -236,13 +238,7 @@ std::optional<ShardMapController::Refusal> ShardMapController::registerRefusal(
 
 void ShardMapController::registerPod(protocol::RegisterRequest request, Reply caller) {
   leaderCall(std::move(caller), [this, request = std::move(request)](Reply reply) {
-    auto admit = [this, request, reply] {
-      enqueue(Op{"register",
-                 [this, request, reply](std::function<void()> done) {
-                   doRegister(request, reply, 1, std::move(done));
-                 },
-                 reply});
-    };
+    auto admit = [this, request, reply] { admitRegister(request, reply); };
     // The API decides whether the caller is who it says it is: an alive pod of that name and
     // uid, labelled for this map, at its own IP. Shardcake trusted a register from a pod it had
     // declared dead and lost data when that pod kept its shards.
@@ -837,57 +833,99 @@ void ShardMapController::roundFinish(std::shared_ptr<Round> round, std::string_v
 // ---------------------------------------------------------------------------------------------
 // Register, unregister, dead pods
 
-void ShardMapController::doRegister(protocol::RegisterRequest request, Reply reply, int attempt,
+void ShardMapController::admitRegister(protocol::RegisterRequest request, Reply reply) {
+  // Registrations that wait together are recorded together, in one status write: a thousand
+  // pods starting at once cost a few writes of the large status instead of a thousand.
+  auto& batch = openBatch_;
+  const bool fits = batch && batch->items.size() < kMaxRegisterBatch &&
+                    std::none_of(batch->items.begin(), batch->items.end(),
+                                 [&](const auto& item) { return item.first.pod == request.pod; });
+  if (fits) {
+    batch->items.emplace_back(std::move(request), std::move(reply));
+    return;
+  }
+  batch = std::make_shared<RegisterBatch>();
+  batch->items.emplace_back(std::move(request), std::move(reply));
+  enqueue(Op{"register",
+             [this, b = batch](std::function<void()> done) {
+               if (openBatch_ == b) openBatch_.reset();  // later callers start the next batch
+               doRegister(b, 1, std::move(done));
+             },
+             [b = batch](http::Response r) {
+               for (auto& item : b->items) item.second(r);
+             }});
+}
+
+void ShardMapController::doRegister(std::shared_ptr<RegisterBatch> batch, int attempt,
                                     std::function<void()> done) {
+  auto answerAll = [batch](const http::Response& r) {
+    for (auto& item : batch->items) item.second(r);
+  };
   if (!acting()) {
-    reply(tookOver_ || !leadingNow() ? notLeaderResponse("")
-                                     : unavailable("the leader is taking over; retry"));
+    answerAll(tookOver_ || !leadingNow() ? notLeaderResponse("")
+                                         : unavailable("the leader is taking over; retry"));
     done();
     return;
   }
-  ensureFresh([this, request, reply, attempt, done](Status loaded) {
+  ensureFresh([this, batch, attempt, done, answerAll](Status loaded) {
     if (!loaded.ok()) {
-      reply(unavailable("cannot load ShardMap " + key_ + ": " + loaded.message()));
+      answerAll(unavailable("cannot load ShardMap " + key_ + ": " + loaded.message()));
       done();
       return;
     }
     auto table = sharding::shardTableFromStatus(current_.status, current_.spec.shards);
     if (!table.ok()) {
-      reply(http::Response::error(500, "Internal", "stored status is invalid"));
+      answerAll(http::Response::error(500, "Internal", "stored status is invalid"));
       done();
       return;
     }
     ShardMap next = current_;
-    const auto idx = indexOf(request.pod);
-    const bool sameUid =
-        idx && current_.status.pods[static_cast<std::size_t>(*idx)].uid == request.uid;
-    std::string replaced;
-    if (sameUid) {
-      // The same pod again (its sidecar restarted): it keeps its shards; assign is re-sent.
-      auto& pod = next.status.pods[static_cast<std::size_t>(*idx)];
-      pod.address = request.address;
-      pod.version = request.version;
-    } else {
-      if (idx) {
-        // A new pod of the same name: the API showed the caller's uid, so the registered
-        // incarnation is gone and its shards are taken without acknowledgement.
-        replaced = current_.status.pods[static_cast<std::size_t>(*idx)].uid;
-        const bool hadShards = !table->shardsOf(*idx).empty();
-        table->removePod(*idx);
-        next.status.pods.erase(next.status.pods.begin() + *idx);
-        // Epoch rule 1: the owners change.
-        if (hadShards) next.status.epoch = std::max(current_.status.epoch + 1, fenceFloor_);
+    struct Outcome {
+      bool sameUid = false;
+      std::string replaced;  // uid of the incarnation this registration replaces
+    };
+    auto outcomes = std::make_shared<std::vector<Outcome>>();
+    for (const auto& [request, reply] : batch->items) {
+      auto& pods = next.status.pods;
+      auto it = std::find_if(pods.begin(), pods.end(),
+                             [&](const auto& p) { return p.name == request.pod; });
+      Outcome outcome;
+      if (it != pods.end() && it->uid == request.uid) {
+        // The same pod again (its sidecar restarted): it keeps its shards; assign is re-sent.
+        outcome.sameUid = true;
+        it->address = request.address;
+        it->version = request.version;
+      } else {
+        if (it != pods.end()) {
+          // A new pod of the same name: the API showed the caller's uid, so the registered
+          // incarnation is gone and its shards are taken without acknowledgement.
+          const auto idx = static_cast<sharding::PodIndex>(it - pods.begin());
+          outcome.replaced = it->uid;
+          const bool hadShards = !table->shardsOf(idx).empty();
+          table->removePod(idx);
+          pods.erase(it);
+          // Epoch rule 1: the owners change.
+          if (hadShards) next.status.epoch = std::max(current_.status.epoch + 1, fenceFloor_);
+        }
+        pods.push_back(
+            sharding::RegisteredPod{request.pod, request.uid, request.address, request.version, 0});
       }
-      next.status.pods.push_back(
-          sharding::RegisteredPod{request.pod, request.uid, request.address, request.version, 0});
+      outcomes->push_back(std::move(outcome));
     }
     sharding::writeShardTable(*table, next.status);
     setConditions(next, *table, retryPending_);
-    auto finish = [this, request, reply, done, sameUid, replaced]() {
-      // A new incarnation starts afresh; a restarted sidecar is reachable again.
-      runtime_[request.pod] = PodRuntime{};
-      reply(epochResponse(current_.status.epoch));
-      if (!sameUid) {
+    auto finish = [this, batch, outcomes, done]() {
+      std::vector<std::string> resend;
+      for (std::size_t i = 0; i < batch->items.size(); ++i) {
+        const auto& [request, reply] = batch->items[i];
+        const Outcome& outcome = (*outcomes)[i];
+        // A new incarnation starts afresh; a restarted sidecar is reachable again.
+        runtime_[request.pod] = PodRuntime{};
+        reply(epochResponse(current_.status.epoch));
+        if (outcome.sameUid) {
+          resend.push_back(request.pod);
+          continue;
+        }
         log_.info("pod registered", {{"pod", request.pod},
                                      {"uid", request.uid},
                                      {"address", request.address},
@@ -896,7 +934,8 @@ void ShardMapController::doRegister(protocol::RegisterRequest request, Reply rep
               "pod " + request.pod + " (version " +
                   (request.version.empty() ? std::string("none") : request.version) +
                   ") registered" +
-                  (replaced.empty() ? std::string() : "; it replaces uid " + replaced));
+                  (outcome.replaced.empty() ? std::string()
+                                            : "; it replaces uid " + outcome.replaced));
       }
       // The first pod gets every shard at once; otherwise a balancing round gives it a share.
       const bool unassigned = current_.status.unassignedCount > 0;
@@ -904,33 +943,41 @@ void ShardMapController::doRegister(protocol::RegisterRequest request, Reply rep
         requestRound({unassigned, false});
         done();
       };
-      if (sameUid) {
-        resendAssign(request.pod, followUp);
-      } else {
-        followUp();
-      }
+      resendEach(std::move(resend), std::move(followUp));
     };
     if (next.status == current_.status) {
       finish();
       return;
     }
-    persist(std::move(next), [this, request, reply, attempt, done, finish](Status written) {
+    persist(std::move(next), [this, batch, attempt, done, finish, answerAll](Status written) {
       if (written.ok()) {
         finish();
         return;
       }
       if (written.code() == StatusCode::kConflict && attempt < kMaxWriteAttempts) {
         enqueue(Op{"register",
-                   [this, request, reply, attempt](std::function<void()> d) {
-                     doRegister(request, reply, attempt + 1, std::move(d));
+                   [this, batch, attempt](std::function<void()> d) {
+                     doRegister(batch, attempt + 1, std::move(d));
                    },
-                   reply},
+                   answerAll},
                 /*front=*/true);
       } else {
-        reply(unavailable("could not record the registration: " + written.message()));
+        answerAll(unavailable("could not record the registration: " + written.message()));
       }
       done();
     });
+  });
+}
+
+void ShardMapController::resendEach(std::vector<std::string> pods, std::function<void()> then) {
+  if (pods.empty()) {
+    then();
+    return;
+  }
+  const std::string pod = pods.back();
+  pods.pop_back();
+  resendAssign(pod, [this, pods = std::move(pods), then = std::move(then)]() mutable {
+    resendEach(std::move(pods), std::move(then));
   });
 }
 

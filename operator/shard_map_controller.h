@@ -171,8 +171,15 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void roundAssign(std::shared_ptr<Round> round);
   void roundCheckFailed(std::shared_ptr<Round> round);
   void roundFinish(std::shared_ptr<Round> round, std::string_view result);
-  void doRegister(protocol::RegisterRequest request, Reply reply, int attempt,
-                  std::function<void()> done);
+// Registrations admitted but not yet recorded, written together by one "register" op.
+  struct RegisterBatch {
+    std::vector<std::pair<protocol::RegisterRequest, Reply>> items;  // distinct pods
+  };
+  static constexpr std::size_t kMaxRegisterBatch = 256;
+  void admitRegister(protocol::RegisterRequest request, Reply reply);
+  void doRegister(std::shared_ptr<RegisterBatch> batch, int attempt, std::function<void()> done);
+  // resendAssign for each pod in turn, then `then`.
+  void resendEach(std::vector<std::string> pods, std::function<void()> then);
   void doUnregister(protocol::UnregisterRequest request, Reply reply, int attempt,
                     std::function<void()> done);
   void queueRemoval(const std::string& podName, std::string reason);
@@ -207,6 +214,8 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   std::int64_t fenceFloor_ = 0;
   std::map<std::string, PodRuntime> runtime_;  // by pod name
   std::deque<Op> ops_;
+  // The batch the next queued "register" op will write; null when none is queued.
+  std::shared_ptr<RegisterBatch> openBatch_;
   bool opRunning_ = false;
   std::uint64_t opSeq_ = 0;
   std::optional<RoundRequest> requested_;

@@ -196,6 +196,64 @@ TEST(ShardMapController, UnassignedShardsGoOutBeforeQueuedRegistrations) {
   ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 600s));
 }
 
+TEST(ShardMapController, RegistrationsThatWaitTogetherAreWrittenTogether) {
+  ControllerHarness h(30);
+  h.lead();
+  h.startPod("first");
+  ASSERT_EQ(h.registerPod("first"), 200);
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 60s));
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back("p" + std::to_string(i));
+  for (const auto& n : names) h.startPod(n);
+  const int writesBefore = h.store.writes;
+  // One pod registers twice at once (a restarted sidecar racing its first attempt).
+  names.push_back("p0");
+  auto answers = std::make_shared<std::vector<int>>();
+  for (const auto& n : names) {
+    StubPod* pod = h.pods.find(n);
+    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version},
+                               [answers](http::Response r) { answers->push_back(r.status); });
+  }
+  ASSERT_TRUE(h.runUntil([&] { return answers->size() == names.size(); }, 60s));
+  EXPECT_EQ(*answers, std::vector<int>(names.size(), 200));
+  // Every pod is listed once; the registrations took far fewer writes than pods.
+  const auto m = h.stored();
+  ASSERT_EQ(m.status.pods.size(), 21u);
+  std::set<std::string> listed;
+  for (const auto& p : m.status.pods) listed.insert(p.name);
+  EXPECT_EQ(listed.size(), 21u);
+  EXPECT_LE(h.store.writes - writesBefore, 6) << "registrations were not written together";
+  EXPECT_EQ(h.events.count("PodRegistered"), 21);
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 600s));
+}
+
+TEST(ShardMapController, ReplacementInABatchTakesTheOldIncarnationsShards) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b", "c"});
+  const auto before = h.stored();
+  // "b" comes back as a new pod while "d" starts: both wait in one batch.
+  h.killPod("b");
+  StubPod& b2 = h.startPod("b");
+  h.startPod("d");
+  auto answers = std::make_shared<std::vector<int>>();
+  for (const std::string n : {"b", "d"}) {
+    StubPod* pod = h.pods.find(n);
+    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version},
+                               [answers](http::Response r) { answers->push_back(r.status); });
+  }
+  ASSERT_TRUE(h.runUntil([&] { return answers->size() == 2; }, 60s));
+  EXPECT_EQ(*answers, (std::vector<int>{200, 200}));
+  const auto m = h.stored();
+  ASSERT_EQ(m.status.pods.size(), 4u);
+  for (const auto& p : m.status.pods) {
+    if (p.name == "b") {
+      EXPECT_EQ(p.uid, b2.uid);
+    }
+  }
+  EXPECT_GT(m.status.epoch, before.status.epoch) << "the old b's shards changed owner";
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 600s));
+}
+
 TEST(ShardMapController, FollowerAnswersNotLeader) {
   ControllerHarness h;
   h.lead();

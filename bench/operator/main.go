@@ -75,6 +75,8 @@ type result struct {
 	Epoch                     int64
 	Assigns, Unassigns, Pings int64
 	RegisterRetries           int64
+	RegistrationWrites        int64 // status writes seen while the pods registered
+	Writes                    int64 // status writes seen until the pods held every shard
 }
 
 func main() {
@@ -155,6 +157,26 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	defer op.stop()
 
+	// Every status write is a MODIFIED event of the ShardMap.
+	w, err := dc.Resource(shardMapGVR).Namespace(o.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + o.name})
+	if err != nil {
+		return res, fmt.Errorf("watch ShardMap %s/%s: %w", o.namespace, o.name, err)
+	}
+	var writes atomic.Int64
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == "MODIFIED" {
+				writes.Add(1)
+			}
+		}
+	}()
+	defer w.Stop()
+
+	logRSS := func(when string) {
+		peak, cur := op.rss()
+		log.Printf("operator RSS %s: %.1f MiB (peak so far %.1f MiB)", when, float64(cur)/1024, float64(peak)/1024)
+	}
+	logRSS("before the registrations")
 	regStart := time.Now()
 	retries, err := registerAll(ctx, o, op.manager, uids)
 	if err != nil {
@@ -162,6 +184,8 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	lastRegistered := time.Now()
 	res.Registration = lastRegistered.Sub(regStart)
+	res.RegistrationWrites = writes.Load()
+	logRSS("after the registrations")
 	res.RegisterRetries = retries
 	log.Printf("%d pods registered in %v (%d retries)", o.pods, res.Registration.Round(time.Millisecond), retries)
 
@@ -216,7 +240,9 @@ func run(ctx context.Context, o options) (result, error) {
 	object, _ := json.Marshal(final.Object)
 	res.StatusBytes, res.ObjectBytes = len(status), len(object)
 	res.Epoch, _, _ = unstructured.NestedInt64(final.Object, "status", "epoch")
+	logRSS("with every shard held")
 	res.PeakRSSKiB, res.FinalRSSKiB = op.rss()
+	res.Writes = writes.Load()
 	res.Assigns, res.Unassigns, res.Pings = stubs.assigns.Load(), stubs.unassigns.Load(), stubs.pings.Load()
 	return res, nil
 }
@@ -703,11 +729,11 @@ func httpGet(url string) (int, string) {
 
 func report(o options, r result) {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 0, 64) }
-	fmt.Printf("| pods | shards | registration | status: all assigned | status: balanced | pods hold every shard | status bytes | operator peak RSS | assigns | unassigns |\n")
-	fmt.Printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	fmt.Printf("| %d | %d | %s ms | +%s ms | +%s ms | +%s ms | %d | %.1f MiB | %d | %d |\n",
+	fmt.Printf("| pods | shards | registration | status: all assigned | status: balanced | pods hold every shard | status bytes | operator peak RSS | status writes | assigns | unassigns |\n")
+	fmt.Printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| %d | %d | %s ms | +%s ms | +%s ms | +%s ms | %d | %.1f MiB | %d (%d registering) | %d | %d |\n",
 		r.Pods, r.Shards, ms(r.Registration), ms(r.AllAssigned), ms(r.Balanced), ms(r.AllHeld),
-		r.StatusBytes, float64(r.PeakRSSKiB)/1024, r.Assigns, r.Unassigns)
+		r.StatusBytes, float64(r.PeakRSSKiB)/1024, r.Writes, r.RegistrationWrites, r.Assigns, r.Unassigns)
 	fmt.Printf("(+: after the last registration was answered; flags: %q)\n", o.operatorFlags)
 	if o.csvPath == "" {
 		return
@@ -719,9 +745,9 @@ func report(o options, r result) {
 	}
 	defer f.Close()
 	if os.IsNotExist(statErr) {
-		fmt.Fprintln(f, "date,pods,shards,objects_ready_ms,registration_ms,all_assigned_ms,balanced_ms,all_held_ms,status_bytes,object_bytes,peak_rss_kib,final_rss_kib,epoch,assigns,unassigns,pings,register_retries")
+		fmt.Fprintln(f, "date,pods,shards,objects_ready_ms,registration_ms,all_assigned_ms,balanced_ms,all_held_ms,status_bytes,object_bytes,peak_rss_kib,final_rss_kib,epoch,assigns,unassigns,pings,register_retries,status_writes,registration_writes")
 	}
-	fmt.Fprintf(f, "%s,%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", time.Now().UTC().Format(time.RFC3339),
+	fmt.Fprintf(f, "%s,%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", time.Now().UTC().Format(time.RFC3339),
 		r.Pods, r.Shards, ms(r.ObjectsReady), ms(r.Registration), ms(r.AllAssigned), ms(r.Balanced), ms(r.AllHeld),
-		r.StatusBytes, r.ObjectBytes, r.PeakRSSKiB, r.FinalRSSKiB, r.Epoch, r.Assigns, r.Unassigns, r.Pings, r.RegisterRetries)
+		r.StatusBytes, r.ObjectBytes, r.PeakRSSKiB, r.FinalRSSKiB, r.Epoch, r.Assigns, r.Unassigns, r.Pings, r.RegisterRetries, r.Writes, r.RegistrationWrites)
 }

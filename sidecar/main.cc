@@ -57,6 +57,10 @@ bool appListening(int port) {
   return ok;
 }
 
+// Idle keep-alive connections a sidecar keeps to the app and to each peer. Idle connections close
+// after the client's idle timeout, so a burst does not hold them for long.
+constexpr std::size_t kMaxIdleConnections = 1024;
+
 std::unique_ptr<http::Client> makeClientOrDie(http::Backend backend, http::ClientOptions options,
                                               const Logger& log) {
   auto client = http::makeClient(backend, std::move(options));
@@ -115,6 +119,9 @@ int run(int argc, char** argv) {
   appClientOptions.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
   appClientOptions.userAgent = "kshard-sidecar";
   appClientOptions.threads = static_cast<int>(cfg.ioThreads);
+  // Keep as many idle connections as messages can be in flight: with the default 32, every
+  // message beyond 32 at once opened a connection and closed it afterwards.
+  appClientOptions.maxConnections = kMaxIdleConnections;
   auto appClient = makeClientOrDie(backend, appClientOptions, log);
   AppHost appHost(*appClient, cfg.appTimeout, cfg.stopTimeout);
 
@@ -131,6 +138,7 @@ int run(int argc, char** argv) {
     o.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
     o.userAgent = "kshard-sidecar";
     o.threads = 1;
+    o.maxConnections = kMaxIdleConnections;
     return makeClientOrDie(backend, o, log);
   };
   PeerHttpClient peers(peerFactory);

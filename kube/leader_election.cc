@@ -210,6 +210,18 @@ void LeaderElector::onAttempt(std::uint64_t generation, SteadyTime started, bool
   }
   reportTransition();
   if (state_ == State::kCandidate) {
+    const Duration took = scheduler_.clock().now() - started;
+    if (ok && took >= config_.renewDeadline) {
+      // The lease is ours, but this attempt took longer than a renewal may: the renew deadline,
+      // counted from when it started, would pass before the first renewal could succeed, and
+      // leading would end a moment after it began (controllers would take over and abort).
+      // Lead once a renewal confirms that the API answers in time.
+      logger_.info("acquired the lease slowly; confirming with a renewal before leading",
+                   {{"took_ms", std::chrono::duration_cast<std::chrono::milliseconds>(took)
+                                    .count()}});
+      scheduleTick(Duration{0});
+      return;
+    }
     if (ok) {
       becomeLeader(started);
     } else {

@@ -29,12 +29,21 @@ struct Candidate {
         done(unavailable("connection refused"));
         return;
       }
+      if (delay > Duration{0} && scheduler != nullptr) {
+        scheduler->runAfter(delay, [this, r = std::move(r), done = std::move(done)]() mutable {
+          server_.send(std::move(r), std::move(done));
+        });
+        return;
+      }
       server_.send(std::move(r), std::move(done));
     }
     StatusOr<std::unique_ptr<http::ResponseStream>> openStream(http::Request r) override {
       return server_.openStream(std::move(r));
     }
     std::atomic<bool> cut{false};
+    // Requests reach the server this much later (a slow API server), on `scheduler`.
+    Duration delay{0};
+    ManualScheduler* scheduler = nullptr;
 
    private:
     http::Client& server_;
@@ -43,6 +52,7 @@ struct Candidate {
   Candidate(const std::string& id, FakeApiServer& server, ManualScheduler& scheduler,
             std::uint64_t seed, LeaderElectionConfig config = {})
       : link(server), random(seed) {
+    link.scheduler = &scheduler;
     ClientOptions o;
     o.qps = 0;
     o.maxRetries = 0;
@@ -200,6 +210,28 @@ TEST_F(LeaderElectionTest, PartitionedLeaderStopsBeforeAnyoneElseStarts) {
   run(seconds(60), {&a, &b});
   EXPECT_TRUE(b.elector->isLeader());
   EXPECT_FALSE(a.elector->isLeader());
+}
+
+TEST_F(LeaderElectionTest, LeaseAcquiredSlowerThanTheRenewDeadlineLeadsOnlyAfterARenewal) {
+  Candidate a("op-a", server_, scheduler_, 1);
+  // Every request takes 13 s (an API server recovering): the acquiring attempt (a GET, then a
+  // create) takes 26 s, more than the 10 s renew deadline.
+  a.link.delay = seconds(13);
+  ASSERT_TRUE(a.elector->start().ok());
+  for (int i = 0; i < 400 && !server_.get(resources::kLeases, "kshard-system", "kshard-operator");
+       ++i) {
+    scheduler_.advance(milliseconds(100));
+  }
+  ASSERT_TRUE(server_.get(resources::kLeases, "kshard-system", "kshard-operator"))
+      << "the slow attempt never created the lease";
+  scheduler_.advance(milliseconds(100));
+  EXPECT_EQ(a.started, 0) << "led on an acquisition its renew deadline had already run out for";
+  // The API answers in time again: the confirming renewal makes it the leader, for good.
+  a.link.delay = Duration{0};
+  run(seconds(30), {&a});
+  EXPECT_TRUE(a.elector->isLeader());
+  EXPECT_EQ(a.started, 1);
+  EXPECT_EQ(a.stopped, 0) << "leadership flapped";
 }
 
 TEST_F(LeaderElectionTest, StopReleasesTheLeaseSoAFollowerTakesOverWithinARetryPeriod) {

@@ -98,6 +98,11 @@ void OperatorConfig::declare(OptionSet& opts) {
                  &sidecarRoleBinding);
   addPositiveDuration(opts, "pod-connect-timeout", "",
                       "Longest time to open a connection to a pod's peer API.", &podConnectTimeout);
+  opts.addString("pod-auth", "",
+                 "How the manager API authenticates register, unregister and notify-unhealthy: "
+                 "tokenreview (the pod's projected service-account token, audience kshard, "
+                 "checked with a TokenReview; a pod registers only itself) or none.",
+                 &podAuth);
   opts.addInt("seed", "", "Seed of the planner's randomness (0: from the clock).", &seed, 0,
               INT64_MAX);
   opts.addString("log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel);
@@ -107,6 +112,9 @@ Status OperatorConfig::finalize() {
   if (podName.empty()) return invalidArgument("--pod-name: required (or env POD_NAME)");
   if (!protocol::isDnsSubdomain(podName)) {
     return invalidArgument("--pod-name: not a valid pod name: " + podName);
+  }
+  if (podAuth != "tokenreview" && podAuth != "none") {
+    return invalidArgument("--pod-auth: must be tokenreview or none, got \"" + podAuth + "\"");
   }
   if (leaseNamespace.empty()) leaseNamespace = podNamespace;
   if (leaseNamespace.empty()) {

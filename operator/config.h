@@ -52,6 +52,9 @@ struct OperatorConfig {
   std::string sidecarClusterRole = "kshard-sidecar";
   std::string sidecarRoleBinding = "kshard-sidecar";
   Duration podConnectTimeout = std::chrono::seconds(2);
+  // How callers of register, unregister and notify-unhealthy are authenticated: "tokenreview"
+  // (their pod's projected token, checked with a TokenReview) or "none".
+  std::string podAuth = "tokenreview";
   std::int64_t seed = 0;  // planner randomness; 0 = from the clock
 
   std::string logLevel = "info";

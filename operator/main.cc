@@ -27,6 +27,7 @@
 #include "operator/kube_adapters.h"
 #include "operator/manager_api.h"
 #include "operator/operator_metrics.h"
+#include "operator/pod_authenticator.h"
 #include "operator/pod_provisioner.h"
 #include "operator/shard_manager.h"
 #include "operator/sidecar_injector.h"
@@ -235,7 +236,13 @@ int run(int argc, char** argv) {
   }
   auto managerServer =
       makeServerOn(backend, cfg.managerListen, static_cast<int>(cfg.ioThreads), log);
-  ManagerApi managerApi(manager, leadership, metrics, log);
+  std::unique_ptr<TokenReviewAuthenticator> podAuthenticator;
+  if (cfg.podAuth == "tokenreview") {
+    podAuthenticator = std::make_unique<TokenReviewAuthenticator>(api, clock);
+  } else {
+    log.warn("the manager API does not authenticate its callers (--pod-auth=none)");
+  }
+  ManagerApi managerApi(manager, leadership, metrics, log, podAuthenticator.get());
   managerApi.addRoutes(*managerServer);
   // The mutating webhook (sidecar injection) is served by every replica on its own TLS port, so
   // pod creation does not depend on the leader. Without certificates the port stays closed.
@@ -312,8 +319,15 @@ int run(int argc, char** argv) {
                                        {"admin", cfg.adminListen},
                                        {"lease", cfg.leaseNamespace + "/" + cfg.leaseName}});
 
+  // Wait for a signal; meanwhile give the heap's free pages back every few seconds. Bursts of
+  // large JSON documents (a status of 1,000 pods, a thousand registrations at once) leave free
+  // memory scattered in the arenas, where it counts as resident until trimmed.
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sig != SIGTERM && sig != SIGINT) {
+    timespec wait{5, 0};
+    sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig < 0) malloc_trim(0);
+  }
   log.info("stopping", {{"signal", sig}});
   // Stop leading first (controllers stop at their next step) and release the Lease, so that a
   // successor takes over within a retry period.

@@ -1,5 +1,6 @@
 #include "operator/manager_api.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,8 +19,12 @@ http::Response badRequest(const Status& s) {
 }  // namespace
 
 ManagerApi::ManagerApi(ShardManager& manager, Leadership& leadership, OperatorMetrics& metrics,
-                       Logger logger)
-    : manager_(manager), leadership_(leadership), metrics_(metrics), log_(std::move(logger)) {}
+                       Logger logger, PodAuthenticator* authenticator)
+    : manager_(manager),
+      leadership_(leadership),
+      metrics_(metrics),
+      log_(std::move(logger)),
+      authenticator_(authenticator) {}
 
 void ManagerApi::addRoutes(http::Server& server) {
   const std::string base = "/v1/shardmaps/{namespace}/{name}/";
@@ -58,26 +63,91 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
                                 "no ShardMap " + ref->toString()));
     return;
   }
+  if (verb == kAssignments) {
+    controller->assignments(std::move(reply));
+    return;
+  }
+  // Decode first (a malformed body is a 400 whoever sends it), then authenticate, then act.
+  std::string pod;
+  std::string uid;  // empty for notify-unhealthy: the caller reports another pod
+  std::function<void()> act;
   if (verb == kRegister) {
     auto body = protocol::decodeRegisterRequest(request.body);
     if (!body.ok()) return reply(badRequest(body.status()));
-    log_.info("register", {{"shard_map", ref->toString()},
-                           {"pod", body->pod},
-                           {"uid", body->uid},
-                           {"remote", request.remoteAddress}});
-    controller->registerPod(std::move(*body), std::move(reply));
+    pod = body->pod;
+    uid = body->uid;
+    act = [this, controller, reply, body = std::move(*body), ref = *ref,
+           remote = request.remoteAddress]() mutable {
+      log_.info("register", {{"shard_map", ref.toString()},
+                             {"pod", body.pod},
+                             {"uid", body.uid},
+                             {"remote", remote}});
+      controller->registerPod(std::move(body), std::move(reply));
+    };
   } else if (verb == kUnregister) {
     auto body = protocol::decodeUnregisterRequest(request.body);
     if (!body.ok()) return reply(badRequest(body.status()));
-    log_.info("unregister", {{"shard_map", ref->toString()}, {"pod", body->pod}});
-    controller->unregisterPod(std::move(*body), std::move(reply));
-  } else if (verb == kNotifyUnhealthy) {
+    pod = body->pod;
+    uid = body->uid;
+    act = [this, controller, reply, body = std::move(*body), ref = *ref]() mutable {
+      log_.info("unregister", {{"shard_map", ref.toString()}, {"pod", body.pod}});
+      controller->unregisterPod(std::move(body), std::move(reply));
+    };
+  } else {
     auto body = protocol::decodeNotifyUnhealthyRequest(request.body);
     if (!body.ok()) return reply(badRequest(body.status()));
-    controller->notifyUnhealthy(std::move(*body), std::move(reply));
-  } else {
-    controller->assignments(std::move(reply));
+    act = [controller, reply, body = std::move(*body)]() mutable {
+      controller->notifyUnhealthy(std::move(body), std::move(reply));
+    };
   }
+  if (authenticator_ == nullptr) {
+    act();
+    return;
+  }
+  auto refuse = [this, controller, reply, verb = std::string(verb), ref = *ref](
+                    int status, std::string_view code, const std::string& message) {
+    log_.warn("caller refused", {{"shard_map", ref.toString()},
+                                 {"verb", verb},
+                                 {"code", std::string(code)},
+                                 {"reason", message}});
+    controller->reportRefusedCaller(std::string(code), verb + " refused: " + message);
+    reply(http::Response::error(status, code, message));
+  };
+  const std::string token =
+      bearerToken(request.headers.get(protocol::kAuthorizationHeader).value_or(""));
+  if (token.empty()) {
+    refuse(401, protocol::errors::kUnauthenticated,
+           "no bearer token: " + std::string(verb) +
+               " needs the pod's projected service-account token (audience \"" +
+               kTokenAudience + "\", mounted by the sidecar injector)");
+    return;
+  }
+  authenticator_->authenticate(
+      token, [refuse, act = std::move(act), ns = ref->ns, pod, uid, verb = std::string(verb)](
+                 StatusOr<PodIdentity> who) mutable {
+        if (!who.ok()) {
+          if (who.status().code() == StatusCode::kUnauthenticated) {
+            refuse(401, protocol::errors::kUnauthenticated, who.status().message());
+          } else {
+            refuse(503, "Unavailable", who.status().message());
+          }
+          return;
+        }
+        if (who->ns != ns) {
+          refuse(403, protocol::errors::kForbidden,
+                 "the token belongs to pod " + who->ns + "/" + who->pod +
+                     ", outside the ShardMap's namespace " + ns);
+          return;
+        }
+        if (!pod.empty() && (who->pod != pod || who->uid != uid)) {
+          refuse(403, protocol::errors::kForbidden,
+                 "the token belongs to pod " + who->ns + "/" + who->pod + " (uid " + who->uid +
+                     "), not to pod " + ns + "/" + pod + " (uid " + uid + "): a pod may " + verb +
+                     " only itself");
+          return;
+        }
+        act();
+      });
 }
 
 }  // namespace kshard::manager

@@ -329,6 +329,12 @@ void ShardMapController::notifyUnhealthy(protocol::NotifyUnhealthyRequest reques
   });
 }
 
+void ShardMapController::reportRefusedCaller(std::string reason, std::string message) {
+  post([this, reason = std::move(reason), message = std::move(message)]() mutable {
+    event(EventType::kWarning, std::move(reason), std::move(message));
+  });
+}
+
 void ShardMapController::assignments(Reply reply) {
   post([this, reply = std::move(reply)] {
     reply(http::Response::json(200, sharding::toJson(current_).dump()));

@@ -116,6 +116,9 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void notifyUnhealthy(protocol::NotifyUnhealthyRequest request, Reply reply);
   // The map as this replica holds it (the whole resource as JSON).
   void assignments(Reply reply);
+  // The manager API refused a caller (no valid token, or another pod's): a Warning Event on the
+  // ShardMap with `reason`.
+  void reportRefusedCaller(std::string reason, std::string message);
 
   // status.manager as this replica last read it, for followers' NotLeader answers. Thread-safe.
   std::optional<sharding::ManagerRef> storedManager() const;

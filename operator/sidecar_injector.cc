@@ -108,6 +108,7 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
       valueEnv("KSHARD_ADMIN_PORT", std::to_string(config_.adminPort)),
       valueEnv("KSHARD_MAX_BODY_BYTES", std::to_string(config_.maxBodyBytes)),
       valueEnv("KSHARD_LOG_LEVEL", config_.logLevel),
+      valueEnv("KSHARD_MANAGER_TOKEN_FILE", std::string(kTokenMountPath) + "/token"),
   });
   json c = {
       {"name", kSidecarContainerName},
@@ -138,6 +139,10 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
         {"readOnlyRootFilesystem", true},
         {"capabilities", {{"drop", json::array({"ALL"})}}}}},
   };
+  // The pod's own token for the operator: bound to this pod, for audience kshard only, so it is
+  // worth nothing to the Kubernetes API and names the pod to the operator's TokenReview.
+  c["volumeMounts"] = json::array(
+      {{{"name", kTokenVolumeName}, {"mountPath", kTokenMountPath}, {"readOnly", true}}});
   if (!config_.resources.empty()) c["resources"] = config_.resources;
   if (config_.nativeSidecar) c["restartPolicy"] = "Always";
   return c;
@@ -215,6 +220,19 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
     }
   } else {
     patch.push_back({{"op", "add"}, {"path", "/spec/containers/-"}, {"value", sidecar}});
+  }
+
+  json tokenSource = {{"audience", kTokenAudienceName}, {"expirationSeconds", 3600},
+                      {"path", "token"}};
+  json tokenVolume = json::object();
+  tokenVolume["name"] = kTokenVolumeName;
+  tokenVolume["projected"]["sources"] =
+      json::array({json{{"serviceAccountToken", std::move(tokenSource)}}});
+  if (!spec.contains("volumes") || !spec["volumes"].is_array()) {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/spec/volumes"}, {"value", json::array({tokenVolume})}});
+  } else {
+    patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", tokenVolume}});
   }
 
   // The preStop drain on the app container: the one that declares the app port, else the first.

@@ -29,6 +29,10 @@
 namespace kshard::manager {
 
 inline constexpr char kSidecarContainerName[] = "kshard-sidecar";
+// The projected service-account token the sidecar sends to the operator (audience kshard).
+inline constexpr char kTokenVolumeName[] = "kshard-token";
+inline constexpr char kTokenMountPath[] = "/var/run/secrets/kshard.io/token";
+inline constexpr char kTokenAudienceName[] = "kshard";
 
 class SidecarInjector {
  public:

@@ -64,6 +64,11 @@ void SidecarConfig::declare(OptionSet& opts) {
   opts.addString("manager-address", "KSHARD_MANAGER_ADDRESS",
                  "host:port of the operator's manager API, instead of status.manager.",
                  &managerAddress);
+  opts.addString("manager-token-file", "KSHARD_MANAGER_TOKEN_FILE",
+                 "File holding this pod's projected service-account token (audience kshard), "
+                 "sent as a bearer token on register, unregister and notify-unhealthy; re-read "
+                 "every minute (the kubelet rotates it). Empty: no token is sent.",
+                 &managerTokenFile);
   addDuration(opts, "map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
               "With map-source=manager, how often to fetch the map.", &mapPollInterval);
   opts.addString("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).",

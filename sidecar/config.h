@@ -40,6 +40,9 @@ struct SidecarConfig {
   // operator's assignments endpoint; for environments without API access, and tests).
   std::string mapSource = "kube";
   std::string managerAddress;  // overrides status.manager; required with map-source=manager
+  // The pod's projected service-account token (audience kshard) sent to the manager API;
+  // empty: none is sent.
+  std::string managerTokenFile;
   Duration mapPollInterval = std::chrono::seconds(1);
   std::string kubeconfig;
   std::string logLevel = "info";

@@ -19,6 +19,7 @@
 #include "http/factory.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/token_source.h"
 #include "metrics/prometheus_registry.h"
 #include "sidecar/app_api.h"
 #include "sidecar/app_host.h"
@@ -144,8 +145,24 @@ int run(int argc, char** argv) {
   PeerHttpClient peers(peerFactory);
   ManagerClient::Options managerOptions;
   managerOptions.managerOverride = cfg.managerAddress;
+  std::function<std::string()> managerAuthorization;
+  if (!cfg.managerTokenFile.empty()) {
+    auto tokens =
+        std::make_shared<kube::FileTokenSource>(cfg.managerTokenFile, SystemClock::instance());
+    managerAuthorization = [tokens, &log]() -> std::string {
+      auto token = tokens->token();
+      if (!token.ok() || token->empty()) {
+        log.warn("no token for the manager API",
+                 {{"file", tokens->path()},
+                  {"error", token.ok() ? std::string("empty") : token.status().toString()}});
+        return {};
+      }
+      return "Bearer " + *token;
+    };
+  }
   ManagerClient manager(self, table, peerFactory, scheduler, random,
-                        log.withFields({{"part", "manager"}}), managerOptions);
+                        log.withFields({{"part", "manager"}}), managerOptions,
+                        std::move(managerAuthorization));
   Router router(table, entities, peers, manager, scheduler, random, {self.pod}, metrics,
                 log.withFields({{"part", "router"}}));
   Drainer drainer(entities, manager, table, log.withFields({{"part", "drain"}}));

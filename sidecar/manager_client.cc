@@ -93,8 +93,9 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
   req.method = http::Method::kPost;
   req.target = "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/" + call->verb;
   req.headers.set("Content-Type", "application/json");
-  if (authorization_)
-    req.headers.set(std::string(protocol::kAuthorizationHeader), authorization_());
+  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
+    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
+  }
   req.body = call->body;
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
   ++call->attempts;
@@ -130,8 +131,10 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
       call->leaderHint = body["leader"].get<std::string>();
     }
     // 4xx other than "not alive yet" means the request itself is wrong: no retry will help.
-    const bool permanent = r->status >= 400 && r->status < 500 && r->status != 404 &&
-                           r->status != 403 && r->status != 409 && r->status != 429;
+    // 401 is retried: the kubelet may not have written (or rotated) the token yet.
+    const bool permanent = r->status >= 400 && r->status < 500 && r->status != 401 &&
+                           r->status != 404 && r->status != 403 && r->status != 409 &&
+                           r->status != 429;
     if (permanent) {
       log_.error(
           "manager refused",
@@ -194,8 +197,9 @@ void ManagerClient::reportUnreachable(const std::string& pod) {
   req.target =
       "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/notify-unhealthy";
   req.headers.set("Content-Type", "application/json");
-  if (authorization_)
-    req.headers.set(std::string(protocol::kAuthorizationHeader), authorization_());
+  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
+    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
+  }
   req.body = protocol::encode(protocol::NotifyUnhealthyRequest{pod});
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
   log_.warn("reporting unreachable pod", {{"pod", pod}});

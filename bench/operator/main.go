@@ -9,7 +9,8 @@
 //  2. one process serving the peer API's control calls (ping, assign, unassign) for every pod, each
 //     on its own loopback address 127.1.x.y:7101, the pod IP written in its status;
 //  3. every pod registers with the operator's manager API, CONCURRENCY at a time, as a sidecar
-//     would; then the benchmark watches the ShardMap.
+//     would, with its own projected token (audience kshard, from a TokenRequest bound to the
+//     pod); then the benchmark watches the ShardMap.
 //
 // Reported: how long the registrations took, the time from the last registration's answer until
 // every shard is assigned and until the map is balanced (max − min shards per pod ≤ 1), the
@@ -38,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,7 +142,7 @@ func run(ctx context.Context, o options) (result, error) {
 	defer stubs.close()
 
 	start := time.Now()
-	uids, err := createPods(ctx, kc, o)
+	uids, tokens, err := createPods(ctx, kc, o)
 	if err != nil {
 		return res, err
 	}
@@ -178,7 +180,7 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	logRSS("before the registrations")
 	regStart := time.Now()
-	retries, err := registerAll(ctx, o, op.manager, uids)
+	retries, err := registerAll(ctx, o, op.manager, uids, tokens)
 	if err != nil {
 		return res, fmt.Errorf("%w (operator log: %s)", err, op.logPath)
 	}
@@ -308,9 +310,23 @@ func podName(i int) string { return fmt.Sprintf("stub-%05d", i) }
 // podIP is the loopback address of stub pod i: 127.1.0.1 onwards (all of 127/8 is local).
 func podIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
 
-// createPods creates the pods and writes their status; it returns their uids.
-func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]string, error) {
+// createPods creates the pods, writes their status and gets each its projected token for the
+// operator (audience kshard, bound to the pod, as the injector mounts it); it returns their uids
+// and tokens.
+func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]string, []string, error) {
 	uids := make([]string, o.pods)
+	tokens := make([]string, o.pods)
+	// The namespace's default ServiceAccount comes from the controller-manager.
+	for {
+		if _, err := kc.CoreV1().ServiceAccounts(o.namespace).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("the ServiceAccount %s/default was not created before the deadline", o.namespace)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	err := parallel(ctx, o.pods, 32, func(i int) error {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
@@ -341,10 +357,21 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 			return fmt.Errorf("write the status of pod %s: %w", pod.Name, err)
 		}
 		uids[i] = string(created.UID)
+		tr, err := kc.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+			Audiences:         []string{"kshard"},
+			ExpirationSeconds: ptr(int64(3600)),
+			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: created.Name, UID: created.UID},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("token of pod %s: %w", pod.Name, err)
+		}
+		tokens[i] = tr.Status.Token
 		return nil
 	}, func(done int) { log.Printf("pods: %d/%d created", done, o.pods) })
-	return uids, err
+	return uids, tokens, err
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func createShardMap(ctx context.Context, dc dynamic.Interface, o options) error {
 	spec := map[string]interface{}{"shards": int64(o.shards)}
@@ -515,7 +542,7 @@ func (op *operatorProc) stop() {
 
 // registerAll registers every pod as its sidecar would: POST .../register, retried while the
 // operator answers 503 (not leading yet, or taking over).
-func registerAll(ctx context.Context, o options, manager string, uids []string) (int64, error) {
+func registerAll(ctx context.Context, o options, manager string, uids, tokens []string) (int64, error) {
 	var retries atomic.Int64
 	url := fmt.Sprintf("http://%s/v1/shardmaps/%s/%s/register", manager, o.namespace, o.name)
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency}}
@@ -524,7 +551,14 @@ func registerAll(ctx context.Context, o options, manager string, uids []string) 
 			"pod": podName(i), "uid": uids[i], "address": net.JoinHostPort(podIP(i), strconv.Itoa(peerPort)), "version": o.version,
 		})
 		for {
-			resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tokens[i])
+			resp, err := client.Do(req)
+			why := ""
 			if err == nil {
 				answer, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -534,8 +568,13 @@ func registerAll(ctx context.Context, o options, manager string, uids []string) 
 				if resp.StatusCode != 503 {
 					return fmt.Errorf("register %s: %d %s", podName(i), resp.StatusCode, answer)
 				}
+				why = fmt.Sprintf("%d %s", resp.StatusCode, answer)
+			} else {
+				why = err.Error()
 			}
-			retries.Add(1)
+			if n := retries.Add(1); n <= 3 {
+				log.Printf("register %s: retrying (%s)", podName(i), why)
+			}
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("register %s: not accepted before the deadline (last error: %v)", podName(i), err)

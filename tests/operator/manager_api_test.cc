@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "operator/pod_authenticator.h"
 #include "operator/shard_manager.h"
 #include "sharding/shard_map_json.h"
 #include "tests/operator/controller_harness.h"
@@ -49,14 +50,21 @@ class ManagerApiTest : public ::testing::Test {
     return Logger("test", LogLevel::kError, [](std::string_view) {});
   }
 
-  http::Response call(std::string_view verb, std::string ns, std::string name, std::string body) {
+  http::Response call(std::string_view verb, std::string ns, std::string name, std::string body,
+                      std::string authorization = {}) {
+    return callOn(api_, verb, std::move(ns), std::move(name), std::move(body),
+                  std::move(authorization));
+  }
+  http::Response callOn(ManagerApi& api, std::string_view verb, std::string ns, std::string name,
+                        std::string body, std::string authorization = {}) {
     http::Request req;
+    if (!authorization.empty()) req.headers.set("Authorization", std::move(authorization));
     req.method = verb == "assignments" ? http::Method::kGet : http::Method::kPost;
     req.params = {{"namespace", std::move(ns)}, {"name", std::move(name)}};
     req.body = std::move(body);
     auto out = std::make_shared<std::optional<http::Response>>();
-    api_.handle(verb, std::move(req),
-                http::Responder([out](http::Response r) { *out = std::move(r); }));
+    api.handle(verb, std::move(req),
+               http::Responder([out](http::Response r) { *out = std::move(r); }));
     EXPECT_TRUE(h_.runUntil([&] { return out->has_value(); }, 30s)) << "no answer to " << verb;
     return out->value_or(http::Response{0, {}, ""});
   }
@@ -134,6 +142,108 @@ TEST_F(ManagerApiTest, NotifyUnhealthyIsAccepted) {
   http::Response r = call("notify-unhealthy", "demo", "counter",
                           protocol::encode(protocol::NotifyUnhealthyRequest{"x"}));
   EXPECT_EQ(r.status, 202);
+}
+
+// Tokens as a TokenReview would read them: token -> identity.
+class FakeAuthenticator final : public PodAuthenticator {
+ public:
+  void authenticate(const std::string& token, Callback done) override {
+    if (token == "api-down") return done(unavailable("the API server did not answer"));
+    auto it = identities.find(token);
+    if (it == identities.end()) return done(Status(StatusCode::kUnauthenticated, "invalid token"));
+    done(it->second);
+  }
+  std::map<std::string, PodIdentity> identities;
+};
+
+class AuthenticatedManagerApiTest : public ManagerApiTest {
+ protected:
+  AuthenticatedManagerApiTest() : authed_(manager_, leadership_, h_.metrics, quiet(), &auth_) {
+    a_ = &h_.startPod("a");
+    b_ = &h_.startPod("b");
+    auth_.identities["token-a"] = {"demo", "counter", "a", a_->uid};
+    auth_.identities["token-b"] = {"demo", "counter", "b", b_->uid};
+    auth_.identities["token-other-ns"] = {"other", "counter", "a", a_->uid};
+  }
+  http::Response registerA(std::string authorization) {
+    return callOn(authed_, "register", "demo", "counter",
+                  protocol::encode(protocol::RegisterRequest{a_->name, a_->uid, a_->address, "1"}),
+                  std::move(authorization));
+  }
+  static std::string codeOf(const http::Response& r) {
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    return j.is_object() ? j["error"].value("code", "") : "";
+  }
+
+  FakeAuthenticator auth_;
+  ManagerApi authed_;
+  StubPod* a_ = nullptr;
+  StubPod* b_ = nullptr;
+};
+
+TEST_F(AuthenticatedManagerApiTest, APodRegistersWithItsOwnToken) {
+  http::Response r = registerA("Bearer token-a");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(h_.stored().status.pods.size(), 1u);
+}
+
+TEST_F(AuthenticatedManagerApiTest, NoTokenIs401AndNothingChanges) {
+  const auto before = h_.stored();
+  http::Response r = registerA("");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(codeOf(r), "Unauthenticated");
+  EXPECT_NE(r.body.find("audience"), std::string::npos) << r.body;
+  h_.run(1s);
+  EXPECT_EQ(h_.stored().status, before.status);
+  EXPECT_EQ(h_.events.count("Unauthenticated"), 1);
+  EXPECT_EQ(requests("register", 401), 1.0);
+}
+
+TEST_F(AuthenticatedManagerApiTest, AnInvalidTokenIs401) {
+  http::Response r = registerA("Bearer forged");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_NE(r.body.find("invalid token"), std::string::npos) << r.body;
+  EXPECT_TRUE(h_.stored().status.pods.empty());
+}
+
+TEST_F(AuthenticatedManagerApiTest, AnotherPodsTokenIs403ForRegisterAndUnregister) {
+  http::Response r = registerA("Bearer token-b");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(codeOf(r), "Forbidden");
+  EXPECT_NE(r.body.find("only itself"), std::string::npos) << r.body;
+  EXPECT_TRUE(h_.stored().status.pods.empty());
+  h_.run(100ms);  // the Event is recorded on the controller's strand
+  EXPECT_EQ(h_.events.count("Forbidden"), 1);
+
+  ASSERT_EQ(registerA("Bearer token-a").status, 200);
+  http::Response u = callOn(authed_, "unregister", "demo", "counter",
+                            protocol::encode(protocol::UnregisterRequest{a_->name, a_->uid}),
+                            "Bearer token-b");
+  EXPECT_EQ(u.status, 403) << u.body;
+  EXPECT_EQ(h_.stored().status.pods.size(), 1u) << "b unregistered a";
+}
+
+TEST_F(AuthenticatedManagerApiTest, ATokenFromAnotherNamespaceIs403) {
+  http::Response r = registerA("Bearer token-other-ns");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("namespace"), std::string::npos) << r.body;
+}
+
+TEST_F(AuthenticatedManagerApiTest, NotifyNeedsATokenOfThatNamespace) {
+  const std::string body = protocol::encode(protocol::NotifyUnhealthyRequest{"a"});
+  EXPECT_EQ(callOn(authed_, "notify-unhealthy", "demo", "counter", body, "").status, 401);
+  EXPECT_EQ(callOn(authed_, "notify-unhealthy", "demo", "counter", body, "Bearer token-other-ns")
+                .status,
+            403);
+  EXPECT_EQ(callOn(authed_, "notify-unhealthy", "demo", "counter", body, "Bearer token-b").status,
+            202);
+}
+
+TEST_F(AuthenticatedManagerApiTest, AnApiServerThatCannotReviewIs503AndAssignmentsNeedNoToken) {
+  http::Response r = registerA("Bearer api-down");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_TRUE(h_.stored().status.pods.empty());
+  EXPECT_EQ(callOn(authed_, "assignments", "demo", "counter", "").status, 200);
 }
 
 TEST(ShardManager, DeletedShardMapsAreForgotten) {

@@ -70,6 +70,31 @@ TEST_F(SidecarInjectorTest, InjectsANativeSidecarWithTheDownwardApiEnvironment) 
   EXPECT_EQ(pod["spec"]["containers"].size(), 1u) << "a native sidecar is not a regular container";
 }
 
+TEST_F(SidecarInjectorTest, MountsAPodBoundTokenForTheOperatorOnlyIntoTheSidecar) {
+  json withVolume = annotatedPod();
+  withVolume["spec"]["volumes"] = json::array({{{"name", "data"}, {"emptyDir", json::object()}}});
+  for (const json& in : {annotatedPod(), withVolume}) {
+    const json pod = inject(injector(), in);
+    const json* volume = nullptr;
+    for (const auto& v : pod["spec"]["volumes"]) {
+      if (v["name"] == "kshard-token") volume = &v;
+    }
+    ASSERT_NE(volume, nullptr) << pod["spec"].dump();
+    const json& source = (*volume)["projected"]["sources"][0]["serviceAccountToken"];
+    EXPECT_EQ(source["audience"], "kshard");
+    EXPECT_EQ(source["path"], "token");
+    EXPECT_EQ(source["expirationSeconds"], 3600);
+    EXPECT_EQ(pod["spec"]["volumes"].size(), in["spec"].value("volumes", json::array()).size() + 1);
+    const json& sc = pod["spec"]["initContainers"][0];
+    EXPECT_EQ(env(sc, "KSHARD_MANAGER_TOKEN_FILE"), "/var/run/secrets/kshard.io/token/token");
+    ASSERT_EQ(sc["volumeMounts"].size(), 1u);
+    EXPECT_EQ(sc["volumeMounts"][0]["name"], "kshard-token");
+    EXPECT_EQ(sc["volumeMounts"][0]["readOnly"], true);
+    EXPECT_FALSE(pod["spec"]["containers"][0].contains("volumeMounts"))
+        << "the app container must not get the token";
+  }
+}
+
 TEST_F(SidecarInjectorTest, AddsTheDrainPreStopAndAGracePeriodThatCoversTheHandoff) {
   sharding::ShardMapSpec spec;
   spec.handoffTimeout = std::chrono::seconds(60);

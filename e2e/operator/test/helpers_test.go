@@ -249,8 +249,21 @@ func httpGet(url string) (int, string) {
 }
 
 func httpPost(url, body string) (int, string) {
+	return httpPostAs(url, body, "")
+}
+
+// httpPostAs posts with `token` as the bearer token (none when empty).
+func httpPostAs(url, body, token string) (int, string) {
 	client := &http.Client{Timeout: 40 * time.Second}
-	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

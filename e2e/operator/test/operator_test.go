@@ -10,8 +10,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -39,6 +41,10 @@ func stubDeployment(name, sm, version string, replicas int32, managers []string)
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: v1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(30)),
+					// What the sidecar injector mounts: the pod's token for the operator.
+					Volumes: []v1.Volume{{Name: "kshard-token", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+						Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{
+							Audience: "kshard", ExpirationSeconds: ptr.To(int64(3600)), Path: "token"}}}}}}},
 					Containers: []v1.Container{{
 						Name:  "stub-sidecar",
 						Image: stubImage,
@@ -48,7 +54,9 @@ func stubDeployment(name, sm, version string, replicas int32, managers []string)
 							fieldEnv("KSHARD_VERSION", "metadata.labels['app.kubernetes.io/version']"),
 							{Name: "KSHARD_SHARD_MAP", Value: sm},
 							{Name: "KSHARD_MANAGERS", Value: strings.Join(managers, ",")},
+							{Name: "KSHARD_MANAGER_TOKEN_FILE", Value: "/var/run/secrets/kshard.io/token/token"},
 						},
+						VolumeMounts: []v1.VolumeMount{{Name: "kshard-token", MountPath: "/var/run/secrets/kshard.io/token", ReadOnly: true}},
 						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
 							Path: "/healthz", Port: intstr.FromInt32(7101)}}, PeriodSeconds: 1},
 					}},
@@ -266,16 +274,24 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 		return false, fmt.Sprintf("%+v", rb.Subjects)
 	})
 
-	// Registers the API does not show alive are refused.
+	// Registers of pods that are not the caller are refused: a pod that does not exist has no
+	// token; a real pod's token does not register another incarnation (uid) of it.
 	st, _ := getStatus(t, c, ns, sm)
 	leaderURL := "http://" + st.Manager.Address + "/v1/shardmaps/" + ns + "/" + sm + "/register"
 	code, body := httpPost(leaderURL, `{"pod":"ghost","uid":"u-1","address":"10.244.9.9:7101","version":"1.0.0"}`)
-	if code != 404 || !strings.Contains(body, "PodNotAlive") {
+	if code != 401 || !strings.Contains(body, "Unauthenticated") {
 		t.Errorf("register of a pod that does not exist: %d %s", code, body)
 	}
 	realPod := st.Pods[0]
-	code, body = httpPost(leaderURL, fmt.Sprintf(`{"pod":%q,"uid":"not-its-uid","address":%q,"version":"1.0.0"}`, realPod.Name, realPod.Address))
-	if code != 403 || !strings.Contains(body, "PodNotAlive") {
+	tr, err := c.cs.CoreV1().ServiceAccounts(ns).CreateToken(bg(), "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		Audiences:      []string{"kshard"},
+		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: realPod.Name, UID: types.UID(realPod.UID)},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for pod %s: %v", realPod.Name, err)
+	}
+	code, body = httpPostAs(leaderURL, fmt.Sprintf(`{"pod":%q,"uid":"not-its-uid","address":%q,"version":"1.0.0"}`, realPod.Name, realPod.Address), tr.Status.Token)
+	if code != 403 || !strings.Contains(body, "Forbidden") {
 		t.Errorf("register with another uid: %d %s", code, body)
 	}
 	var follower *operator

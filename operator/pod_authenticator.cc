@@ -1,0 +1,154 @@
+#include "operator/pod_authenticator.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+#include "kube/api_request.h"
+#include "kube/resource.h"
+
+namespace kshard::manager {
+namespace {
+
+constexpr std::string_view kServiceAccountPrefix = "system:serviceaccount:";
+constexpr char kPodNameExtra[] = "authentication.kubernetes.io/pod-name";
+constexpr char kPodUidExtra[] = "authentication.kubernetes.io/pod-uid";
+
+Status unauthenticated(std::string message) {
+  return {StatusCode::kUnauthenticated, std::move(message)};
+}
+
+// The single value of user.extra[key], or empty.
+std::string extraValue(const nlohmann::json& user, const char* key) {
+  auto extra = user.find("extra");
+  if (extra == user.end() || !extra->is_object()) return {};
+  auto values = extra->find(key);
+  if (values == extra->end() || !values->is_array() || values->size() != 1 ||
+      !(*values)[0].is_string()) {
+    return {};
+  }
+  return (*values)[0].get<std::string>();
+}
+
+}  // namespace
+
+nlohmann::json tokenReviewObject(const std::string& token, const std::string& audience) {
+  return {{"apiVersion", "authentication.k8s.io/v1"},
+          {"kind", "TokenReview"},
+          {"spec", {{"token", token}, {"audiences", nlohmann::json::array({audience})}}}};
+}
+
+StatusOr<PodIdentity> identityFromTokenReview(const nlohmann::json& review,
+                                              const std::string& audience) {
+  if (!review.is_object() || !review.contains("status") || !review["status"].is_object()) {
+    return unauthenticated("the TokenReview has no status");
+  }
+  const auto& status = review["status"];
+  if (!status.value("authenticated", false)) {
+    std::string why = status.value("error", std::string());
+    return unauthenticated("the token is not valid" + (why.empty() ? "" : ": " + why));
+  }
+  // An API server that does not support audiences answers without them; one that does lists
+  // those the token is valid for, which must include ours.
+  if (auto audiences = status.find("audiences"); audiences != status.end()) {
+    if (!audiences->is_array() ||
+        std::find(audiences->begin(), audiences->end(), audience) == audiences->end()) {
+      return unauthenticated("the token is not valid for audience \"" + audience + "\"");
+    }
+  }
+  const nlohmann::json user = status.value("user", nlohmann::json::object());
+  const std::string username = user.value("username", std::string());
+  if (username.rfind(kServiceAccountPrefix, 0) != 0) {
+    return unauthenticated("the token belongs to " + (username.empty() ? "nobody" : username) +
+                           ", not to a service account");
+  }
+  const std::string rest = username.substr(kServiceAccountPrefix.size());
+  const auto colon = rest.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) {
+    return unauthenticated("malformed service-account user name " + username);
+  }
+  PodIdentity id;
+  id.ns = rest.substr(0, colon);
+  id.serviceAccount = rest.substr(colon + 1);
+  id.pod = extraValue(user, kPodNameExtra);
+  id.uid = extraValue(user, kPodUidExtra);
+  if (id.pod.empty() || id.uid.empty()) {
+    return unauthenticated("the token of " + username +
+                           " is not bound to a pod (use the projected token the injector mounts)");
+  }
+  return id;
+}
+
+std::string bearerToken(std::string_view header) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (header.size() <= kScheme.size()) return {};
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) !=
+        std::tolower(static_cast<unsigned char>(kScheme[i]))) {
+      return {};
+    }
+  }
+  std::string_view token = header.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  return std::string(token);
+}
+
+TokenReviewAuthenticator::TokenReviewAuthenticator(kube::Client& api, Clock& clock,
+                                                   TokenReviewOptions options)
+    : api_(api), clock_(clock), options_(std::move(options)) {}
+
+std::size_t TokenReviewAuthenticator::reviews() const {
+  std::lock_guard lock(mu_);
+  return reviews_;
+}
+
+void TokenReviewAuthenticator::authenticate(const std::string& token, Callback done) {
+  if (token.empty()) {
+    done(unauthenticated("no bearer token"));
+    return;
+  }
+  std::optional<PodIdentity> cached;
+  {
+    std::lock_guard lock(mu_);
+    auto it = cache_.find(token);
+    if (it != cache_.end() && it->second.expires > clock_.now()) {
+      cached = it->second.identity;
+    } else {
+      if (it != cache_.end()) cache_.erase(it);
+      ++reviews_;
+    }
+  }
+  if (cached) {
+    done(std::move(*cached));
+    return;
+  }
+  // A TokenReview is created without a name (nothing is stored): not createRequest's case.
+  kube::ApiRequest review;
+  review.method = http::Method::kPost;
+  review.path = kube::resources::kTokenReviews.collectionPath("");
+  review.body = tokenReviewObject(token, options_.audience);
+  review.description = "create tokenreviews.authentication.k8s.io";
+  api_.callAsync(
+      std::move(review),
+      [this, token, done = std::move(done)](StatusOr<nlohmann::json> answer) {
+        if (!answer.ok()) {
+          done(unavailable("cannot review the token with the Kubernetes API: " +
+                           answer.status().message()));
+          return;
+        }
+        auto id = identityFromTokenReview(*answer, options_.audience);
+        if (id.ok()) {
+          std::lock_guard lock(mu_);
+          const SteadyTime now = clock_.now();
+          if (cache_.size() >= options_.cacheEntries) {
+            std::erase_if(cache_, [now](const auto& e) { return e.second.expires <= now; });
+            if (cache_.size() >= options_.cacheEntries) cache_.clear();
+          }
+          cache_[token] = Entry{*id, now + options_.cacheTtl};
+        }
+        done(std::move(id));
+      });
+}
+
+}  // namespace kshard::manager

@@ -3,8 +3,10 @@
 # counter in demo):
 #   1. a pod without the annotation is left untouched by the webhook;
 #   2. `helm test` passes;
-#   3. `helm upgrade` keeps the webhook's CA, and the webhook still injects afterwards;
-#   4. `helm uninstall` removes every object of the release and keeps the CRD and the ShardMaps.
+#   3. the operator's and the sidecar's ServiceAccounts can do what they need and no more
+#      (`kubectl auth can-i`: no Secrets, no writes to pods, nothing cluster-wide not needed);
+#   4. `helm upgrade` keeps the webhook's CA, and the webhook still injects afterwards;
+#   5. `helm uninstall` removes every object of the release and keeps the CRD and the ShardMaps.
 # It ends with kshard uninstalled. Every wait has a deadline and says what did not happen.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -37,7 +39,48 @@ out=$("$helm" test kshard -n "$NS" --timeout 120s 2>&1) || { echo "$out"; fail "
 grep -q "Phase:          Succeeded" <<<"$out" || { echo "$out"; fail "helm test did not succeed"; }
 pass "helm test passes"
 
-# 3. helm upgrade keeps the CA, and injection still works.
+# 3. Least privilege, as the API server decides it (kubectl auth can-i): what the operator's and
+#    the counter's sidecar's ServiceAccounts may and may not do.
+operator_sa=$(kubectl -n "$NS" get deployment kshard-operator -o jsonpath='{.spec.template.spec.serviceAccountName}')
+sidecar_sa=$(kubectl -n "$APP_NS" get deployment counter -o jsonpath='{.spec.template.spec.serviceAccountName}')
+[[ -n "$operator_sa" && -n "$sidecar_sa" ]] || fail "cannot read the operator's or the counter's ServiceAccount"
+# can <yes|no> <user> <kubectl auth can-i arguments...>
+checks=0
+can() {
+  local want=$1 who=$2 got
+  shift 2
+  checks=$((checks + 1))
+  got=$(kubectl auth can-i "$@" --as="$who" 2>/dev/null || true)
+  [[ "$got" == "$want" ]] || fail "$who: 'can-i $*' is '$got', expected '$want'"
+}
+op="system:serviceaccount:$NS:$operator_sa"
+sc="system:serviceaccount:$APP_NS:$sidecar_sa"
+can yes "$op" watch pods --all-namespaces
+can yes "$op" watch shardmaps.kshard.io --all-namespaces
+can yes "$op" update shardmaps.kshard.io --subresource=status -n "$APP_NS"
+can yes "$op" create tokenreviews.authentication.k8s.io
+can yes "$op" create events.events.k8s.io -n "$APP_NS"
+can yes "$op" create rolebindings.rbac.authorization.k8s.io -n "$APP_NS"
+can yes "$op" update leases.coordination.k8s.io/kshard-operator -n "$NS"
+can no "$op" get secrets -n "$NS"
+can no "$op" list secrets --all-namespaces
+can no "$op" create pods -n "$APP_NS"
+can no "$op" delete pods -n "$APP_NS"
+can no "$op" update pods -n "$APP_NS"
+can no "$op" list nodes
+can no "$op" update leases.coordination.k8s.io/kube-controller-manager -n kube-system
+can no "$op" create clusterrolebindings.rbac.authorization.k8s.io
+can no "$op" delete shardmaps.kshard.io -n "$APP_NS"
+can yes "$sc" watch shardmaps.kshard.io -n "$APP_NS"
+can no "$sc" update shardmaps.kshard.io -n "$APP_NS"
+can no "$sc" update shardmaps.kshard.io --subresource=status -n "$APP_NS"
+can no "$sc" watch shardmaps.kshard.io -n "$NS"
+can no "$sc" list pods -n "$APP_NS"
+can no "$sc" get secrets -n "$APP_NS"
+can no "$sc" create tokenreviews.authentication.k8s.io
+pass "RBAC: the operator ($op) and the sidecar ($sc) can do what they need and no more (kubectl auth can-i, $checks checks)"
+
+# 4. helm upgrade keeps the CA, and injection still works.
 ca() { kubectl get mutatingwebhookconfiguration kshard-sidecar-injector -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; }
 before=$(ca)
 [[ -n "$before" ]] || fail "the MutatingWebhookConfiguration kshard-sidecar-injector has no caBundle"
@@ -61,7 +104,7 @@ wait_for 180 "after helm upgrade, the replacement of $victim did not come up wit
   fail "helm upgrade broke injection"
 pass "helm upgrade keeps the CA; the webhook injects afterwards"
 
-# 4. helm uninstall: nothing of the release stays but the CRD (and the ShardMaps, user data).
+# 5. helm uninstall: nothing of the release stays but the CRD (and the ShardMaps, user data).
 "$helm" uninstall kshard -n "$NS" --wait --timeout 120s >/dev/null || fail "helm uninstall failed"
 selector=app.kubernetes.io/instance=kshard
 left() {

@@ -122,14 +122,19 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
                kTokenAudience + "\", mounted by the sidecar injector)");
     return;
   }
+  auto unavailable = [reply](const std::string& message) {
+    reply(http::Response::error(503, "Unavailable",
+                                "cannot authenticate the caller now; retry: " + message));
+  };
   authenticator_->authenticate(
-      token, [refuse, act = std::move(act), ns = ref->ns, pod, uid, verb = std::string(verb)](
-                 StatusOr<PodIdentity> who) mutable {
+      token, [refuse, unavailable, act = std::move(act), ns = ref->ns, pod, uid,
+              verb = std::string(verb)](StatusOr<PodIdentity> who) mutable {
         if (!who.ok()) {
           if (who.status().code() == StatusCode::kUnauthenticated) {
             refuse(401, protocol::errors::kUnauthenticated, who.status().message());
           } else {
-            refuse(503, "Unavailable", who.status().message());
+            // Not a refusal of the caller (no Event): the API server could not be asked.
+            unavailable(who.status().message());
           }
           return;
         }

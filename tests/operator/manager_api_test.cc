@@ -242,7 +242,10 @@ TEST_F(AuthenticatedManagerApiTest, NotifyNeedsATokenOfThatNamespace) {
 TEST_F(AuthenticatedManagerApiTest, AnApiServerThatCannotReviewIs503AndAssignmentsNeedNoToken) {
   http::Response r = registerA("Bearer api-down");
   EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("retry"), std::string::npos) << r.body;
   EXPECT_TRUE(h_.stored().status.pods.empty());
+  h_.run(100ms);
+  EXPECT_EQ(h_.events.count("Unavailable"), 0) << "an API outage is not the caller's fault";
   EXPECT_EQ(callOn(authed_, "assignments", "demo", "counter", "").status, 200);
 }
 

@@ -1,0 +1,117 @@
+// ManagerClient against a scripted manager API on simulated time: the pod's token goes with every
+// call (read again for each attempt), a 401 is retried (the kubelet may not have written or
+// rotated the token yet), a malformed request is not.
+#include "sidecar/manager_client.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "base/scheduler.h"
+
+namespace kshard::sidecar {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Answers each request with the next scripted response; records what it was sent.
+struct ScriptedManager {
+  std::deque<http::Response> answers;
+  std::vector<http::Request> seen;
+};
+
+class ScriptedClient final : public http::Client {
+ public:
+  explicit ScriptedClient(std::shared_ptr<ScriptedManager> m) : m_(std::move(m)) {}
+  void send(http::Request r, http::ResponseCallback done) override {
+    m_->seen.push_back(r);
+    if (m_->answers.empty()) return done(unavailable("no scripted answer"));
+    http::Response a = m_->answers.front();
+    m_->answers.pop_front();
+    done(std::move(a));
+  }
+  StatusOr<std::unique_ptr<http::ResponseStream>> openStream(http::Request) override {
+    return unavailable("no streams");
+  }
+
+ private:
+  std::shared_ptr<ScriptedManager> m_;
+};
+
+http::Response answer(int status, std::string body) {
+  return http::Response{status, {}, std::move(body)};
+}
+
+class ManagerClientTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ManagerClient> client(std::function<std::string()> authorization) {
+    Identity self;
+    self.pod = "counter-0";
+    self.uid = "u-0";
+    self.podIp = "10.0.0.5";
+    self.version = "1.0.0";
+    self.shardMap = {"demo", "counter"};
+    self.peerAddress = "10.0.0.5:7101";
+    ManagerClient::Options o;
+    o.managerOverride = "10.0.0.1:7200";
+    return std::make_unique<ManagerClient>(
+        self, table_,
+        [m = manager_](const std::string&) { return std::make_unique<ScriptedClient>(m); },
+        scheduler_, random_, Logger("t", LogLevel::kError, [](std::string_view) {}), o,
+        std::move(authorization));
+  }
+  std::optional<std::string> authorizationOf(std::size_t i) const {
+    auto v = manager_->seen.at(i).headers.get("Authorization");
+    return v ? std::optional<std::string>(std::string(*v)) : std::nullopt;
+  }
+
+  std::shared_ptr<ScriptedManager> manager_ = std::make_shared<ScriptedManager>();
+  RoutingTable table_;
+  ManualScheduler scheduler_;
+  SeededRandom random_{1};
+};
+
+TEST_F(ManagerClientTest, SendsTheCurrentTokenAndRetriesA401) {
+  int reads = 0;
+  auto c = client([&reads] { return "Bearer token-" + std::to_string(++reads); });
+  manager_->answers = {
+      answer(401, R"({"error":{"code":"Unauthenticated","message":"token has expired"}})"),
+      answer(200, R"({"epoch":7})")};
+  std::optional<StatusOr<std::uint64_t>> result;
+  c->registerPod([&](StatusOr<std::uint64_t> r) { result = std::move(r); });
+  for (int i = 0; i < 100 && !result; ++i) scheduler_.advance(100ms);
+  ASSERT_TRUE(result.has_value()) << "the register was not retried after the 401";
+  ASSERT_TRUE(result->ok()) << result->status().toString();
+  EXPECT_EQ(**result, 7u);
+  ASSERT_EQ(manager_->seen.size(), 2u);
+  EXPECT_EQ(authorizationOf(0), "Bearer token-1");
+  EXPECT_EQ(authorizationOf(1), "Bearer token-2") << "the token is read again for each attempt";
+  EXPECT_EQ(manager_->seen[0].target, "/v1/shardmaps/demo/counter/register");
+  c->stop();
+}
+
+TEST_F(ManagerClientTest, AMalformedRequestIsNotRetried) {
+  auto c = client([] { return std::string("Bearer t"); });
+  manager_->answers = {answer(400, R"({"error":{"code":"BadRequest","message":"uid: missing"}})")};
+  std::optional<StatusOr<std::uint64_t>> result;
+  c->registerPod([&](StatusOr<std::uint64_t> r) { result = std::move(r); });
+  scheduler_.advance(10s);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_->seen.size(), 1u);
+  c->stop();
+}
+
+TEST_F(ManagerClientTest, NoTokenNoAuthorizationHeader) {
+  auto c = client([] { return std::string(); });
+  manager_->answers = {answer(200, R"({"epoch":1})")};
+  std::optional<StatusOr<std::uint64_t>> result;
+  c->registerPod([&](StatusOr<std::uint64_t> r) { result = std::move(r); });
+  scheduler_.runDue();
+  ASSERT_TRUE(result.has_value() && result->ok());
+  EXPECT_EQ(authorizationOf(0), std::nullopt);
+  c->stop();
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

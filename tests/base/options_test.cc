@@ -34,7 +34,10 @@ class OptionSetTest : public ::testing::Test {
                        });
   }
   std::string writeYaml(const std::string& text) {
-    const std::string path = ::testing::TempDir() + "/options_test.yaml";
+    // One file per test: ctest runs the tests of this fixture in parallel processes.
+    const std::string path = ::testing::TempDir() + "/options_test_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                             ".yaml";
     std::ofstream(path) << text;
     return path;
   }

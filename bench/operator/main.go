@@ -48,6 +48,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -359,7 +360,7 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 		uids[i] = string(created.UID)
 		tr, err := kc.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 			Audiences:         []string{"kshard"},
-			ExpirationSeconds: ptr(int64(3600)),
+			ExpirationSeconds: ptr.To(int64(3600)),
 			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: created.Name, UID: created.UID},
 		}}, metav1.CreateOptions{})
 		if err != nil {
@@ -370,8 +371,6 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 	}, func(done int) { log.Printf("pods: %d/%d created", done, o.pods) })
 	return uids, tokens, err
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func createShardMap(ctx context.Context, dc dynamic.Interface, o options) error {
 	spec := map[string]interface{}{"shards": int64(o.shards)}

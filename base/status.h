@@ -71,6 +71,12 @@ inline Status failedPrecondition(std::string m) {
 }
 inline Status internalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
+inline Status permissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 // Either a value or a non-OK Status. Accessing the value of an error is a bug (asserted).
 template <typename T>

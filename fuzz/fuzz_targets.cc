@@ -18,6 +18,8 @@ constexpr std::array kTargets = {
                "entity type/id, shard of an id, UTF-8, pass-through headers; against references"},
     FuzzTarget{"injection_config", fuzzOneInjectionConfig,
                "the injector's YAML config; accepted configs inject a plain pod"},
+    FuzzTarget{"jwt", fuzzOneJwt,
+               "service-account JWTs and key sets; accepted exactly when the rules say so"},
     FuzzTarget{"kube_api", fuzzOneKubeApi, "API server error bodies and RFC 3339 times"},
     FuzzTarget{"kubeconfig", fuzzOneKubeconfig, "kubeconfig YAML; accepted configs are coherent"},
     FuzzTarget{"options_yaml", fuzzOneOptionsYaml,

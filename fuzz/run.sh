@@ -39,9 +39,11 @@ run_one() {
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     "$bin/${name}_fuzz" "${args[@]}" "${dirs[@]}" >"$log" 2>&1 || status=$?
   local runs execs cov corpus
+  # A crash on the first input leaves no "cov:" line: grep finding nothing must not end the run
+  # (set -e, pipefail) before the failure is reported.
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
   corpus=$(find "$work" -type f | wc -l)
   if ((status == 0)); then
     printf 'fuzz %-5s %-17s ok    %4ss %10s runs %7s/s  cov %5s  new inputs %s\n' \

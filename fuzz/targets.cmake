@@ -12,6 +12,7 @@ set(KSHARD_FUZZ_HARNESSES
   duration
   entity_key
   injection_config
+  jwt
   kube_api
   kubeconfig
   options_yaml
@@ -34,6 +35,6 @@ if(NOT TARGET kshard_fuzz_targets)
   target_link_libraries(kshard_fuzz_targets
     PUBLIC kshard_root_include
     PRIVATE kshard_base kshard_options kshard_sharding kshard_protocol kshard_http kshard_kube
-            kshard_injector kshard_sidecar_core nlohmann_json::nlohmann_json yaml-cpp
+            kshard_injector kshard_sidecar_core kshard_jwt_signer nlohmann_json::nlohmann_json yaml-cpp
             kshard_warnings)
 endif()

@@ -70,4 +70,19 @@ bool FileTokenSource::onUnauthorized(const std::string& rejected) {
   return token_ != rejected;
 }
 
+std::function<std::string()> bearerHeaderFromFile(std::string path, const Clock& clock,
+                                                  Logger log, std::string purpose) {
+  auto tokens = std::make_shared<FileTokenSource>(std::move(path), clock);
+  return [tokens, log = std::move(log), purpose = std::move(purpose)]() -> std::string {
+    auto token = tokens->token();
+    if (!token.ok() || token->empty()) {
+      log.warn("no token for " + purpose,
+               {{"file", tokens->path()},
+                {"error", token.ok() ? std::string("empty") : token.status().toString()}});
+      return {};
+    }
+    return "Bearer " + *token;
+  };
+}
+
 }  // namespace kshard::kube

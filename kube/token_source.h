@@ -3,11 +3,13 @@
 // source re-reads the file periodically and at once after the API server rejected a token (401).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "base/clock.h"
+#include "base/logger.h"
 #include "base/status.h"
 
 namespace kshard::kube {
@@ -56,6 +58,12 @@ class FileTokenSource final : public TokenSource {
   bool haveToken_ = false;
   SteadyTime readAt_{};
 };
+
+// The Authorization header value ("Bearer <token>") from a FileTokenSource on `path`, for
+// clients that present a projected token to kshard's own APIs. When no token can be read it
+// logs a warning naming `purpose` and the file, and gives "" (no header is sent).
+std::function<std::string()> bearerHeaderFromFile(std::string path, const Clock& clock,
+                                                  Logger log, std::string purpose);
 
 // Reads a whole file; NotFound / PermissionDenied / Internal with the path and errno text.
 StatusOr<std::string> readFile(const std::string& path);

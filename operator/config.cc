@@ -103,6 +103,11 @@ void OperatorConfig::declare(OptionSet& opts) {
                  "tokenreview (the pod's projected service-account token, audience kshard, "
                  "checked with a TokenReview; a pod registers only itself) or none.",
                  &podAuth);
+  opts.addString("peer-token-file", "KSHARD_PEER_TOKEN_FILE",
+                 "File holding the operator's projected service-account token (audience "
+                 "kshard), sent as a bearer token on ping, assign and unassign to the sidecars, "
+                 "which check it with --peer-auth=token; re-read every minute. Empty: no token.",
+                 &peerTokenFile);
   opts.addInt("seed", "", "Seed of the planner's randomness (0: from the clock).", &seed, 0,
               INT64_MAX);
   opts.addString("log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel);

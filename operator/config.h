@@ -55,6 +55,9 @@ struct OperatorConfig {
   // How callers of register, unregister and notify-unhealthy are authenticated: "tokenreview"
   // (their pod's projected token, checked with a TokenReview) or "none".
   std::string podAuth = "tokenreview";
+  // The operator's projected service-account token (audience kshard), sent to the sidecars'
+  // peer API (ping, assign, unassign); empty: none is sent.
+  std::string peerTokenFile;
   std::int64_t seed = 0;  // planner randomness; 0 = from the clock
 
   std::string logLevel = "info";

@@ -49,8 +49,11 @@ Status podErrorStatus(const http::Response& response) {
   return failedPrecondition(std::move(text));
 }
 
-HttpPodClient::HttpPodClient(ClientFactory factory, Duration connectTimeout)
-    : factory_(std::move(factory)), connectTimeout_(connectTimeout) {}
+HttpPodClient::HttpPodClient(ClientFactory factory, Duration connectTimeout,
+                             std::function<std::string()> authorization)
+    : factory_(std::move(factory)),
+      connectTimeout_(connectTimeout),
+      authorization_(std::move(authorization)) {}
 
 HttpPodClient::~HttpPodClient() = default;
 
@@ -79,6 +82,11 @@ void HttpPodClient::send(const std::string& address, http::Request request, Dura
     ++entry->inFlight;
   }
   request.timeout = toMillis(timeout);
+  if (authorization_) {
+    if (std::string value = authorization_(); !value.empty()) {
+      request.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
+    }
+  }
   // The callback holds a plain pointer: the entry stays in clients_ or retired_ while a request
   // is in flight, and a client must never be destroyed from its own I/O thread (as it would be
   // if its own callback dropped the last reference).

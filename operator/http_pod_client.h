@@ -24,7 +24,10 @@ class HttpPodClient final : public PodClient {
       std::function<StatusOr<std::unique_ptr<http::Client>>(http::ClientOptions options)>;
 
   // `connectTimeout` bounds connection set-up; each call's timeout bounds the whole request.
-  HttpPodClient(ClientFactory factory, Duration connectTimeout = std::chrono::seconds(2));
+  // `authorization`, when set, gives the Authorization header of every call (the operator's
+  // projected token, which sidecars with --peer-auth=token require).
+  HttpPodClient(ClientFactory factory, Duration connectTimeout = std::chrono::seconds(2),
+                std::function<std::string()> authorization = {});
   ~HttpPodClient() override;
 
   void ping(const std::string& address, Duration timeout, PingCallback done) override;
@@ -49,6 +52,7 @@ class HttpPodClient final : public PodClient {
 
   ClientFactory factory_;
   Duration connectTimeout_;
+  std::function<std::string()> authorization_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> clients_;
   // Forgotten clients with requests in flight; destroyed on a later call (never inside their own

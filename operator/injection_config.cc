@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/utf8.h"
+#include "protocol/wire.h"
 
 namespace kshard::manager {
 namespace {
@@ -70,6 +71,8 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
       cfg.gracePeriodMarginSeconds = root["gracePeriodMarginSeconds"].as<std::int64_t>();
     }
     if (root["nativeSidecar"]) cfg.nativeSidecar = root["nativeSidecar"].as<bool>();
+    if (root["peerAuth"]) cfg.peerAuth = root["peerAuth"].as<std::string>();
+    if (root["operatorIdentity"]) cfg.operatorIdentity = root["operatorIdentity"].as<std::string>();
   } catch (const YAML::Exception& e) {
     return invalidArgument(std::string("wrong type: ") + e.what());
   }
@@ -86,6 +89,16 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
   if (cfg.maxBodyBytes < 1024) return invalidArgument("maxBodyBytes: must be at least 1024");
   if (cfg.gracePeriodMarginSeconds < 0) {
     return invalidArgument("gracePeriodMarginSeconds: must not be negative");
+  }
+  if (cfg.peerAuth != "token" && cfg.peerAuth != "none") {
+    return invalidArgument("peerAuth: must be token or none");
+  }
+  if (cfg.peerAuth == "token") {
+    if (!protocol::isServiceAccountSubject(cfg.operatorIdentity)) {
+      return invalidArgument(
+          "operatorIdentity: must be system:serviceaccount:<namespace>:<name> with peerAuth "
+          "token");
+    }
   }
   if (root["resources"]) {
     if (!root["resources"].IsMap()) return invalidArgument("resources: must be a mapping");

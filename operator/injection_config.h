@@ -24,6 +24,11 @@ struct InjectionConfig {
   // Inject as a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29):
   // it starts before the app and stops after it. Otherwise a regular container.
   bool nativeSidecar = true;
+  // The sidecar's --peer-auth: "token" (only the operator may ping/assign/unassign, only pods of
+  // the same ShardMap may forward; each proven by its projected token) or "none".
+  std::string peerAuth = "none";
+  // With peerAuth token: the operator's token subject, "system:serviceaccount:<ns>:<name>".
+  std::string operatorIdentity;
 };
 
 // Parses the YAML text; InvalidArgument naming the field ("peerPort: must be 1..65535").

@@ -21,6 +21,7 @@
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
+#include "kube/token_source.h"
 #include "metrics/prometheus_registry.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
@@ -177,9 +178,14 @@ int run(int argc, char** argv) {
   eventOptions.reportingInstance = cfg.podName;
   kube::EventRecorder recorder(api, kubeScheduler, log, eventOptions);
   KubeEventSink events(recorder);
+  std::function<std::string()> peerAuthorization;
+  if (!cfg.peerTokenFile.empty()) {
+    peerAuthorization =
+        kube::bearerHeaderFromFile(cfg.peerTokenFile, clock, log, "the sidecars' peer API");
+  }
   HttpPodClient podClient(
       [backend](http::ClientOptions o) { return http::makeClient(backend, std::move(o)); },
-      cfg.podConnectTimeout);
+      cfg.podConnectTimeout, std::move(peerAuthorization));
 
   PodProvisionerOptions provisionerOptions;
   provisionerOptions.createShardMaps = cfg.createShardMaps;

@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 
+#include "kube/jwt.h"
+
 namespace kshard::manager {
 namespace {
 
@@ -113,8 +115,8 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
     controller->reportRefusedCaller(std::string(code), verb + " refused: " + message);
     reply(http::Response::error(status, code, message));
   };
-  const std::string token =
-      bearerToken(request.headers.get(protocol::kAuthorizationHeader).value_or(""));
+  const std::string token(
+      kube::bearerToken(request.headers.get(protocol::kAuthorizationHeader).value_or("")));
   if (token.empty()) {
     refuse(401, protocol::errors::kUnauthenticated,
            "no bearer token: " + std::string(verb) +

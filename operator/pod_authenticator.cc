@@ -14,9 +14,6 @@ constexpr std::string_view kServiceAccountPrefix = "system:serviceaccount:";
 constexpr char kPodNameExtra[] = "authentication.kubernetes.io/pod-name";
 constexpr char kPodUidExtra[] = "authentication.kubernetes.io/pod-uid";
 
-Status unauthenticated(std::string message) {
-  return {StatusCode::kUnauthenticated, std::move(message)};
-}
 
 // The single value of user.extra[key], or empty.
 std::string extraValue(const nlohmann::json& user, const char* key) {
@@ -77,21 +74,6 @@ StatusOr<PodIdentity> identityFromTokenReview(const nlohmann::json& review,
                            " is not bound to a pod (use the projected token the injector mounts)");
   }
   return id;
-}
-
-std::string bearerToken(std::string_view header) {
-  constexpr std::string_view kScheme = "Bearer ";
-  if (header.size() <= kScheme.size()) return {};
-  for (std::size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) !=
-        std::tolower(static_cast<unsigned char>(kScheme[i]))) {
-      return {};
-    }
-  }
-  std::string_view token = header.substr(kScheme.size());
-  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
-  return std::string(token);
 }
 
 TokenReviewAuthenticator::TokenReviewAuthenticator(kube::Client& api, Clock& clock,

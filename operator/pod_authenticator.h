@@ -47,8 +47,6 @@ struct PodIdentity {
 // The TokenReview to create for `token`.
 nlohmann::json tokenReviewObject(const std::string& token, const std::string& audience);
 
-// "Bearer xyz" → "xyz"; empty when the header is missing or not a bearer token.
-std::string bearerToken(std::string_view authorizationHeader);
 
 class PodAuthenticator {
  public:

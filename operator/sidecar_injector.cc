@@ -109,7 +109,11 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
       valueEnv("KSHARD_MAX_BODY_BYTES", std::to_string(config_.maxBodyBytes)),
       valueEnv("KSHARD_LOG_LEVEL", config_.logLevel),
       valueEnv("KSHARD_MANAGER_TOKEN_FILE", std::string(kTokenMountPath) + "/token"),
+      valueEnv("KSHARD_PEER_AUTH", config_.peerAuth),
   });
+  if (config_.peerAuth == "token") {
+    env.push_back(valueEnv("KSHARD_OPERATOR_IDENTITY", config_.operatorIdentity));
+  }
   json c = {
       {"name", kSidecarContainerName},
       {"image", config_.image},

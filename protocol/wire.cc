@@ -195,6 +195,15 @@ bool isDnsSubdomain(std::string_view s) {
   }
 }
 
+bool isServiceAccountSubject(std::string_view s) {
+  constexpr std::string_view kPrefix = "system:serviceaccount:";
+  if (!s.starts_with(kPrefix)) return false;
+  const std::string_view rest = s.substr(kPrefix.size());
+  const auto colon = rest.find(':');
+  return colon != std::string_view::npos && isDnsLabel(rest.substr(0, colon)) &&
+         isDnsSubdomain(rest.substr(colon + 1));
+}
+
 StatusOr<ShardMapRef> parseShardMapRef(std::string_view text) {
   const auto slash = text.find('/');
   if (slash == std::string_view::npos) {

@@ -48,6 +48,8 @@ inline constexpr std::string_view kHandoffTimeout = "HandoffTimeout";
 inline constexpr std::string_view kDraining = "Draining";
 inline constexpr std::string_view kUnauthenticated = "Unauthenticated";
 inline constexpr std::string_view kForbidden = "Forbidden";
+// The callee cannot verify the caller yet (keys not loaded, caller not yet in its ShardMap copy).
+inline constexpr std::string_view kAuthenticationUnavailable = "AuthenticationUnavailable";
 }  // namespace errors
 
 // POST /v1/shardmaps/{ns}/{name}/register
@@ -131,5 +133,7 @@ struct ShardMapRef {
 // what Kubernetes requires of namespace names; object names may also contain '.' (subdomain).
 bool isDnsLabel(std::string_view s);
 bool isDnsSubdomain(std::string_view s);
+// "system:serviceaccount:<namespace>:<name>", the subject of a ServiceAccount's tokens.
+bool isServiceAccountSubject(std::string_view s);
 
 }  // namespace kshard::protocol

@@ -66,9 +66,20 @@ void SidecarConfig::declare(OptionSet& opts) {
                  &managerAddress);
   opts.addString("manager-token-file", "KSHARD_MANAGER_TOKEN_FILE",
                  "File holding this pod's projected service-account token (audience kshard), "
-                 "sent as a bearer token on register, unregister and notify-unhealthy; re-read "
-                 "every minute (the kubelet rotates it). Empty: no token is sent.",
+                 "sent as a bearer token to the manager API (register, unregister, "
+                 "notify-unhealthy) and to other sidecars with forwarded messages; re-read every "
+                 "minute (the kubelet rotates it). Empty: no token is sent.",
                  &managerTokenFile);
+  opts.addString("peer-auth", "KSHARD_PEER_AUTH",
+                 "How the peer API checks its callers: token (ping/assign/unassign only from "
+                 "the operator's ServiceAccount, forwarded messages only from registered pods of "
+                 "this ShardMap, proven by their projected tokens, verified against the "
+                 "cluster's service-account issuer keys; needs map-source=kube) or none.",
+                 &peerAuth);
+  opts.addString("operator-identity", "KSHARD_OPERATOR_IDENTITY",
+                 "With peer-auth=token, the token subject of the operator "
+                 "(system:serviceaccount:<namespace>:<name>).",
+                 &operatorIdentity);
   addDuration(opts, "map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
               "With map-source=manager, how often to fetch the map.", &mapPollInterval);
   opts.addString("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).",
@@ -107,6 +118,25 @@ Status SidecarConfig::validate() const {
   }
   if (mapSource == "manager" && managerAddress.empty()) {
     return invalidArgument("--manager-address: required with --map-source=manager");
+  }
+  if (peerAuth != "token" && peerAuth != "none") {
+    return invalidArgument("--peer-auth: must be token or none");
+  }
+  if (peerAuth == "token") {
+    if (mapSource != "kube") {
+      return invalidArgument(
+          "--peer-auth=token: needs --map-source=kube (the issuer keys come from the API server)");
+    }
+    if (!protocol::isServiceAccountSubject(operatorIdentity)) {
+      return invalidArgument(
+          "--operator-identity: must be system:serviceaccount:<namespace>:<name> with "
+          "--peer-auth=token, got \"" + operatorIdentity + "\"");
+    }
+    if (managerTokenFile.empty()) {
+      return invalidArgument(
+          "--manager-token-file: required with --peer-auth=token (other sidecars check this "
+          "pod's token)");
+    }
   }
   LogLevel l;
   if (!parseLogLevel(logLevel, l))

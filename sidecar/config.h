@@ -43,6 +43,9 @@ struct SidecarConfig {
   // The pod's projected service-account token (audience kshard) sent to the manager API;
   // empty: none is sent.
   std::string managerTokenFile;
+  // "token" or "none": see --peer-auth.
+  std::string peerAuth = "none";
+  std::string operatorIdentity;  // "system:serviceaccount:kshard-system:kshard"
   Duration mapPollInterval = std::chrono::seconds(1);
   std::string kubeconfig;
   std::string logLevel = "info";

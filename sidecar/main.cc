@@ -37,6 +37,7 @@
 #include "sidecar/routing_table.h"
 #include "sidecar/sidecar_error.h"
 #include "sidecar/sidecar_metrics.h"
+#include "sidecar/token_authorizer.h"
 
 namespace kshard::sidecar {
 namespace {
@@ -142,31 +143,55 @@ int run(int argc, char** argv) {
     o.maxConnections = kMaxIdleConnections;
     return makeClientOrDie(backend, o, log);
   };
-  PeerHttpClient peers(peerFactory);
+  // This pod's projected token (audience kshard), for the manager API and other sidecars.
+  std::function<std::string()> podAuthorization;
+  if (!cfg.managerTokenFile.empty()) {
+    podAuthorization = kube::bearerHeaderFromFile(cfg.managerTokenFile, SystemClock::instance(),
+                                                  log, "the manager API and the peers");
+  }
+  PeerHttpClient peers(peerFactory, 512, podAuthorization);
   ManagerClient::Options managerOptions;
   managerOptions.managerOverride = cfg.managerAddress;
-  std::function<std::string()> managerAuthorization;
-  if (!cfg.managerTokenFile.empty()) {
-    auto tokens =
-        std::make_shared<kube::FileTokenSource>(cfg.managerTokenFile, SystemClock::instance());
-    managerAuthorization = [tokens, &log]() -> std::string {
-      auto token = tokens->token();
-      if (!token.ok() || token->empty()) {
-        log.warn("no token for the manager API",
-                 {{"file", tokens->path()},
-                  {"error", token.ok() ? std::string("empty") : token.status().toString()}});
-        return {};
-      }
-      return "Bearer " + *token;
-    };
-  }
   ManagerClient manager(self, table, peerFactory, scheduler, random,
-                        log.withFields({{"part", "manager"}}), managerOptions,
-                        std::move(managerAuthorization));
+                        log.withFields({{"part", "manager"}}), managerOptions, podAuthorization);
   Router router(table, entities, peers, manager, scheduler, random, {self.pod}, metrics,
                 log.withFields({{"part", "router"}}));
   Drainer drainer(entities, manager, table, log.withFields({{"part", "drain"}}));
-  AllowAllAuthorizer authorizer;
+
+  // The Kubernetes API: the ShardMap watch and the service-account issuer keys.
+  std::unique_ptr<http::Client> kubeTransport;
+  std::unique_ptr<kube::Client> api;
+  if (cfg.mapSource == "kube") {
+    kube::LoadOptions load;
+    load.kubeconfigPath = cfg.kubeconfig;
+    auto kcfg = kube::loadConfig(load, SystemClock::instance());
+    if (!kcfg.ok()) {
+      log.error("cannot load the Kubernetes configuration", {{"error", kcfg.status().toString()}});
+      return kExitFailure;
+    }
+    kubeTransport = makeClientOrDie(http::Backend::kCppRest,
+                                    kube::httpClientOptions(*kcfg, "kshard-sidecar"), log);
+    kube::ClientOptions apiOptions;
+    apiOptions.userAgent = "kshard-sidecar";
+    api = std::make_unique<kube::Client>(*kubeTransport, scheduler, random,
+                                         log.withFields({{"part", "kube"}}), apiOptions,
+                                         kcfg->token, kcfg->pathPrefix);
+  }
+  std::unique_ptr<ApiServerIssuerKeys> issuerKeys;
+  std::unique_ptr<RequestAuthorizer> authorizer;
+  if (cfg.peerAuth == "token") {
+    issuerKeys = std::make_unique<ApiServerIssuerKeys>(*api, scheduler,
+                                                       log.withFields({{"part", "issuer-keys"}}));
+    issuerKeys->start();
+    TokenAuthorizerOptions authOptions;
+    authOptions.operatorSubject = cfg.operatorIdentity;
+    authOptions.ns = self.shardMap.ns;
+    authOptions.shardMap = self.shardMap.toString();
+    authorizer =
+        std::make_unique<TokenAuthorizer>(*issuerKeys, table, SystemClock::instance(), authOptions);
+  } else {
+    authorizer = std::make_unique<AllowAllAuthorizer>();
+  }
 
   MapApplier applier(self, table, entities, metrics, log.withFields({{"part", "map"}}));
 
@@ -186,7 +211,7 @@ int run(int argc, char** argv) {
   peerOptions.host = cfg.peerBindAddress.empty() ? cfg.podIp : cfg.peerBindAddress;
   peerOptions.port = static_cast<std::uint16_t>(cfg.peerPort);
   auto peerServer = http::makeServer(backend, peerOptions);
-  PeerApi peerApi(self, entities, table, authorizer, metrics, scheduler.clock(),
+  PeerApi peerApi(self, entities, table, *authorizer, metrics, scheduler.clock(),
                   log.withFields({{"part", "peer-api"}}),
                   {static_cast<std::size_t>(cfg.maxIdBytes)});
   peerApi.addRoutes(*peerServer);
@@ -200,6 +225,9 @@ int run(int argc, char** argv) {
   http::addAdminRoutes(*adminServer, registry, [&]() -> std::string {
     if (drainer.started()) return "draining";
     if (!applier.haveMap()) return "ShardMap not loaded yet";
+    if (issuerKeys && issuerKeys->current() == nullptr) {
+      return "service-account issuer keys not loaded yet";
+    }
     if (!registered.load()) return "not registered with the operator yet";
     return "";
   });
@@ -234,25 +262,9 @@ int run(int argc, char** argv) {
                        {"admin", adminOptions.host + ":" + std::to_string(cfg.adminPort)}});
 
   // The ShardMap source.
-  std::unique_ptr<http::Client> kubeTransport;
-  std::unique_ptr<kube::Client> api;
   std::unique_ptr<MapWatcher> watcher;
   std::unique_ptr<MapPoller> poller;
   if (cfg.mapSource == "kube") {
-    kube::LoadOptions load;
-    load.kubeconfigPath = cfg.kubeconfig;
-    auto kcfg = kube::loadConfig(load, SystemClock::instance());
-    if (!kcfg.ok()) {
-      log.error("cannot load the Kubernetes configuration", {{"error", kcfg.status().toString()}});
-      return kExitFailure;
-    }
-    kubeTransport = makeClientOrDie(http::Backend::kCppRest,
-                                    kube::httpClientOptions(*kcfg, "kshard-sidecar"), log);
-    kube::ClientOptions apiOptions;
-    apiOptions.userAgent = "kshard-sidecar";
-    api = std::make_unique<kube::Client>(*kubeTransport, scheduler, random,
-                                         log.withFields({{"part", "kube"}}), apiOptions,
-                                         kcfg->token, kcfg->pathPrefix);
     watcher = std::make_unique<MapWatcher>(*api, scheduler, random,
                                            log.withFields({{"part", "map-watch"}}), self, applier);
     watcher->start();
@@ -269,6 +281,11 @@ int run(int argc, char** argv) {
   std::atomic<bool> stopping{false};
   std::thread registrar([&] {
     while (!stopping.load() && !applier.waitForMap(std::chrono::milliseconds(200))) {
+    }
+    // The operator assigns shards right after the registration; its calls are checked with the
+    // issuer keys, so load them first.
+    while (issuerKeys && !stopping.load() &&
+           !issuerKeys->waitLoaded(std::chrono::milliseconds(200))) {
     }
     const SteadyTime deadline = SystemClock::instance().now() + cfg.appWaitTimeout;
     while (!stopping.load() && !appListening(static_cast<int>(cfg.appPort))) {
@@ -326,6 +343,7 @@ int run(int argc, char** argv) {
   secondSignal.join();
   registrar.join();
   if (watcher) watcher->stop();
+  if (issuerKeys) issuerKeys->stop();
   if (poller) poller->stop();
   manager.stop();
   appServer->stop(std::chrono::seconds(1));

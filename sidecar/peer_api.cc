@@ -36,6 +36,9 @@ http::Response authorizationError(const Status& status) {
   if (status.code() == StatusCode::kUnauthenticated) {
     return sidecarError(401, errors::kUnauthenticated, status.message());
   }
+  if (status.code() == StatusCode::kUnavailable) {
+    return sidecarError(503, errors::kAuthenticationUnavailable, status.message());
+  }
   return sidecarError(403, errors::kForbidden, status.message());
 }
 

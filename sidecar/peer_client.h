@@ -14,6 +14,9 @@ namespace kshard::sidecar {
 enum class ForwardOutcome {
   kAnswered,     // the owner answered (the app's response, or an error to pass on as is)
   kNotManaged,   // the owner refused: it does not own the shard (any more, or yet); retry
+  // The owner refused this sidecar's credentials (401), or cannot verify them yet (503
+  // AuthenticationUnavailable); nothing was delivered, retry (the token or its view may change)
+  kCallerRefused,
   kUnreachable,  // no connection could be made, so the message surely did not arrive; retry
   kFailed,       // the request may have arrived but no answer came back; do not retry
   kTimedOut,     // as kFailed, because `timeout` passed

@@ -59,6 +59,12 @@ ForwardResult PeerHttpClient::classify(StatusOr<http::Response> result) {
     out.detail = "EntityNotManagedByThisPod";
     return out;
   }
+  if ((r.status == 401 && code == protocol::errors::kUnauthenticated) ||
+      (r.status == 503 && code == protocol::errors::kAuthenticationUnavailable)) {
+    out.outcome = ForwardOutcome::kCallerRefused;
+    out.detail = std::string(*code) + ": " + r.body.substr(0, 512);
+    return out;
+  }
   out.outcome = ForwardOutcome::kAnswered;
   http::Response clean;
   clean.status = r.status;

@@ -102,6 +102,10 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
                        metrics_.countRetry(RetryReason::kNotManaged);
                        retry(a, "owner " + pod + " refused: " + r.detail);
                        return;
+                     case ForwardOutcome::kCallerRefused:
+                       metrics_.countRetry(RetryReason::kCallerRefused);
+                       retry(a, "owner " + pod + " refused this sidecar: " + r.detail);
+                       return;
                      case ForwardOutcome::kUnreachable:
                        metrics_.countRetry(RetryReason::kUnreachable);
                        reporter_.reportUnreachable(pod);

@@ -6,7 +6,7 @@ namespace {
 constexpr const char* kPathNames[] = {"local", "forwarded", "received"};
 constexpr const char* kResultNames[] = {"ok",         "app_error", "refused",
                                         "overloaded", "timeout",   "failed"};
-constexpr const char* kReasonNames[] = {"no_owner", "not_managed", "unreachable"};
+constexpr const char* kReasonNames[] = {"no_owner", "not_managed", "unreachable", "caller_refused"};
 
 }  // namespace
 

@@ -19,7 +19,7 @@ namespace kshard::sidecar {
 
 enum class MessagePath { kLocal = 0, kForwarded, kReceived };
 enum class MessageResult { kOk = 0, kAppError, kRefused, kOverloaded, kTimeout, kFailed };
-enum class RetryReason { kNoOwner = 0, kNotManaged, kUnreachable };
+enum class RetryReason { kNoOwner = 0, kNotManaged, kUnreachable, kCallerRefused };
 
 class SidecarMetrics {
  public:
@@ -36,7 +36,7 @@ class SidecarMetrics {
  private:
   static constexpr std::size_t kPaths = 3;
   static constexpr std::size_t kResults = 6;
-  static constexpr std::size_t kReasons = 3;
+  static constexpr std::size_t kReasons = 4;
   std::array<std::array<metrics::Counter*, kResults>, kPaths> messages_{};
   std::array<metrics::Histogram*, kPaths> latency_{};
   std::array<metrics::Counter*, kReasons> retries_{};

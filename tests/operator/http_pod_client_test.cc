@@ -16,8 +16,10 @@
 #include "operator/shard_map_controller.h"
 #include "sidecar/peer_api.h"
 #include "sidecar/request_authorizer.h"
+#include "kube/jwt_signer.h"
 #include "sidecar/routing_table.h"
 #include "sidecar/sidecar_metrics.h"
+#include "sidecar/token_authorizer.h"
 #include "tests/operator/fake_cluster.h"
 
 namespace kshard::manager {
@@ -53,7 +55,9 @@ class SlowStopHost final : public sidecar::EntityHost {
 
 // One pod's sidecar peer API on 127.0.0.1.
 struct PeerPod {
-  PeerPod(std::string name, std::int32_t shards, Duration handoffTimeout)
+  // `auth`: who may call; every caller when null.
+  PeerPod(std::string name, std::int32_t shards, Duration handoffTimeout,
+          sidecar::RequestAuthorizer* auth = nullptr)
       : host(scheduler), registry(host, scheduler, {}, quiet()), metrics(metricsRegistry) {
     identity.pod = std::move(name);
     identity.uid = "uid-" + identity.pod;
@@ -65,7 +69,8 @@ struct PeerPod {
     map.spec.handoffTimeout = handoffTimeout;
     EXPECT_TRUE(table.update(map));
     api =
-        std::make_unique<sidecar::PeerApi>(identity, registry, table, authorizer, metrics,
+        std::make_unique<sidecar::PeerApi>(identity, registry, table, auth ? *auth : authorizer,
+                                           metrics,
                                            scheduler.clock(), quiet(), sidecar::PeerApi::Options{});
     http::ServerOptions options;
     options.host = "127.0.0.1";
@@ -125,6 +130,54 @@ TEST(HttpPodClient, AssignThenPingShowsTheShardsAndTheIdentity) {
   EXPECT_EQ(ping->epoch, 3u);
   EXPECT_EQ(ping->shards, "1-3,7");
   EXPECT_EQ(client.clients(), 1u);  // one keep-alive client per pod address
+}
+
+TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
+  const std::string issuer = "https://kubernetes.default.svc.cluster.local";
+  const auto signer = kube::JwtSigner::generate("ES256", "k1");
+  sidecar::FixedIssuerKeys keys;
+  keys.set(issuer, std::move(*kube::JwkSet::parse(signer.jwks())));
+  sidecar::RoutingTable registered;
+  sidecar::TokenAuthorizer auth(keys, registered, SystemClock::instance(),
+                                {.operatorSubject = "system:serviceaccount:kshard-system:kshard",
+                                 .ns = "demo",
+                                 .shardMap = "demo/counter"});
+  PeerPod pod("counter-0", 30, 5s, &auth);
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  const auto tokenOf = [&](const std::string& ns, const std::string& sa) {
+    return "Bearer " + signer.sign(kube::serviceAccountClaims(issuer, "kshard", ns, sa, sa + "-0",
+                                                              "uid", now, now + 600));
+  };
+  const auto assign = [&](HttpPodClient& client) {
+    return await<StatusOr<protocol::AssignResponse>>(
+        [&](auto done) { client.assign(pod.address, shards(3, {1, 2}), 30, 2s, done); });
+  };
+
+  HttpPodClient anonymous(beastClients());
+  auto refused = assign(anonymous);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("HTTP 401 Unauthenticated"), std::string::npos)
+      << refused.status().toString();
+  HttpPodClient aPod(beastClients(), 2s, [&] { return tokenOf("demo", "counter"); });
+  auto forbidden = assign(aPod);
+  ASSERT_FALSE(forbidden.ok());
+  EXPECT_NE(forbidden.status().message().find("HTTP 403 Forbidden"), std::string::npos)
+      << forbidden.status().toString();
+  EXPECT_TRUE(pod.registry.ownedShards().empty()) << "a refused assign changed the ownership";
+
+  HttpPodClient theOperator(beastClients(), 2s, [&] { return tokenOf("kshard-system", "kshard"); });
+  auto assigned = assign(theOperator);
+  ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
+  auto ping = await<StatusOr<protocol::PingResponse>>(
+      [&](auto done) { theOperator.ping(pod.address, 2s, done); });
+  ASSERT_TRUE(ping.ok()) << ping.status().toString();
+  EXPECT_EQ(ping->shards, "1-2");
+  auto unassign = await<Status>(
+      [&](auto done) { aPod.unassign(pod.address, shards(4, {1, 2}), 2s, done); });
+  EXPECT_FALSE(unassign.ok());
+  EXPECT_EQ(pod.registry.ownedShards().size(), 2u) << "a refused unassign changed the ownership";
 }
 
 TEST(HttpPodClient, AnAssignOlderThanAnUnassignIsRefusedAsStale) {

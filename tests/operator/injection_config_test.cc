@@ -26,6 +26,12 @@ resources:
   EXPECT_EQ(cfg->gracePeriodMarginSeconds, 20);
   EXPECT_EQ(cfg->resources["requests"]["memory"], "32Mi");
   EXPECT_TRUE(cfg->nativeSidecar);
+  EXPECT_EQ(cfg->peerAuth, "none");
+  auto secured = parseInjectionConfig(
+      "peerAuth: token\noperatorIdentity: system:serviceaccount:kshard-system:kshard\n");
+  ASSERT_TRUE(secured.ok()) << secured.status().toString();
+  EXPECT_EQ(secured->peerAuth, "token");
+  EXPECT_EQ(secured->operatorIdentity, "system:serviceaccount:kshard-system:kshard");
 }
 
 TEST(InjectionConfigTest, ErrorsNameTheField) {
@@ -36,6 +42,13 @@ TEST(InjectionConfigTest, ErrorsNameTheField) {
             "imagePullPolicy: must be Always, IfNotPresent or Never");
   EXPECT_EQ(parseInjectionConfig("resources: 3").status().message(),
             "resources: must be a mapping");
+  EXPECT_EQ(parseInjectionConfig("peerAuth: maybe").status().message(),
+            "peerAuth: must be token or none");
+  EXPECT_EQ(parseInjectionConfig("peerAuth: token").status().message(),
+            "operatorIdentity: must be system:serviceaccount:<namespace>:<name> with peerAuth "
+            "token");
+  EXPECT_FALSE(
+      parseInjectionConfig("peerAuth: token\noperatorIdentity: system:serviceaccount:Bad:x").ok());
   EXPECT_FALSE(parseInjectionConfig("[").ok());
   EXPECT_EQ(loadInjectionConfig("/nonexistent").status().message(),
             "injection config /nonexistent: cannot be read");

@@ -65,14 +65,6 @@ TEST(IdentityFromTokenReview, AnApiServerWithoutAudiencesInItsAnswerIsAccepted) 
   EXPECT_TRUE(id.ok()) << id.status().toString();
 }
 
-TEST(BearerToken, ReadsTheSchemeCaseInsensitivelyAndTrims) {
-  EXPECT_EQ(bearerToken("Bearer abc.def"), "abc.def");
-  EXPECT_EQ(bearerToken("bearer  abc "), "abc");
-  EXPECT_EQ(bearerToken("Basic abc"), "");
-  EXPECT_EQ(bearerToken("Bearer "), "");
-  EXPECT_EQ(bearerToken(""), "");
-}
-
 class TokenReviewAuthenticatorTest : public ::testing::Test {
  protected:
   TokenReviewAuthenticatorTest() {

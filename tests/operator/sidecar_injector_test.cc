@@ -95,6 +95,19 @@ TEST_F(SidecarInjectorTest, MountsAPodBoundTokenForTheOperatorOnlyIntoTheSidecar
   }
 }
 
+TEST_F(SidecarInjectorTest, TellsTheSidecarWhoTheOperatorIsWhenPeerAuthIsOn) {
+  EXPECT_EQ(env(inject(injector(), annotatedPod())["spec"]["initContainers"][0],
+                "KSHARD_PEER_AUTH"),
+            "none");
+  InjectionConfig cfg;
+  cfg.peerAuth = "token";
+  cfg.operatorIdentity = "system:serviceaccount:kshard-system:kshard";
+  const json pod = inject(injector(cfg), annotatedPod());
+  const json& sc = pod["spec"]["initContainers"][0];
+  EXPECT_EQ(env(sc, "KSHARD_PEER_AUTH"), "token");
+  EXPECT_EQ(env(sc, "KSHARD_OPERATOR_IDENTITY"), "system:serviceaccount:kshard-system:kshard");
+}
+
 TEST_F(SidecarInjectorTest, AddsTheDrainPreStopAndAGracePeriodThatCoversTheHandoff) {
   sharding::ShardMapSpec spec;
   spec.handoffTimeout = std::chrono::seconds(60);

@@ -4,7 +4,8 @@
 #   1. a pod without the annotation is left untouched by the webhook;
 #   2. `helm test` passes;
 #   3. the operator's and the sidecar's ServiceAccounts can do what they need and no more
-#      (`kubectl auth can-i`: no Secrets, no writes to pods, nothing cluster-wide not needed);
+#      (`kubectl auth can-i`: no Secrets, no writes to pods, nothing cluster-wide not needed),
+#      and the sidecars' peer API takes assign and unassign only with the operator's token;
 #   4. `helm upgrade` keeps the webhook's CA, and the webhook still injects afterwards;
 #   5. `helm uninstall` removes every object of the release and keeps the CRD and the ShardMaps.
 # It ends with kshard uninstalled. Every wait has a deadline and says what did not happen.
@@ -79,6 +80,62 @@ can no "$sc" list pods -n "$APP_NS"
 can no "$sc" get secrets -n "$APP_NS"
 can no "$sc" create tokenreviews.authentication.k8s.io
 pass "RBAC: the operator ($op) and the sidecar ($sc) can do what they need and no more (kubectl auth can-i, $checks checks)"
+
+# 3b. The sidecars' peer API (sidecar --peer-auth=token, the chart's default): only the
+#     operator's token may ping, assign and unassign; only a registered pod of the ShardMap may
+#     forward. Refused calls change nothing. Checked once the map is balanced, so that no round
+#     of the operator changes the ownership under the check.
+balanced() {
+  kubectl -n "$APP_NS" get shardmap counter -o json |
+    jq -e '[.status.conditions[]? | select(.type == "Balanced" and .status == "True")] | length == 1' >/dev/null
+}
+wait_for 180 "the ShardMap demo/counter did not become Balanced" balanced ||
+  fail "demo/counter is not balanced: $(kubectl -n "$APP_NS" get shardmap counter -o jsonpath='{.status.conditions}')"
+map=$(kubectl -n "$APP_NS" get shardmap counter -o json)
+owner=$(jq -r '.status.assignments[0].pod' <<<"$map")
+addr=$(jq -r --arg p "$owner" '.status.pods[] | select(.name == $p) | .address' <<<"$map")
+epoch=$(jq -r '.status.epoch' <<<"$map")
+[[ -n "$owner" && "$owner" != null && -n "$addr" ]] || fail "the ShardMap demo/counter has no owner: $map"
+op_token=$(kubectl -n "$NS" create token "$operator_sa" --audience kshard --duration 10m)
+app_token=$(kubectl -n "$APP_NS" create token "$sidecar_sa" --audience kshard --duration 10m)
+owner_uid=$(kubectl -n "$APP_NS" get pod "$owner" -o jsonpath='{.metadata.uid}')
+pod_token=$(kubectl -n "$APP_NS" create token "$sidecar_sa" --audience kshard --duration 10m \
+  --bound-object-kind Pod --bound-object-name "$owner" --bound-object-uid "$owner_uid")
+api_token=$(kubectl -n "$NS" create token "$operator_sa" --duration 10m)  # the API server's audience
+body=$(mktemp)
+# peer <method> <path> <token or ""> [body] → the HTTP status; the answer is in $body.
+peer() {
+  local args=(-s -o "$body" -w '%{http_code}' -X "$1" "http://$addr$2" -H 'Content-Type: application/json'
+              -H 'Kshard-Shard: 1')
+  [[ -n "$3" ]] && args+=(-H "Authorization: Bearer $3")
+  [[ -n "${4:-}" ]] && args+=(-d "$4")
+  curl "${args[@]}" || true
+}
+expect() {  # expect <status> <what> <peer arguments...>
+  local want=$1 what=$2 got
+  shift 2
+  got=$(peer "$@")
+  [[ "$got" == "$want" ]] || fail "$what: HTTP $got, expected $want: $(head -c 300 "$body")"
+}
+owned() { peer GET /v1/ping "$op_token" >/dev/null; jq -r '.shards' "$body"; }
+before=$(owned)
+[[ -n "$before" && "$before" != null ]] || fail "ping with the operator's token: $(head -c 300 "$body")"
+unassign="{\"shardMap\":\"$APP_NS/counter\",\"epoch\":$((epoch + 1000)),\"shards\":\"$before\"}"
+expect 401 "unassign without a token" POST /v1/shards/unassign "" "$unassign"
+expect 401 "unassign with a token for the API server's audience" POST /v1/shards/unassign "$api_token" "$unassign"
+expect 401 "unassign with a forged token" POST /v1/shards/unassign "${op_token%??????}AAAAAA" "$unassign"
+expect 403 "unassign with the app's token" POST /v1/shards/unassign "$app_token" "$unassign"
+expect 403 "assign with a pod's token" POST /v1/shards/assign "$pod_token" "$unassign"
+expect 401 "ping without a token" GET /v1/ping ""
+[[ "$(owned)" == "$before" ]] || fail "refused calls changed what $owner owns: $before → $(owned)"
+[[ "$(kubectl -n "$APP_NS" get shardmap counter -o jsonpath='{.status.epoch}')" == "$epoch" ]] ||
+  fail "refused calls changed the ShardMap's epoch"
+expect 401 "a forwarded message without a token" POST /v1/peer/entities/counter/e2e "" '{}'
+expect 403 "a forwarded message with a token not bound to a pod" POST /v1/peer/entities/counter/e2e "$app_token" '{}'
+[[ "$(peer POST /v1/peer/entities/counter/e2e "$pod_token" '{}')" != 401 ]] ||
+  fail "a registered pod's token was refused on a forwarded message: $(head -c 300 "$body")"
+rm -f "$body"
+pass "peer API: only the operator's token assigns and unassigns, only registered pods forward; refusals changed nothing"
 
 # 4. helm upgrade keeps the CA, and injection still works.
 ca() { kubectl get mutatingwebhookconfiguration kshard-sidecar-injector -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; }

@@ -31,6 +31,9 @@ struct ApiRequest {
   std::vector<std::pair<std::string, std::string>> query;  // unencoded; encoded by target()
   std::optional<nlohmann::json> body;
   std::string contentType = "application/json";
+  // What the answer may be: JSON, or e.g. "application/jwk-set+json" for /openid/v1/jwks, which
+  // the API server refuses (406) to send as application/json.
+  std::string accept = "application/json";
   // Per-attempt timeout; zero means the client's default.
   std::chrono::milliseconds timeout{0};
   // "get pods demo/counter-0": the context of error messages and logs.

@@ -181,7 +181,7 @@ StatusOr<http::Request> Client::toHttp(const ApiRequest& r, std::string& tokenSe
   h.method = r.method;
   h.target = pathPrefix_ + r.target();
   h.timeout = r.timeout.count() > 0 ? r.timeout : options_.requestTimeout;
-  h.headers.set("Accept", "application/json");
+  h.headers.set("Accept", r.accept);
   h.headers.set("User-Agent", options_.userAgent);
   if (r.body) {
     h.headers.set("Content-Type", r.contentType);

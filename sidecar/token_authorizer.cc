@@ -10,10 +10,11 @@ using nlohmann::json;
 
 namespace {
 
-kube::ApiRequest getPath(std::string path, std::string description) {
+kube::ApiRequest getPath(std::string path, std::string accept, std::string description) {
   kube::ApiRequest r;
   r.method = http::Method::kGet;
   r.path = std::move(path);
+  r.accept = std::move(accept);
   r.description = std::move(description);
   return r;
 }
@@ -91,13 +92,15 @@ void ApiServerIssuerKeys::fetch() {
     lastFetch_ = scheduler_.clock().now();
   }
   api_.callAsync(
-      getPath("/.well-known/openid-configuration", "get the service-account issuer"),
+      getPath("/.well-known/openid-configuration", "application/json",
+              "get the service-account issuer"),
       [this](StatusOr<json> discovery) {
         if (!discovery.ok()) {
           fetched(std::move(discovery), json());
           return;
         }
-        api_.callAsync(getPath("/openid/v1/jwks", "get the service-account issuer keys"),
+        api_.callAsync(getPath("/openid/v1/jwks", "application/jwk-set+json",
+                               "get the service-account issuer keys"),
                        [this, discovery = std::move(discovery)](StatusOr<json> jwks) mutable {
                          fetched(std::move(discovery), std::move(jwks));
                        });
@@ -130,7 +133,7 @@ void ApiServerIssuerKeys::fetched(StatusOr<json> discovery, StatusOr<json> jwks)
   if (stopped_) return;
   if (!failure.ok()) {
     failureDelay_ = std::clamp(failureDelay_ * 2, options_.retryAfterFailure,
-                               std::max(options_.retryAfterFailure, options_.refreshEvery));
+                               std::max(options_.retryAfterFailure, options_.maxRetryDelay));
     log_.warn("cannot load the service-account issuer keys; retrying",
               {{"error", failure.toString()},
                {"retry_in_ms",

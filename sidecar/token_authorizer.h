@@ -74,7 +74,8 @@ class ApiServerIssuerKeys final : public IssuerKeys {
   struct Options {
     Duration refreshEvery = std::chrono::minutes(5);
     Duration minRefreshGap = std::chrono::seconds(10);
-    Duration retryAfterFailure = std::chrono::seconds(2);
+    Duration retryAfterFailure = std::chrono::seconds(2);  // doubling up to maxRetryDelay
+    Duration maxRetryDelay = std::chrono::seconds(30);
   };
   ApiServerIssuerKeys(kube::Client& api, Scheduler& scheduler, Logger logger, Options options);
   ApiServerIssuerKeys(kube::Client& api, Scheduler& scheduler, Logger logger)

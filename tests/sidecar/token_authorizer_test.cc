@@ -147,7 +147,13 @@ class ApiServerIssuerKeysTest : public ::testing::Test {
         return kube::testing::jsonResponse(
             200, json{{"issuer", kIssuer}, {"jwks_uri", kIssuer + "/openid/v1/jwks"}}.dump());
       }
-      if (r.target == "/openid/v1/jwks") return kube::testing::jsonResponse(200, jwks_);
+      if (r.target == "/openid/v1/jwks") {
+        // As the API server: only its own media type.
+        if (r.headers.get("Accept") != "application/jwk-set+json") {
+          return kube::testing::jsonResponse(406, "406: Not Acceptable");
+        }
+        return kube::testing::jsonResponse(200, jwks_);
+      }
       return kube::testing::jsonResponse(404, "{}");
     });
   }
@@ -164,7 +170,10 @@ class ApiServerIssuerKeysTest : public ::testing::Test {
 
 TEST_F(ApiServerIssuerKeysTest, LoadsTheIssuerAndKeysAndRefreshesOnRotation) {
   ApiServerIssuerKeys keys(client_, scheduler_, logger_,
-                           {.refreshEvery = 300s, .minRefreshGap = 10s, .retryAfterFailure = 2s});
+                           {.refreshEvery = 300s,
+                            .minRefreshGap = 10s,
+                            .retryAfterFailure = 2s,
+                            .maxRetryDelay = 30s});
   keys.start();
   ASSERT_TRUE(keys.waitLoaded(5s));
   auto first = keys.current();
@@ -192,7 +201,10 @@ TEST_F(ApiServerIssuerKeysTest, LoadsTheIssuerAndKeysAndRefreshesOnRotation) {
 
 TEST_F(ApiServerIssuerKeysTest, AFailedFetchKeepsTheLastKeysAndRetries) {
   ApiServerIssuerKeys keys(client_, scheduler_, logger_,
-                           {.refreshEvery = 300s, .minRefreshGap = 10s, .retryAfterFailure = 2s});
+                           {.refreshEvery = 300s,
+                            .minRefreshGap = 10s,
+                            .retryAfterFailure = 2s,
+                            .maxRetryDelay = 30s});
   down_ = true;
   keys.start();
   EXPECT_EQ(keys.current(), nullptr);

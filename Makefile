@@ -7,7 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 .DEFAULT_GOAL := build
 
-.PHONY: deps build build-dev unit-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
+.PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
         scenarios cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help
 
 help:
@@ -15,6 +15,8 @@ help:
 	@echo "make test          every test: unit and component (ASan+UBSan), cluster, end-to-end"
 	@echo "make build         optimised build; executables in build/bin/"
 	@echo "make unit-test     unit and component tests only"
+	@echo "make fuzz-smoke    every fuzz harness for 10 s (part of make test)"
+	@echo "make api-test      Schemathesis against the sidecar's OpenAPI description (part of make test)"
 	@echo "make cluster-up    start the local Kubernetes cluster (.cluster/kubeconfig)"
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
@@ -41,8 +43,14 @@ unit-test: build-dev
 chart-test:
 	@bash e2e/chart-test.sh
 
-# Every test: unit and component, the local cluster's own tests, then kshard on the local cluster.
-test: deps unit-test cluster-test e2e-test
+# Property-based tests of the sidecar's APIs against docs/openapi/sidecar.yaml (Schemathesis from
+# PyPI, in a venv under build/), on the sanitizer build of the unit tests.
+api-test: build-dev
+	@KSHARD_SIDECAR=build/dev/bin/kshard-sidecar bash e2e/schemathesis/run.sh
+
+# Every test: unit and component, a short run of every fuzz harness, the API property tests, the
+# local cluster's own tests, then kshard on the local cluster.
+test: deps unit-test fuzz-smoke api-test cluster-test e2e-test
 
 # kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.
 e2e-test: build

@@ -6,9 +6,8 @@
 namespace kshard::fuzz {
 namespace {
 
-// One line per harness. A new harness (the JWT verifier's, when issue 10's authentication lands)
-// is its fuzz/<name>_fuzz.cc, a line here, its name in fuzz/targets.cmake and a seed corpus in
-// fuzz/corpus/<name>/.
+// One line per harness. A new harness is its fuzz/<name>_fuzz.cc, a line here, its name in
+// fuzz/targets.cmake and a seed corpus in fuzz/corpus/<name>/.
 constexpr std::array kTargets = {
     FuzzTarget{"admission_review", fuzzOneAdmissionReview,
                "AdmissionReview bodies to the sidecar injector; patches apply and are idempotent"},

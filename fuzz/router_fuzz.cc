@@ -29,7 +29,8 @@ namespace {
 using http::Method;
 
 constexpr Method kMethods[] = {Method::kGet,   Method::kHead,   Method::kPost,   Method::kPut,
-                               Method::kPatch, Method::kDelete, Method::kOptions};
+                               Method::kPatch, Method::kDelete, Method::kOptions,
+                               Method::kTrace};
 
 struct Route {
   Method method;

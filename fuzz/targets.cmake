@@ -3,9 +3,9 @@
 # once.
 #
 # KSHARD_FUZZ_HARNESSES names every harness: fuzz/<name>_fuzz.cc holds fuzzOne<Name>, listed in
-# fuzz/fuzz_targets.cc; the binary is <name>_fuzz; seeds are in fuzz/corpus/<name>/. To add one
-# (the JWT verifier's, when issue 10's authentication lands): the .cc file, its name here and in
-# fuzz_targets.cc, its library in target_link_libraries below, and a seed corpus.
+# fuzz/fuzz_targets.cc; the binary is <name>_fuzz; seeds are in fuzz/corpus/<name>/. To add one:
+# the .cc file, its name here and in fuzz_targets.cc, its library in target_link_libraries below,
+# and a seed corpus.
 set(KSHARD_FUZZ_HARNESSES
   admission_review
   base64

@@ -31,6 +31,7 @@ void checkAddress(const std::string& address) {
   check(!port.empty() && port.size() <= 5 &&
             port.find_first_not_of("0123456789") == std::string::npos,
         "the port is a number", address);
+  check(port[0] != '0', "the port has no leading zero", address);
   const int value = std::stoi(port);
   check(value >= 1 && value <= 65535, "the port is in 1..65535", address);
 }

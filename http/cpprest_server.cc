@@ -328,6 +328,13 @@ Status CppRestServer::start() {
       auto listener = std::make_unique<http_listener>(web::uri(url), config);
       Impl* raw = &impl;
       listener->support([raw](web_http::http_request req) { raw->onRequest(std::move(req)); });
+      // cpprest answers TRACE (200, echoing the request) and OPTIONS (200, Allow from the
+      // methods claimed here) itself unless a handler claims them; the router answers them as
+      // the Beast server's do (405 with the path's Allow).
+      for (const auto& method : {web_http::methods::TRCE, web_http::methods::OPTIONS}) {
+        listener->support(method,
+                          [raw](web_http::http_request req) { raw->onRequest(std::move(req)); });
+      }
       listener->open().wait();
       impl.listener = std::move(listener);
       impl.port = port;

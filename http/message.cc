@@ -7,7 +7,7 @@ namespace kshard::http {
 
 namespace {
 
-constexpr std::array<std::pair<Method, std::string_view>, 7> kMethodNames = {{
+constexpr std::array<std::pair<Method, std::string_view>, 8> kMethodNames = {{
     {Method::kGet, "GET"},
     {Method::kHead, "HEAD"},
     {Method::kPost, "POST"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<Method, std::string_view>, 7> kMethodNames = {{
     {Method::kPatch, "PATCH"},
     {Method::kDelete, "DELETE"},
     {Method::kOptions, "OPTIONS"},
+    {Method::kTrace, "TRACE"},
 }};
 
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }

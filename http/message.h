@@ -12,7 +12,9 @@
 
 namespace kshard::http {
 
-enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions };
+// TRACE is recognised (so that a router answers it 405 with Allow, as any method a path does not
+// serve) but no kshard route serves it.
+enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions, kTrace };
 
 std::string_view methodName(Method m);
 std::optional<Method> parseMethod(std::string_view name);

@@ -9,7 +9,8 @@ namespace kshard::http {
 namespace {
 
 constexpr Method kAllMethods[] = {Method::kGet,   Method::kHead,   Method::kPost,   Method::kPut,
-                                  Method::kPatch, Method::kDelete, Method::kOptions};
+                                  Method::kPatch, Method::kDelete, Method::kOptions,
+                                  Method::kTrace};
 
 // Splits "/a/b/c" into {"a", "b", "c"}; "/" is one empty segment, as is a trailing "/".
 std::vector<std::string_view> splitPath(std::string_view path) {

@@ -50,9 +50,12 @@ Status readEpoch(const json& j, const char* field, Epoch& out) {
 
 Status readShards(const json& j, const char* field, std::int32_t shardCount,
                   sharding::ShardSet& out) {
+  // Required, but may be "" (no shard): null is not a range text.
+  if (auto it = j.find(field); it == j.end() || it->is_null()) {
+    return invalidArgument(std::string(field) + ": required");
+  }
   std::string text;
   if (Status s = readString(j, field, 1u << 20, false, text); !s.ok()) return s;
-  if (j.find(field) == j.end()) return invalidArgument(std::string(field) + ": required");
   auto set = sharding::ShardSet::parse(text, shardCount);
   if (!set.ok()) return set.status().withContext(field);
   out = std::move(*set);
@@ -70,9 +73,10 @@ Status validateAddress(const std::string& address) {
     return invalidArgument("address: must be host:port");
   }
   const std::string port = address.substr(colon + 1);
+  // Canonical decimal only (no sign, no leading zero), so that one address has one spelling.
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port) == 0 || std::stoi(port) > 65535) {
-    return invalidArgument("address: port must be 1..65535");
+      port[0] == '0' || std::stoi(port) > 65535) {
+    return invalidArgument("address: port must be 1..65535 (decimal, no leading zero)");
   }
   return {};
 }

@@ -74,12 +74,19 @@ void SidecarConfig::declare(OptionSet& opts) {
                  "How the peer API checks its callers: token (ping/assign/unassign only from "
                  "the operator's ServiceAccount, forwarded messages only from registered pods of "
                  "this ShardMap, proven by their projected tokens, verified against the "
-                 "cluster's service-account issuer keys; needs map-source=kube) or none.",
+                 "cluster's service-account issuer keys; needs map-source=kube or "
+                 "--issuer-keys-file) or none.",
                  &peerAuth);
   opts.addString("operator-identity", "KSHARD_OPERATOR_IDENTITY",
                  "With peer-auth=token, the token subject of the operator "
                  "(system:serviceaccount:<namespace>:<name>).",
                  &operatorIdentity);
+  opts.addString("issuer-keys-file", "KSHARD_ISSUER_KEYS_FILE",
+                 "With peer-auth=token, read the service-account issuer's keys from this JWKS "
+                 "file (read once) instead of the API server's /openid/v1/jwks; needs --issuer.",
+                 &issuerKeysFile);
+  opts.addString("issuer", "KSHARD_ISSUER",
+                 "With --issuer-keys-file, the iss that tokens must carry.", &issuer);
   addDuration(opts, "map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
               "With map-source=manager, how often to fetch the map.", &mapPollInterval);
   opts.addString("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).",
@@ -123,9 +130,13 @@ Status SidecarConfig::validate() const {
     return invalidArgument("--peer-auth: must be token or none");
   }
   if (peerAuth == "token") {
-    if (mapSource != "kube") {
+    if (mapSource != "kube" && issuerKeysFile.empty()) {
       return invalidArgument(
-          "--peer-auth=token: needs --map-source=kube (the issuer keys come from the API server)");
+          "--peer-auth=token: needs --map-source=kube (the issuer keys come from the API server) "
+          "or --issuer-keys-file");
+    }
+    if (!issuerKeysFile.empty() && issuer.empty()) {
+      return invalidArgument("--issuer: required with --issuer-keys-file");
     }
     if (!protocol::isServiceAccountSubject(operatorIdentity)) {
       return invalidArgument(

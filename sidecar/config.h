@@ -46,6 +46,10 @@ struct SidecarConfig {
   // "token" or "none": see --peer-auth.
   std::string peerAuth = "none";
   std::string operatorIdentity;  // "system:serviceaccount:kshard-system:kshard"
+  // With peer-auth=token: the issuer's keys from this JWKS file, and tokens' iss, instead of
+  // the API server's OIDC discovery (clusters that distribute them otherwise; benchmarks).
+  std::string issuerKeysFile;
+  std::string issuer;
   Duration mapPollInterval = std::chrono::seconds(1);
   std::string kubeconfig;
   std::string logLevel = "info";

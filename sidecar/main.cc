@@ -178,17 +178,31 @@ int run(int argc, char** argv) {
                                          kcfg->token, kcfg->pathPrefix);
   }
   std::unique_ptr<ApiServerIssuerKeys> issuerKeys;
+  FixedIssuerKeys fixedKeys;
   std::unique_ptr<RequestAuthorizer> authorizer;
   if (cfg.peerAuth == "token") {
-    issuerKeys = std::make_unique<ApiServerIssuerKeys>(*api, scheduler,
-                                                       log.withFields({{"part", "issuer-keys"}}));
-    issuerKeys->start();
+    IssuerKeys* keys = &fixedKeys;
+    if (!cfg.issuerKeysFile.empty()) {
+      auto text = kube::readFile(cfg.issuerKeysFile);
+      auto set = text.ok() ? kube::JwkSet::parse(*text) : StatusOr<kube::JwkSet>(text.status());
+      if (!set.ok()) {
+        log.error("cannot read --issuer-keys-file",
+                  {{"file", cfg.issuerKeysFile}, {"error", set.status().toString()}});
+        return kExitConfig;
+      }
+      fixedKeys.set(cfg.issuer, std::move(*set));
+    } else {
+      issuerKeys = std::make_unique<ApiServerIssuerKeys>(
+          *api, scheduler, log.withFields({{"part", "issuer-keys"}}));
+      issuerKeys->start();
+      keys = issuerKeys.get();
+    }
     TokenAuthorizerOptions authOptions;
     authOptions.operatorSubject = cfg.operatorIdentity;
     authOptions.ns = self.shardMap.ns;
     authOptions.shardMap = self.shardMap.toString();
     authorizer =
-        std::make_unique<TokenAuthorizer>(*issuerKeys, table, SystemClock::instance(), authOptions);
+        std::make_unique<TokenAuthorizer>(*keys, table, SystemClock::instance(), authOptions);
   } else {
     authorizer = std::make_unique<AllowAllAuthorizer>();
   }

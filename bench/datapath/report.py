@@ -21,6 +21,7 @@ LABELS = {
     "nginx": "(b) → nginx → nginx → app",
     "sidecar": "(c) → sidecar A → sidecar B → app",
     "owner": "for reference: → sidecar B (owner) → app",
+    "sidecar-auth": "(c) with --peer-auth=token: → sidecar C → sidecar D → app",
 }
 GOAL_P50_MS, GOAL_P99_MS = 0.5, 2.0
 

@@ -6,7 +6,10 @@
 #   (a) direct   load generator → app
 #   (b) nginx    load generator → nginx → nginx → app      (keep-alive upstreams)
 #   (c) sidecar  load generator → sidecar A → sidecar B (owner) → app
-#   and, for reference, load generator → sidecar B (owner) → app: one sidecar, no forwarding.
+#   and, for reference, load generator → sidecar B (owner) → app: one sidecar, no forwarding;
+#   and (c) with peer authentication: sidecar C → sidecar D → app, both with --peer-auth=token,
+#   so that every forwarded message carries C's token and D checks it (bench/datapath/tokens.py
+#   makes the key and the tokens; the keys come from a file, not from an API server).
 #
 # For (c), two real kshard-sidecar processes (A: peer API on 127.0.0.2, B: on 127.0.0.3) poll a
 # stub manager (bench/datapath/stub_manager.py) that gives every shard to B, so every message
@@ -207,23 +210,39 @@ wait_until 10 "the stub manager listening" \
   curl -fsS "http://127.0.0.1:$manager_port/v1/shardmaps/bench/datapath/assignments"
 
 declare -A api_port admin_port sidecar_pid
-start_sidecar() {
-  local name=$1 ip=$2
+start_sidecar() {  # start_sidecar NAME IP [MANAGER_PORT SHARD_MAP EXTRA_FLAGS...]
+  local name=$1 ip=$2 manager=${3:-$manager_port} map=${4:-datapath}
+  shift $(($# < 4 ? $# : 4))
   api_port[$name]=$(free_port)
   admin_port[$name]=$(free_port)
   local peer_port
   peer_port=$(free_port "$ip")
   "$sidecar" --pod-name="bench-$name" --pod-namespace=bench --pod-uid="uid-$name" --pod-ip="$ip" \
-    --shard-map=datapath --version=1.0.0 --app-port="$app_port" --api-port="${api_port[$name]}" \
+    --shard-map="$map" --version=1.0.0 --app-port="$app_port" --api-port="${api_port[$name]}" \
     --peer-port="$peer_port" --admin-port="${admin_port[$name]}" --admin-bind-address=127.0.0.1 \
-    --map-source=manager --manager-address="127.0.0.1:$manager_port" \
+    --map-source=manager --manager-address="127.0.0.1:$manager" "$@" \
     >"$out/sidecar-$name.log" 2>&1 &
   sidecar_pids+=($!)
   sidecar_pid[$name]=$!
 }
 start_sidecar b 127.0.0.3
 start_sidecar a 127.0.0.2
-for name in a b; do
+# The authenticated pair: its own ShardMap (D owns every shard) and tokens.
+issuer=https://kshard-bench.invalid
+python3 "$here/tokens.py" "$work" "$issuer" bench bench-c bench-d
+auth_manager_port=$(free_port)
+python3 "$here/stub_manager.py" "$auth_manager_port" bench datapath-auth "$shards" bench-d \
+  "$work/token-operator" >"$out/manager-auth.log" 2>&1 &
+pids+=($!)
+wait_until 10 "the second stub manager listening" \
+  curl -fsS "http://127.0.0.1:$auth_manager_port/v1/shardmaps/bench/datapath-auth/assignments"
+for name in d c; do
+  start_sidecar "$name" "127.0.0.$([[ $name == c ]] && echo 6 || echo 7)" "$auth_manager_port" \
+    datapath-auth --peer-auth=token --issuer-keys-file="$work/jwks.json" --issuer="$issuer" \
+    --operator-identity=system:serviceaccount:bench:stub-manager \
+    --manager-token-file="$work/token-bench-$name"
+done
+for name in a b c d; do
   wait_until 60 "sidecar $name ready" curl -fsS "http://127.0.0.1:${admin_port[$name]}/readyz"
 done
 
@@ -237,6 +256,15 @@ forwarded_by_b() {
     tr -d '\r' | grep -qix 'kshard-owner: bench-b'
 }
 wait_until 30 "a message through sidecar A answered by owner B" forwarded_by_b
+forwarded_by_d() {
+  curl -fsS -D - -o /dev/null -X POST --data-binary x \
+    "http://127.0.0.1:${api_port[c]}/v1/entities/bench/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-d'
+}
+wait_until 30 "a message through sidecar C answered by owner D (checking C's token)" forwarded_by_d
+# And D refuses a forwarded message without a token: the check is on.
+unauthenticated=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Kshard-Shard: 1' \
+  "http://$(sed -n 's/.*"peer_api":"\([^"]*\)".*/\1/p' "$out/sidecar-d.log" | head -1)/v1/peer/entities/bench/probe")
+[[ $unauthenticated == 401 ]] || die "sidecar D answered $unauthenticated to a forwarded message without a token, not 401"
 log "ready: app 127.0.0.1:$app_port, nginx 127.0.0.4:$nginx1_port → 127.0.0.5:$nginx2_port," \
   "sidecar A 127.0.0.1:${api_port[a]} → B (peer 127.0.0.3)"
 
@@ -244,12 +272,13 @@ log "ready: app 127.0.0.1:$app_port, nginx 127.0.0.4:$nginx1_port → 127.0.0.5:
 
 # "owner" is not one of the issue's topologies: messages sent to B itself, delivered locally, to
 # tell the cost of one sidecar from the cost of the forwarding hop.
-topologies=(direct nginx sidecar owner)
+topologies=(direct nginx sidecar owner sidecar-auth)
 declare -A url=([direct]=$direct_url [nginx]=$nginx_url [sidecar]=$sidecar_url
-  [owner]="http://127.0.0.1:${api_port[b]}")
+  [owner]="http://127.0.0.1:${api_port[b]}" [sidecar-auth]="http://127.0.0.1:${api_port[c]}")
 # The processes between the load generator and the app (with their children: nginx's workers).
 declare -A proxies=([direct]="" [nginx]="${nginx_pids[*]}"
-  [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}" [owner]="${sidecar_pid[b]}")
+  [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}" [owner]="${sidecar_pid[b]}"
+  [sidecar-auth]="${sidecar_pid[c]} ${sidecar_pid[d]}")
 
 usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0"; fi; }
 
@@ -322,7 +351,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # What the sidecars counted, to show the path taken (A forwards, B delivers).
-for name in a b; do
+for name in a b c d; do
   curl -fsS "http://127.0.0.1:${admin_port[$name]}/metrics" |
     grep '^kshard_sidecar_messages_total' | grep -v ' 0$' >"$out/metrics-$name.txt" || true
 done

@@ -11,7 +11,10 @@ entityIdleTimeout is long, so that no entity is stopped while the benchmark runs
 Not on the data path: the sidecars only poll the map (once a second) and register once.
 Prints one line per control call on stdout, which run.sh keeps as a log.
 
-Usage: stub_manager.py PORT NAMESPACE NAME SHARDS OWNER
+With TOKEN_FILE, the assign call carries its content as a bearer token (the operator's token,
+for sidecars with --peer-auth=token).
+
+Usage: stub_manager.py PORT NAMESPACE NAME SHARDS OWNER [TOKEN_FILE]
 """
 import json
 import sys
@@ -21,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT, NAMESPACE, NAME = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 SHARDS, OWNER = int(sys.argv[4]), sys.argv[5]
+TOKEN = open(sys.argv[6]).read().strip() if len(sys.argv) > 6 else ""
 BASE = f"/v1/shardmaps/{NAMESPACE}/{NAME}/"
 LOCK = threading.Lock()
 STATE = {"epoch": 0, "pods": [], "assignments": []}
@@ -57,8 +61,11 @@ def shard_map():
 def assign_all(address, epoch):
     body = json.dumps({"shardMap": f"{NAMESPACE}/{NAME}", "epoch": epoch,
                        "shards": f"1-{SHARDS}"}).encode()
+    headers = {"Content-Type": "application/json"}
+    if TOKEN:
+        headers["Authorization"] = "Bearer " + TOKEN
     req = urllib.request.Request(f"http://{address}/v1/shards/assign", data=body,
-                                 headers={"Content-Type": "application/json"}, method="POST")
+                                 headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             print(f"assign 1-{SHARDS} at epoch {epoch} to {address}: {r.status}", flush=True)

@@ -48,6 +48,9 @@ say "installing the ShardMap CRD"
 kubectl apply -f "$REPO_ROOT/crds/shardmap.yaml" >/dev/null
 kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io >/dev/null
 
+say "installing Schemathesis (the manager API's test)"
+KSHARD_SCHEMATHESIS=$(bash "$REPO_ROOT/e2e/schemathesis/venv.sh")
+export KSHARD_SCHEMATHESIS
 export KSHARD_OPERATOR_BIN
 export KSHARD_OPERATOR_LOGS="$CLUSTER_DIR/logs/operator-e2e"
 mkdir -p "$KSHARD_OPERATOR_LOGS"

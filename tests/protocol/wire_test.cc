@@ -26,7 +26,20 @@ TEST(WireTest, RegisterErrorsNameTheField) {
             "address: must be host:port");
   EXPECT_EQ(
       decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:70000"})").status().message(),
-      "address: port must be 1..65535");
+      "address: port must be 1..65535 (decimal, no leading zero)");
+  for (const char* port : {"0", "07101", "+80", "65536"}) {
+    EXPECT_FALSE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:)" + std::string(port) +
+                                       R"("})")
+                     .ok())
+        << port << ": one address has one spelling (the manager API's schema says so too)";
+  }
+  EXPECT_TRUE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:65535"})").ok());
+  EXPECT_EQ(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":1,"shards":null})", 64)
+                .status()
+                .message(),
+            "shards: required");
+  EXPECT_TRUE(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":1,"shards":""})", 64).ok())
+      << "an empty range text is an empty set";
   EXPECT_EQ(decodeRegisterRequest("{\"pod\":\"p\\u0000\xff\",\"uid\":\"u\",\"address\":\"h:1\"}")
                 .status()
                 .code(),

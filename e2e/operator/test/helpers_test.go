@@ -131,28 +131,30 @@ type operator struct {
 	name      string
 	manager   string // host:port of its manager API, reachable from pods
 	admin     string // host:port of /metrics, /healthz, /readyz
+	extra     []string // more flags, kept across restart
 	cmd       *exec.Cmd
 	logPath   string
 	exited    chan struct{}
 	exitState error
 }
 
-func startOperator(t *testing.T, name, leaseNamespace, watchNamespace string) *operator {
+// extra: more flags for kshard-operator (kept across restart).
+func startOperator(t *testing.T, name, leaseNamespace, watchNamespace string, extra ...string) *operator {
 	t.Helper()
 	return startOperatorAt(t, name, leaseNamespace, watchNamespace,
 		net.JoinHostPort(nodeIP, strconv.Itoa(freePort(t, nodeIP))),
-		net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1"))))
+		net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1"))), extra...)
 }
 
 // restart starts the replica again on the same addresses (the pods know its manager address).
 func (op *operator) restart(t *testing.T, leaseNamespace, watchNamespace string) *operator {
 	t.Helper()
-	return startOperatorAt(t, op.name, leaseNamespace, watchNamespace, op.manager, op.admin)
+	return startOperatorAt(t, op.name, leaseNamespace, watchNamespace, op.manager, op.admin, op.extra...)
 }
 
-func startOperatorAt(t *testing.T, name, leaseNamespace, watchNamespace, manager, admin string) *operator {
+func startOperatorAt(t *testing.T, name, leaseNamespace, watchNamespace, manager, admin string, extra ...string) *operator {
 	t.Helper()
-	op := &operator{name: name, manager: manager, admin: admin, exited: make(chan struct{})}
+	op := &operator{name: name, manager: manager, admin: admin, extra: extra, exited: make(chan struct{})}
 	logDir := env(t, "KSHARD_OPERATOR_LOGS")
 	_ = os.MkdirAll(logDir, 0o755)
 	op.logPath = filepath.Join(logDir, watchNamespace+"-"+name+".log")
@@ -160,12 +162,12 @@ func startOperatorAt(t *testing.T, name, leaseNamespace, watchNamespace, manager
 	if err != nil {
 		t.Fatal(err)
 	}
-	op.cmd = exec.Command(env(t, "KSHARD_OPERATOR_BIN"),
-		"--kubeconfig", env(t, "KUBECONFIG"),
+	args := []string{"--kubeconfig", env(t, "KUBECONFIG"),
 		"--manager-listen", op.manager, "--advertise-address", op.manager,
 		"--admin-listen", op.admin,
 		"--lease-namespace", leaseNamespace, "--watch-namespace", watchNamespace,
-		"--log-level", "debug")
+		"--log-level", "debug"}
+	op.cmd = exec.Command(env(t, "KSHARD_OPERATOR_BIN"), append(args, extra...)...)
 	op.cmd.Env = append(os.Environ(), "POD_NAME="+name, "POD_NAMESPACE="+leaseNamespace)
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
 	if err := op.cmd.Start(); err != nil {

@@ -1,0 +1,61 @@
+// sidecar/config.h: the cross-field checks of the peer API's authentication options.
+#include "sidecar/config.h"
+
+#include <gtest/gtest.h>
+
+namespace kshard::sidecar {
+namespace {
+
+SidecarConfig valid() {
+  SidecarConfig c;
+  c.podName = "counter-0";
+  c.podNamespace = "demo";
+  c.podUid = "uid-0";
+  c.podIp = "10.0.0.1";
+  c.shardMap = "counter";
+  return c;
+}
+
+SidecarConfig withTokenAuth() {
+  SidecarConfig c = valid();
+  c.peerAuth = "token";
+  c.operatorIdentity = "system:serviceaccount:kshard-system:kshard";
+  c.managerTokenFile = "/var/run/secrets/kshard.io/token/token";
+  return c;
+}
+
+std::string errorOf(const SidecarConfig& c) { return c.validate().message(); }
+
+TEST(SidecarConfig, PeerAuthIsTokenOrNone) {
+  EXPECT_TRUE(valid().validate().ok());
+  EXPECT_TRUE(withTokenAuth().validate().ok()) << errorOf(withTokenAuth());
+  SidecarConfig c = valid();
+  c.peerAuth = "maybe";
+  EXPECT_EQ(errorOf(c), "--peer-auth: must be token or none");
+}
+
+TEST(SidecarConfig, TokenAuthNeedsTheOperatorsIdentityAndThePodsToken) {
+  for (const std::string bad : {"", "kshard", "system:serviceaccount:kshard-system",
+                                "system:serviceaccount:Kshard:kshard", "system:node:kshard"}) {
+    SidecarConfig c = withTokenAuth();
+    c.operatorIdentity = bad;
+    EXPECT_NE(errorOf(c).find("--operator-identity"), std::string::npos) << bad;
+  }
+  SidecarConfig c = withTokenAuth();
+  c.managerTokenFile.clear();
+  EXPECT_NE(errorOf(c).find("--manager-token-file: required"), std::string::npos) << errorOf(c);
+}
+
+TEST(SidecarConfig, TokenAuthWithoutTheApiNeedsAKeysFileAndItsIssuer) {
+  SidecarConfig c = withTokenAuth();
+  c.mapSource = "manager";
+  c.managerAddress = "127.0.0.1:7000";
+  EXPECT_NE(errorOf(c).find("--issuer-keys-file"), std::string::npos) << errorOf(c);
+  c.issuerKeysFile = "/etc/kshard/jwks.json";
+  EXPECT_EQ(errorOf(c), "--issuer: required with --issuer-keys-file");
+  c.issuer = "https://kubernetes.default.svc.cluster.local";
+  EXPECT_TRUE(c.validate().ok()) << errorOf(c);
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

@@ -152,6 +152,21 @@ TEST_F(RouterTest, ReportsAnUnreachableOwnerAndRetries) {
   EXPECT_EQ(peers_.calls.size(), 1u);
 }
 
+TEST_F(RouterTest, RetriesAnOwnerThatCannotVerifyTheSenderYetWithoutReportingIt) {
+  // 401 or 503 AuthenticationUnavailable from the owner: nothing was delivered (the sender's
+  // token is rotating, or the owner has not seen this pod's registration yet).
+  ASSERT_TRUE(table_.update(makeMap(10, 2, {{"p2", "1-10"}})));
+  send(7);
+  peers_.complete(ForwardOutcome::kCallerRefused, 503);
+  EXPECT_TRUE(answers_.empty()) << "a refusal of the sender went back to the app";
+  EXPECT_TRUE(reporter_.pods.empty()) << "the owner answered; it is not unhealthy";
+  scheduler_.advance(milliseconds(50));
+  ASSERT_EQ(peers_.calls.size(), 1u);
+  EXPECT_EQ(peers_.calls[0].owner.pod, "p2");
+  peers_.complete(ForwardOutcome::kAnswered);
+  EXPECT_EQ(answers_.size(), 1u);
+}
+
 TEST_F(RouterTest, BackoffDoublesUpToItsCapWithJitter) {
   ASSERT_TRUE(table_.update(makeMap(10, 2, {{"p2", "1-10"}})));
   send(7, seconds(60));

@@ -182,7 +182,7 @@ StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) 
       cache_.clear();
       cacheGeneration_ = set->generation;
     }
-    auto it = cache_.find(std::string(token));
+    auto it = cache_.find(token);
     if (it != cache_.end()) {
       if (it->second.expiresAt >= now) return it->second;
       cache_.erase(it);

@@ -8,7 +8,8 @@ namespace kshard::sharding {
 StatusOr<nlohmann::json> parseJson(std::string_view text) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Syntax errors are parse_error; a number too large for a double ("1E400") is out_of_range.
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 5: ...".
     std::string what = e.what();
     const std::size_t start = what.find("] ");

@@ -220,5 +220,18 @@ TEST(ShardMapJsonTest, InvalidJsonIsAnErrorWithItsPosition) {
   EXPECT_NE(m.status().message().find("column 10"), std::string::npos) << m.status().message();
 }
 
+// Found by fuzz/shard_map_json_fuzz.cc: the JSON library reports a number beyond a double's range
+// with an out_of_range exception, not a parse_error, and it escaped parseJson.
+TEST(ShardMapJsonTest, NumberTooLargeForADoubleIsInvalidJsonNotAnException) {
+  for (const char* text : {"4444E44444444", R"({"spec": {"shards": 1E400}})",
+                           R"({"spec": {"shards": 3, "rebalanceRate": -1e999}})"}) {
+    StatusOr<ShardMap> m = parseShardMap(text);
+    ASSERT_FALSE(m.ok()) << text;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(m.status().message().rfind("invalid JSON: number overflow", 0), 0u)
+        << m.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace kshard::sharding

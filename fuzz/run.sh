@@ -3,10 +3,14 @@
 #
 #   fuzz/run.sh smoke [name...]   make fuzz-smoke: each harness FUZZ_SMOKE_SECONDS (default 10)
 #                                 from its seed corpus, two at a time; the corpus it grows is thrown
-#                                 away. Quiet on success: one line per harness.
+#                                 away. Quiet on success: one line per harness. The random seed is
+#                                 fixed (FUZZ_SEED, default 1), so that a run on the same machine
+#                                 tries the same inputs: `make test` must not pass or fail by luck.
+#                                 Finding new bugs is the long mode's work.
 #   fuzz/run.sh long [name...]    make fuzz: each harness FUZZ_SECONDS (default 300), FUZZ_JOBS (2)
 #                                 at a time, growing build/fuzz/corpus-run/<name>/ (kept across
-#                                 runs, never committed); prints a summary.
+#                                 runs, never committed); prints a summary. A fresh random seed per
+#                                 harness unless FUZZ_SEED is set; the log names it.
 #
 # Any crash, leak, timeout, out-of-memory or sanitizer report fails the run; the input lands in
 # build/fuzz/artifacts/<name>/ and the message says how to reproduce it and keep it as a
@@ -32,6 +36,11 @@ run_one() {
   local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192
               -print_final_stats=1 -artifact_prefix="$artifacts")
   [[ -f fuzz/$name.dict ]] && args+=(-dict="fuzz/$name.dict")
+  if [[ $mode == smoke ]]; then
+    args+=(-seed="${FUZZ_SEED:-1}")
+  elif [[ -n ${FUZZ_SEED:-} ]]; then
+    args+=(-seed="$FUZZ_SEED")
+  fi
   local dirs=("$work" "fuzz/corpus/$name")
   [[ -d fuzz/regressions/$name ]] && dirs+=("fuzz/regressions/$name")
   local status=0

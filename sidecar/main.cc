@@ -356,11 +356,15 @@ int run(int argc, char** argv) {
   pthread_kill(secondSignal.native_handle(), SIGTERM);
   secondSignal.join();
   registrar.join();
+  // The app's own requests still in flight get their answers, routed with the ShardMap still
+  // watched: the router retries each until the ShardMap's sendTimeout at most. (In a pod the app
+  // container stops first, so there are none.)
+  appServer->stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+      table.snapshot()->spec.sendTimeout + std::chrono::seconds(1)));
   if (watcher) watcher->stop();
   if (issuerKeys) issuerKeys->stop();
   if (poller) poller->stop();
   manager.stop();
-  appServer->stop(std::chrono::seconds(1));
   peerServer->stop(std::chrono::seconds(1));
   adminServer->stop();
   log.info("stopped", {{"drain", drainResult.ok() ? "ok" : drainResult.toString()}});

@@ -19,6 +19,7 @@ int run(int argc, char** argv) {
   std::string pod = "counter";
   std::string stateDir = "/tmp/kshard-counter-state";
   std::string eventLog;
+  std::int64_t shutdownGraceSeconds = 15;
   OptionSet opts("kshard-counter",
                  "kshard's example app: counters as entities, reached through the kshard sidecar.");
   opts.addInt("app-port", "KSHARD_APP_PORT", "Port of the entity callbacks on 127.0.0.1.", &appPort,
@@ -32,6 +33,10 @@ int run(int argc, char** argv) {
                  &stateDir);
   opts.addString("event-log", "COUNTER_EVENT_LOG", "Shared JSON-lines file of activations and stops.",
                  &eventLog);
+  opts.addInt("shutdown-grace-seconds", "COUNTER_SHUTDOWN_GRACE_SECONDS",
+              "After SIGTERM, how long requests in flight may still finish. Longer than the "
+              "ShardMap's sendTimeout: a request the sidecar is still routing gets its answer.",
+              &shutdownGraceSeconds, 0, 3600);
   auto parsed = opts.parse(argc, argv);
   if (!parsed.ok()) {
     std::cerr << "kshard-counter: " << parsed.status().message() << "\n";
@@ -81,10 +86,15 @@ int run(int argc, char** argv) {
                        {"public", "0.0.0.0:" + std::to_string(publicPort)}});
   int sig = 0;
   sigwait(&signals, &sig);
-  // The sidecar stopped every counter during its drain (the preStop hook) before this signal.
+  // The sidecar stopped every counter during its drain (the preStop hook) before this signal, but a
+  // public request that arrived just before may still wait in the sidecar for its shard's new
+  // owner: new connections are refused now, and requests in flight get their answers (the sidecar
+  // stops only after this container, so it is still there to route them).
   log.info("stopping", {{"signal", sig}, {"active_counters", static_cast<std::uint64_t>(app.activeCounters())}});
-  publicServer->stop(std::chrono::seconds(1));
-  entityServer->stop(std::chrono::seconds(1));
+  const std::chrono::seconds grace(shutdownGraceSeconds);
+  publicServer->stop(grace);
+  entityServer->stop(grace);
+  log.info("stopped");
   return 0;
 }
 

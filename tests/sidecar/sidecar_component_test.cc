@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -180,6 +181,12 @@ class StubOperator {
     persistAndAssign(plan);
   }
 
+  // Takes `shards` from `pod` and leaves them without an owner until placeUnassigned.
+  bool release(const std::string& pod, const std::vector<sharding::ShardId>& shards) {
+    std::lock_guard op(opMu_);
+    return unassign(pod, shards);
+  }
+
   // Moves `shards` from `from` to `to`: unassign, persist, assign. Returns false when the old
   // owner did not release them (then nothing moves).
   bool move(const std::string& from, const std::string& to,
@@ -273,9 +280,16 @@ class StubOperator {
       res.send(http::Response::json(200, protocol::encode(protocol::EpochResponse{
                                              static_cast<protocol::Epoch>(map_.status.epoch)})));
     }
+    if (!placeOnUnregister_.load()) return;
     if (reassigner_.joinable()) reassigner_.join();
     reassigner_ = std::thread([this] { placeUnassigned(); });
   }
+
+ public:
+  // Whether an unregister places the pod's shards on the others at once (the default).
+  std::atomic<bool> placeOnUnregister_{true};
+
+ private:
 
   std::mutex opMu_;  // one change at a time, as the operator's rounds
   std::mutex mu_;
@@ -480,6 +494,59 @@ TEST_F(SidecarComponentTest, ShardsMovedUnderTrafficAreNeverServedTwiceAndDrainL
   }
   EXPECT_GT(total, 200) << "too little traffic to mean anything";
   EXPECT_GT(world_.stops, 0) << "no entity was ever stopped: no handoff happened";
+}
+
+// A request of the app that is still waiting for its shard's owner when the sidecar gets SIGTERM
+// (after its drain) is answered, not cut: the app API closes to new connections and waits up to
+// sendTimeout, with the ShardMap still followed. An end-to-end scale-down once lost such a request.
+TEST_F(SidecarComponentTest, AnAppRequestInFlightAtExitIsAnsweredOnceItsShardHasAnOwner) {
+  Sidecar& leaving = *sidecars_[2];
+  // An entity whose shard p1 gives up, and nobody takes until the test says so.
+  std::string id;
+  for (int i = 0; id.empty(); ++i) {
+    const std::string candidate = "orphan-" + std::to_string(i);
+    if (operator_.ownerOf(*sharding::shardIdOf(candidate, kShards)) == "p1") id = candidate;
+  }
+  const auto shard = *sharding::shardIdOf(id, kShards);
+  operator_.placeOnUnregister_.store(false);
+  ASSERT_TRUE(operator_.release("p1", {shard}));
+  const auto retriesNoOwner = [&] {
+    http::Request r;
+    r.target = "/metrics";
+    auto res = leaving.admin->sendSync(std::move(r));
+    if (!res.ok()) return 0.0;
+    const std::string key = "kshard_sidecar_retries_total{reason=\"no_owner\"} ";
+    const auto at = res->body.find(key);
+    return at == std::string::npos ? 0.0 : std::stod(res->body.substr(at + key.size()));
+  };
+  auto inFlight = std::async(std::launch::async, [&] { return increment(leaving, id); });
+  ASSERT_TRUE(waitFor([&] { return retriesNoOwner() > 0; }, seconds(5)))
+      << "the request through p3 never waited for an owner";
+
+  leaving.process->signal(SIGTERM);
+  // The exit has begun once the app API refuses new connections (the drain and unregister
+  // come before it).
+  const std::string apiAddress = "127.0.0.1:" + std::to_string(leaving.apiPort);
+  ASSERT_TRUE(waitFor(
+      [&] {
+        http::Request r;
+        r.target = "/v1/shard-map";
+        return !client(apiAddress)->sendSync(std::move(r)).ok();
+      },
+      seconds(15)))
+      << "p3's app API still takes new connections after SIGTERM; its log:\n"
+      << leaving.process->logTail();
+  // Longer than the old 1 s given to requests in flight, shorter than sendTimeout (10 s).
+  std::this_thread::sleep_for(seconds(2));
+  operator_.placeUnassigned();
+
+  ASSERT_EQ(inFlight.wait_for(seconds(15)), std::future_status::ready)
+      << "the request in flight got no answer";
+  auto r = inFlight.get();
+  ASSERT_TRUE(r.ok()) << "the request in flight was cut: " << r.status().toString();
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_NE(r->headers.get(protocol::kOwnerHeader), "p3");
+  EXPECT_EQ(leaving.process->wait(seconds(15)), 0) << leaving.process->logTail();
 }
 
 }  // namespace

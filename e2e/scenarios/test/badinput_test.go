@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,6 +114,90 @@ func expect4xx(c sc, what, method, url string, headers map[string]string, body [
 	}
 	c.logf("%s: %d %s", what, code, truncate(reply, 160))
 	return 1
+}
+
+// expectValidationRefusal is expect4xx for a request with valid credentials: the refusal must be
+// the request's own (400, 404, 405, 413, 422), not 401 or 403 from the authentication.
+func expectValidationRefusal(c sc, what, method, url string, headers map[string]string, body []byte) int {
+	c.Helper()
+	code, reply, err := httpDo(method, url, headers, body)
+	switch {
+	case err != nil:
+		c.errorf("%s: %s %s: no answer: %v", what, method, url, err)
+		return 0
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		c.errorf("%s: %s %s answered %d %s: the credentials were refused, so the request itself was not checked", what, method, url, code, truncate(reply, 200))
+		return 0
+	case code < 400 || code > 499:
+		c.errorf("%s: %s %s answered %d %s, want 4xx", what, method, url, code, truncate(reply, 200))
+		return 0
+	}
+	c.logf("%s: %d %s", what, code, truncate(reply, 160))
+	return 1
+}
+
+// expectStatus sends a request and fails the scenario unless the answer has status want.
+func expectStatus(c sc, what, method, url string, headers map[string]string, body []byte, want int) int {
+	c.Helper()
+	code, reply, err := httpDo(method, url, headers, body)
+	if err != nil || code != want {
+		c.errorf("%s: %s %s answered %d %s (%v), want %d", what, method, url, code, truncate(reply, 200), err, want)
+		return 0
+	}
+	c.logf("%s: %d %s", what, code, truncate(reply, 160))
+	return 1
+}
+
+func withBearer(headers map[string]string, token string) map[string]string {
+	out := map[string]string{"Authorization": "Bearer " + token}
+	for k, v := range headers {
+		out[k] = v
+	}
+	return out
+}
+
+// peerTokens returns projected tokens (audience kshard) of the operator's ServiceAccount and of
+// the counter pod's, the latter bound to that pod: what the operator and a registered sidecar
+// send on the peer API.
+func (s *suite) peerTokens(c sc, podName string) (operator, pod string) {
+	c.Helper()
+	d, _, err := s.operatorDeployment()
+	if err != nil {
+		c.fatalf("the operator's Deployment: %v", err)
+	}
+	var p *v1.Pod
+	for _, q := range s.pods.All() {
+		if q.Name == podName {
+			p = q
+		}
+	}
+	if p == nil {
+		c.fatalf("counter pod %s is gone", podName)
+	}
+	operator = s.token(c, s.cfg.kshardNS, serviceAccountOf(&d.Spec.Template.Spec), nil)
+	pod = s.token(c, s.cfg.counterNS, serviceAccountOf(&p.Spec),
+		&authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID})
+	return operator, pod
+}
+
+func serviceAccountOf(spec *v1.PodSpec) string {
+	if spec.ServiceAccountName == "" {
+		return "default"
+	}
+	return spec.ServiceAccountName
+}
+
+func (s *suite) token(c sc, ns, serviceAccount string, bound *authv1.BoundObjectReference) string {
+	c.Helper()
+	seconds := int64(600)
+	ctx, cancel := apiCtx()
+	defer cancel()
+	tr, err := s.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, serviceAccount, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		Audiences: []string{"kshard"}, ExpirationSeconds: &seconds, BoundObjectRef: bound}}, metav1.CreateOptions{})
+	if err != nil {
+		c.fatalf("a token of %s/%s: %v", ns, serviceAccount, err)
+	}
+	return tr.Status.Token
 }
 
 func httpDo(method, url string, headers map[string]string, body []byte) (int, string, error) {
@@ -227,6 +312,9 @@ func expectInvalid(c sc, what string, err error, field string) int {
 
 // badSidecarRequests: malformed requests to a sidecar's peer API (the pod IP) and, through the
 // counter's public API, to its app API. None of them may assign, unassign or deliver anything.
+// They carry valid credentials (the operator's token on control calls, a registered pod's on
+// forwards), so that what refuses them is the validation of the request itself, not the
+// authentication in front of it; that one is checked by its own cases.
 func (s *suite) badSidecarRequests(c sc) int {
 	c.Helper()
 	ready := s.pods.Ready()
@@ -235,6 +323,9 @@ func (s *suite) badSidecarRequests(c sc) int {
 	}
 	pod := ready[0]
 	peer := "http://" + net.JoinHostPort(pod.IP, strconv.Itoa(peerPort))
+	operator, sender := s.peerTokens(c, pod.Name)
+	control := func(h map[string]string) map[string]string { return withBearer(h, operator) }
+	forward := func(h map[string]string) map[string]string { return withBearer(h, sender) }
 	id := "e2e-bad-input"
 	shard := shardid.Of(id, shardCount)
 	wrongShard := shard%shardCount + 1
@@ -244,25 +335,29 @@ func (s *suite) badSidecarRequests(c sc) int {
 		headers            map[string]string
 		body               []byte
 	}{
-		{"assign: body not JSON", "POST", "/v1/shards/assign", nil, []byte("not json")},
-		{"assign: epoch not a number", "POST", "/v1/shards/assign", nil, []byte(`{"shardMap":"e2e/none","epoch":"seven","shards":"1-3"}`)},
-		{"assign: shards out of range", "POST", "/v1/shards/assign", nil, []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"0-400"}`)},
-		{"assign: another ShardMap", "POST", "/v1/shards/assign", nil, []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"1"}`)},
-		{"unassign: bad range", "POST", "/v1/shards/unassign", nil, []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"5-2,x"}`)},
-		{"unassign: body an array", "POST", "/v1/shards/unassign", nil, []byte(`[1,2,3]`)},
-		{"forward: no Kshard-Shard", "POST", "/v1/peer/entities/counter/" + id, nil, []byte(`{"op":"get"}`)},
-		{"forward: Kshard-Shard not a number", "POST", "/v1/peer/entities/counter/" + id, map[string]string{"Kshard-Shard": "abc"}, []byte(`{"op":"get"}`)},
-		{"forward: wrong shard for the id", "POST", "/v1/peer/entities/counter/" + id, map[string]string{"Kshard-Shard": strconv.Itoa(wrongShard)}, []byte(`{"op":"get"}`)},
-		{"forward: bad Kshard-Mode", "POST", "/v1/peer/entities/counter/" + id, map[string]string{"Kshard-Shard": strconv.Itoa(shard), "Kshard-Mode": "sometimes"}, []byte(`{"op":"get"}`)},
-		{"forward: id of 2000 bytes", "POST", "/v1/peer/entities/counter/" + strings.Repeat("x", 2000), nil, []byte(`{"op":"get"}`)},
+		{"assign: body not JSON", "POST", "/v1/shards/assign", control(nil), []byte("not json")},
+		{"assign: epoch not a number", "POST", "/v1/shards/assign", control(nil), []byte(`{"shardMap":"e2e/none","epoch":"seven","shards":"1-3"}`)},
+		{"assign: shards out of range", "POST", "/v1/shards/assign", control(nil), []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"0-400"}`)},
+		{"assign: another ShardMap", "POST", "/v1/shards/assign", control(nil), []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"1"}`)},
+		{"unassign: bad range", "POST", "/v1/shards/unassign", control(nil), []byte(`{"shardMap":"e2e/none","epoch":1,"shards":"5-2,x"}`)},
+		{"unassign: body an array", "POST", "/v1/shards/unassign", control(nil), []byte(`[1,2,3]`)},
+		{"forward: no Kshard-Shard", "POST", "/v1/peer/entities/counter/" + id, forward(nil), []byte(`{"op":"get"}`)},
+		{"forward: Kshard-Shard not a number", "POST", "/v1/peer/entities/counter/" + id, forward(map[string]string{"Kshard-Shard": "abc"}), []byte(`{"op":"get"}`)},
+		{"forward: wrong shard for the id", "POST", "/v1/peer/entities/counter/" + id, forward(map[string]string{"Kshard-Shard": strconv.Itoa(wrongShard)}), []byte(`{"op":"get"}`)},
+		{"forward: bad Kshard-Mode", "POST", "/v1/peer/entities/counter/" + id, forward(map[string]string{"Kshard-Shard": strconv.Itoa(shard), "Kshard-Mode": "sometimes"}), []byte(`{"op":"get"}`)},
+		{"forward: id of 2000 bytes", "POST", "/v1/peer/entities/counter/" + strings.Repeat("x", 2000), forward(nil), []byte(`{"op":"get"}`)},
 		{"unknown path", "GET", "/v1/no-such-thing", nil, nil},
-		{"ping with the wrong method", "DELETE", "/v1/ping", nil, nil},
+		{"ping with the wrong method", "DELETE", "/v1/ping", control(nil), nil},
 	} {
-		n += expect4xx(c, "sidecar peer API, "+r.what, r.method, peer+r.path, r.headers, r.body)
+		n += expectValidationRefusal(c, "sidecar peer API, "+r.what, r.method, peer+r.path, r.headers, r.body)
 	}
+	// The authentication in front: a well-formed assign without a token, or with a pod's.
+	assign := []byte(`{"shardMap":"` + s.cfg.counterNS + `/` + counterName + `","epoch":1,"shards":"1"}`)
+	n += expectStatus(c, "sidecar peer API, assign without a token", "POST", peer+"/v1/shards/assign", nil, assign, http.StatusUnauthorized)
+	n += expectStatus(c, "sidecar peer API, assign with a pod's token", "POST", peer+"/v1/shards/assign", forward(nil), assign, http.StatusForbidden)
 	// Too large: 413, or the connection closed before the whole body was sent.
 	big := bytes.Repeat([]byte("x"), 5<<20)
-	if code, reply, err := httpDo("POST", peer+"/v1/peer/entities/counter/"+id, nil, big); err == nil && (code < 400 || code > 499) {
+	if code, reply, err := httpDo("POST", peer+"/v1/peer/entities/counter/"+id, forward(nil), big); err == nil && (code < 400 || code > 499) {
 		c.errorf("sidecar peer API, body of 5 MiB: answered %d %s, want 413", code, truncate(reply, 120))
 	} else {
 		c.logf("sidecar peer API, body of 5 MiB: %d %v", code, err)

@@ -120,15 +120,18 @@ cleanup() {
   for dir in "$work"/nginx-*; do
     if [[ -f $dir/error.log ]]; then cp "$dir/error.log" "$out/$(basename "$dir")-error.log"; fi
   done
-  rm -rf "$work"
+  rm -rf "$work" "${FREE_PORTS_STATE:-}"
   if ((status != 0)); then log "failed; the processes' logs are in $out"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A port that was free a moment ago on the address (127.0.0.1 by default), below the kernel's
+# range for outgoing connections; the state file keeps one run from getting the same port twice.
+FREE_PORTS_STATE=$(mktemp)
+export FREE_PORTS_STATE
 free_port() {
-  python3 -c 'import socket, sys
-s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "${1:-127.0.0.1}"
+  python3 "$root/tests/support/free_ports.py" 1 "${1:-127.0.0.1}"
 }
 
 # wait_until SECONDS WHAT CMD...: runs CMD every 100 ms until it succeeds.

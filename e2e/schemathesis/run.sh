@@ -39,11 +39,10 @@ fi
 # --- Schemathesis, pinned, in a venv.
 schemathesis=$(bash "$here/venv.sh")
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-app_port=$(free_port) manager_port=$(free_port) api_port=$(free_port) peer_port=$(free_port)
-admin_port=$(free_port)
+# Five distinct ports that were free a moment ago, below the kernel's range for outgoing
+# connections (a port bind(0) hands out may go to the next outgoing connection before the sidecar
+# binds it).
+read -r app_port manager_port api_port peer_port admin_port < <(python3 "$here/../../tests/support/free_ports.py" 5)
 
 pids=()
 cleanup() {

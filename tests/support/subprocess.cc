@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -92,7 +94,52 @@ std::string Subprocess::logTail(std::size_t maxBytes) const {
   return all.size() > maxBytes ? all.substr(all.size() - maxBytes) : all;
 }
 
+namespace {
+
+// Whether 127.0.0.1:port can be bound now.
+bool bindable(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The lower end of the kernel's range for outgoing connections' local ports.
+int ephemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low ? low : 32768;
+}
+
+}  // namespace
+
 std::uint16_t freeLoopbackPort() {
+  // Below the ephemeral range: a port bind(0) hands out is one the kernel may give the next
+  // outgoing connection of any process before the child binds it ("Address already in use", seen
+  // in the sidecar component test). Each process starts at its own offset, and never hands out a
+  // port twice.
+  static std::mutex mu;
+  static std::set<std::uint16_t> given;
+  static std::uint32_t next = static_cast<std::uint32_t>(::getpid()) * 7919u;
+  constexpr int kLow = 15000;
+  const int high = ephemeralLow() - 1;
+  std::lock_guard lock(mu);
+  if (high - kLow >= 1000) {
+    const auto span = static_cast<std::uint32_t>(high - kLow + 1);
+    for (std::uint32_t tries = 0; tries < span; ++tries) {
+      const auto port = static_cast<std::uint16_t>(kLow + static_cast<int>(next++ % span));
+      if (!given.contains(port) && bindable(port)) {
+        given.insert(port);
+        return port;
+      }
+    }
+  }
+  // No room below the ephemeral range: let the kernel choose.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

@@ -40,7 +40,9 @@ class Subprocess {
   std::string logPath_;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bind to 0, read, close).
+// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's range for outgoing
+// connections so that no connection takes it before the child binds it; never the same twice in
+// one process.
 std::uint16_t freeLoopbackPort();
 
 // Polls `condition` every 20 ms until it holds or `timeout` passes.

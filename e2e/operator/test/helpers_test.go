@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -115,15 +117,52 @@ func testNamespace(t *testing.T, c clusterClients, prefix string) string {
 	return name
 }
 
-// freePort asks the kernel for a free TCP port on `host`.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// freePort returns a TCP port on `host` that was free a moment ago, below the kernel's range for
+// outgoing connections' local ports: a port that bind(0) hands out is one the kernel may give the
+// next outgoing connection before the operator binds it ("address already in use"). Never the
+// same port twice in one test binary.
 func freePort(t *testing.T, host string) int {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	const low = 15000
+	high := ephemeralLow() - 1
+	for try := 0; high-low >= 1000 && try < high-low+1; try++ {
+		port := low + mrand.IntN(high-low+1)
+		if portsGiven[port] {
+			continue
+		}
+		if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err == nil {
+			l.Close()
+			portsGiven[port] = true
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatalf("free port on %s: %v", host, err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ephemeralLow is the lower end of the kernel's local port range for outgoing connections.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		if n, err := strconv.Atoi(f[0]); err == nil {
+			return n
+		}
+	}
+	return 32768
 }
 
 // operator is one kshard-operator replica running as a host process.

@@ -262,9 +262,12 @@ bool idempotent(Method m) {
 Status transportError(const BeastClient::Core& core, const std::string& what,
                       const beast::error_code& ec, Phase phase, std::chrono::milliseconds timeout) {
   if (ec == beast::error::timeout) {
-    if (phase == Phase::kConnect) {
-      return deadlineExceeded(
-          what + ": not connected within " +
+    if (phase == Phase::kConnect || phase == Phase::kHandshake) {
+      // Nothing was sent: Unavailable, like a refused connection, so that the caller may send the
+      // request elsewhere (a pod killed with its network gone drops SYNs rather than refusing).
+      return unavailable(
+          what + ": " + std::string(phaseText(phase)) +
+          (phase == Phase::kConnect ? ": no connection within " : ": not finished within ") +
           std::to_string(millis(std::min(timeout, core.options.connectTimeout))) + " ms");
     }
     return deadlineExceeded(what + ": no response within " + std::to_string(millis(timeout)) +

@@ -3,7 +3,10 @@
 // Connections are kept alive and reused. Every request has a deadline (the request's own timeout
 // or the client's default); a transport failure or a timeout is a non-OK Status (Unavailable,
 // DeadlineExceeded, ResourceExhausted for a body over maxResponseBytes), while any HTTP status the
-// server sent is an OK Response. Adapters never throw.
+// server sent is an OK Response. Adapters never throw. The Beast adapter reports Unavailable only
+// when the request was not sent (no connection: refused, or not connected within connectTimeout;
+// a pooled connection found closed), and DeadlineExceeded when it was sent and no answer came in
+// time.
 //
 // A request that failed on a reused keep-alive connection before any response byte arrived is
 // retried once on a fresh connection only when its method is idempotent (GET, HEAD, PUT, DELETE,

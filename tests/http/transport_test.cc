@@ -1,6 +1,9 @@
 // Both adapters (cpprestsdk and Beast), server and client, over real sockets on 127.0.0.1. Every
 // test runs once per backend, the client and server of the same backend talking to each other.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -440,6 +443,48 @@ TEST(BeastServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_LT(p1, p2);
   EXPECT_LT(p2, p3);
   server.stop();
+}
+
+// A connect that times out sent nothing, so it is Unavailable (the router then tries the shard's
+// next owner) and not DeadlineExceeded (which means "sent, maybe processed"). Found end to end: a
+// pod killed with its network gone drops SYNs, and a message for one of its shards failed with
+// 504 at once although the shard had a new owner a moment later.
+TEST(BeastClientTest, ConnectTimeoutIsUnavailableBecauseNothingWasSent) {
+  // A listener that never accepts, its queue filled: the kernel drops further SYNs.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 4; ++i) {
+    fillers.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    (void)::connect(fillers.back(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  }
+  ClientOptions o;
+  o.baseUrl = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  o.connectTimeout = milliseconds(200);
+  auto c = makeClient(Backend::kBeast, o);
+  ASSERT_TRUE(c.ok());
+  Request req;
+  req.method = Method::kPost;
+  req.target = "/v1/peer/entities/counter/a";
+  req.body = "{}";
+  req.timeout = std::chrono::seconds(20);
+  const auto before = std::chrono::steady_clock::now();
+  const StatusOr<Response> res = (*c)->sendSync(std::move(req));
+  const auto took = std::chrono::steady_clock::now() - before;
+  for (int f : fillers) ::close(f);
+  ::close(listener);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), StatusCode::kUnavailable) << res.status().toString();
+  EXPECT_NE(res.status().message().find("connecting: no connection within 200 ms"),
+            std::string::npos)
+      << res.status().toString();
+  EXPECT_LT(took, std::chrono::seconds(10)) << "the connect timeout was not applied";
 }
 
 TEST(BeastServerTest, PeerThatSendsNothingIsDisconnected) {

@@ -18,14 +18,24 @@ kill_cgroups() {
   local root dir
   root="$(cgroup2_root)"
   [ -n "$root" ] && [ -d "$root/kshard" ] || return 0
+  # One kill for the whole tree, then wait until no process is left anywhere in it (a killed
+  # process leaves its cgroup only once it has exited and been reaped, which can take seconds).
+  echo 1 >"$root/kshard/cgroup.kill" 2>/dev/null || true
+  local i
+  for i in $(seq 300); do
+    grep -q '^populated 0' "$root/kshard/cgroup.events" 2>/dev/null && break
+    ((i % 50 == 0)) && echo 1 >"$root/kshard/cgroup.kill" 2>/dev/null
+    sleep 0.1
+  done
   find "$root/kshard" -depth -type d | while read -r dir; do
     echo 1 >"$dir/cgroup.kill" 2>/dev/null || true
-    for _ in $(seq 100); do
-      [ -z "$(cat "$dir/cgroup.procs" 2>/dev/null)" ] && break
+    for i in $(seq 100); do
+      [ -z "$(cat "$dir/cgroup.procs" 2>/dev/null)" ] && rmdir "$dir" 2>/dev/null && break
       sleep 0.1
     done
-    rmdir "$dir" 2>/dev/null || say "warning: could not remove cgroup $dir"
+    [ -d "$dir" ] && log "warning: could not remove cgroup $dir (processes: $(tr '\n' ' ' <"$dir/cgroup.procs" 2>/dev/null))"
   done
+  return 0
 }
 
 proc_stop kshard-node-agent 10

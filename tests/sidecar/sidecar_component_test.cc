@@ -519,8 +519,9 @@ TEST_F(SidecarComponentTest, AnAppRequestInFlightAtExitIsAnsweredOnceItsShardHas
     const auto at = res->body.find(key);
     return at == std::string::npos ? 0.0 : std::stod(res->body.substr(at + key.size()));
   };
+  const double retriesBefore = retriesNoOwner();
   auto inFlight = std::async(std::launch::async, [&] { return increment(leaving, id); });
-  ASSERT_TRUE(waitFor([&] { return retriesNoOwner() > 0; }, seconds(5)))
+  ASSERT_TRUE(waitFor([&] { return retriesNoOwner() > retriesBefore; }, seconds(5)))
       << "the request through p3 never waited for an owner";
 
   leaving.process->signal(SIGTERM);

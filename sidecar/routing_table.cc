@@ -1,6 +1,14 @@
 #include "sidecar/routing_table.h"
 
+#include <algorithm>
+
 namespace kshard::sidecar {
+namespace {
+
+// How long a departed pod is remembered; the peer API accepts its forwards for 2 × sendTimeout.
+constexpr auto kDepartedKept = std::chrono::minutes(5);
+
+}  // namespace
 
 const RouteOwner* RoutingSnapshot::ownerOf(std::int32_t shard) const {
   if (shard < 1 || shard > shardCount) return nullptr;
@@ -23,6 +31,17 @@ bool RoutingTable::update(const sharding::ShardMap& map) {
 
   std::lock_guard lock(mu_);
   if (current_->shardCount != 0 && next->epoch < current_->epoch) return false;
+  const SteadyTime now = clock_.now();
+  const auto listed = [&](const std::string& pod, const std::string& uid) {
+    return std::any_of(next->pods.begin(), next->pods.end(),
+                       [&](const RouteOwner& p) { return p.pod == pod && p.uid == uid; });
+  };
+  for (const DepartedPod& d : current_->departed) {
+    if (now - d.at < kDepartedKept && !listed(d.pod, d.uid)) next->departed.push_back(d);
+  }
+  for (const RouteOwner& p : current_->pods) {
+    if (!listed(p.pod, p.uid)) next->departed.push_back({p.pod, p.uid, now});
+  }
   current_ = std::move(next);
   return true;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "sharding/shard_map.h"
 
 namespace kshard::sidecar {
@@ -23,6 +24,13 @@ struct RouteOwner {
   std::string address;  // peer API "ip:port"
 };
 
+// A pod the previous status listed and this one does not: it unregistered or was removed.
+struct DepartedPod {
+  std::string pod;
+  std::string uid;
+  SteadyTime at;  // when this sidecar saw the status without it
+};
+
 struct RoutingSnapshot {
   sharding::ShardMapSpec spec;  // timeouts the sidecar follows (sendTimeout, handoffTimeout, ...)
   std::int32_t shardCount = 0;
@@ -30,6 +38,9 @@ struct RoutingSnapshot {
   std::optional<sharding::ManagerRef> manager;
   std::vector<sharding::PodIndex> owners;  // owners[shard - 1]
   std::vector<RouteOwner> pods;            // indexed by PodIndex
+  // Pods that left in the last few minutes, newest last. A drained pod still forwards the
+  // requests its app had in flight, for up to sendTimeout after it unregistered.
+  std::vector<DepartedPod> departed;
 
   // The owner of `shard` (1..shardCount), or nothing while unassigned or out of range.
   const RouteOwner* ownerOf(std::int32_t shard) const;
@@ -37,6 +48,10 @@ struct RoutingSnapshot {
 
 class RoutingTable {
  public:
+  // `clock` times the departures (RoutingSnapshot::departed).
+  explicit RoutingTable(const Clock& clock = SystemClock::instance()) : clock_(clock) {}
+
+
   // Replaces the cached view with `map`'s status unless the cached epoch is newer. Returns false
   // (and keeps the old view) when the status is inconsistent (a shard on two pods and the like),
   // or older.
@@ -46,6 +61,7 @@ class RoutingTable {
   std::shared_ptr<const RoutingSnapshot> snapshot() const;
 
  private:
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::shared_ptr<const RoutingSnapshot> current_ = std::make_shared<RoutingSnapshot>();
 };

@@ -238,6 +238,15 @@ Status TokenAuthorizer::authorizePeer(const http::Request& request) {
                             " in ShardMap " + options_.shardMap + ", the token says " +
                             claims->podUid);
   }
+  // A pod that has just drained and unregistered still forwards the requests its app had in
+  // flight, each for at most sendTimeout: it stays accepted for twice that after it left.
+  const SteadyTime now = clock_.now();
+  for (const DepartedPod& d : snapshot->departed) {
+    if (d.pod == claims->podName && d.uid == claims->podUid &&
+        now - d.at <= 2 * snapshot->spec.sendTimeout) {
+      return {};
+    }
+  }
   // Not registered in this copy of the status: a pod that registered a moment ago, before this
   // sidecar saw the new status, or a pod of another ShardMap. The sender retries either way.
   return unavailable("pod " + claims->podName + " is not a registered pod of ShardMap " +

@@ -57,5 +57,31 @@ TEST(RoutingTableTest, OldSnapshotsStayValidAfterAnUpdate) {
   EXPECT_EQ(t.snapshot()->ownerOf(1)->pod, "p2");
 }
 
+TEST(RoutingTableTest, RemembersDepartedPodsForFiveMinutes) {
+  ManualClock clock;
+  RoutingTable t(clock);
+  ASSERT_TRUE(t.update(makeMap(4, 1, {{"p1", "1-2"}, {"p2", "3-4"}})));
+  EXPECT_TRUE(t.snapshot()->departed.empty());
+  clock.advance(std::chrono::seconds(3));
+  ASSERT_TRUE(t.update(makeMap(4, 2, {{"p1", "1-4"}})));
+  ASSERT_EQ(t.snapshot()->departed.size(), 1u);
+  EXPECT_EQ(t.snapshot()->departed[0].pod, "p2");
+  EXPECT_EQ(t.snapshot()->departed[0].uid, "p2-uid");
+  EXPECT_EQ(t.snapshot()->departed[0].at, clock.now());
+  // Kept across later statuses until five minutes have passed.
+  clock.advance(std::chrono::minutes(4));
+  ASSERT_TRUE(t.update(makeMap(4, 3, {{"p1", "1-4"}})));
+  EXPECT_EQ(t.snapshot()->departed.size(), 1u);
+  clock.advance(std::chrono::minutes(1));
+  ASSERT_TRUE(t.update(makeMap(4, 4, {{"p1", "1-4"}})));
+  EXPECT_TRUE(t.snapshot()->departed.empty());
+  // A pod that comes back is no longer departed.
+  ASSERT_TRUE(t.update(makeMap(4, 5, {{"p1", "1-4"}, {"p3", ""}})));
+  ASSERT_TRUE(t.update(makeMap(4, 6, {{"p1", "1-4"}})));
+  EXPECT_EQ(t.snapshot()->departed.size(), 1u);
+  ASSERT_TRUE(t.update(makeMap(4, 7, {{"p1", "1-4"}, {"p3", ""}})));
+  EXPECT_TRUE(t.snapshot()->departed.empty());
+}
+
 }  // namespace
 }  // namespace kshard::sidecar

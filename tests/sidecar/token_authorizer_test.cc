@@ -52,8 +52,8 @@ class TokenAuthorizerTest : public ::testing::Test {
 
   kube::JwtSigner signer_ = kube::JwtSigner::generate("ES256", "k1");
   FixedIssuerKeys keys_;
-  RoutingTable table_;
   ManualClock clock_;
+  RoutingTable table_{clock_};
   TokenAuthorizer auth_{keys_, table_, clock_,
                         {.operatorSubject = kOperator, .ns = "demo", .shardMap = "demo/counter"}};
 };
@@ -96,6 +96,24 @@ TEST_F(TokenAuthorizerTest, OnlyRegisteredPodsOfTheSameShardMapMayForward) {
   unbound["kubernetes.io"].erase("pod");
   EXPECT_EQ(auth_.authorizePeer(withToken(signer_.sign(unbound))).code(),
             StatusCode::kPermissionDenied);
+}
+
+// Found end to end: a pod scaled away drained, unregistered, then forwarded a request its app had
+// in flight, and every owner refused it as "not a registered pod" until the send timed out.
+TEST_F(TokenAuthorizerTest, APodThatJustLeftMayStillForwardForTwiceTheSendTimeout) {
+  const std::string leaving = podToken("counter-1", "counter-1-uid");
+  table_.update(testing::makeMap(10, 4, {{"counter-0", "1-10"}}));  // counter-1 unregistered
+  ASSERT_EQ(table_.snapshot()->spec.sendTimeout, 10s);
+  EXPECT_TRUE(auth_.authorizePeer(withToken(leaving)).ok());
+  // Another incarnation under the same name did not leave: it was never here.
+  EXPECT_EQ(auth_.authorizePeer(withToken(podToken("counter-1", "other-uid"))).code(),
+            StatusCode::kUnavailable);
+  clock_.advance(20s);
+  EXPECT_TRUE(auth_.authorizePeer(withToken(leaving)).ok());
+  table_.update(testing::makeMap(10, 5, {{"counter-0", "1-10"}}));  // kept across updates
+  clock_.advance(1s);
+  EXPECT_EQ(auth_.authorizePeer(withToken(leaving)).code(), StatusCode::kUnavailable)
+      << "a pod that left 21 s ago still forwards";
 }
 
 TEST_F(TokenAuthorizerTest, VerifiedTokensAreCachedUntilTheyExpire) {

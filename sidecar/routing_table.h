@@ -51,7 +51,6 @@ class RoutingTable {
   // `clock` times the departures (RoutingSnapshot::departed).
   explicit RoutingTable(const Clock& clock = SystemClock::instance()) : clock_(clock) {}
 
-
   // Replaces the cached view with `map`'s status unless the cached epoch is newer. Returns false
   // (and keeps the old view) when the status is inconsistent (a shard on two pods and the like),
   // or older.

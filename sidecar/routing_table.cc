@@ -1,6 +1,7 @@
 #include "sidecar/routing_table.h"
 
-#include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 namespace kshard::sidecar {
 namespace {
@@ -28,14 +29,19 @@ bool RoutingTable::update(const sharding::ShardMap& map) {
   next->owners.assign(table->owners().begin(), table->owners().end());
   next->pods.reserve(map.status.pods.size());
   for (const auto& p : map.status.pods) next->pods.push_back({p.name, p.uid, p.address});
+  // Pod names are unique in a valid status (shardTableFromStatus checked it): name -> uid, so
+  // that finding who left costs one lookup per pod, not a scan of every pod.
+  std::unordered_map<std::string_view, std::string_view> uidOf;
+  uidOf.reserve(next->pods.size());
+  for (const RouteOwner& p : next->pods) uidOf.emplace(p.pod, p.uid);
+  const auto listed = [&](const std::string& pod, const std::string& uid) {
+    const auto it = uidOf.find(pod);
+    return it != uidOf.end() && it->second == uid;
+  };
 
   std::lock_guard lock(mu_);
   if (current_->shardCount != 0 && next->epoch < current_->epoch) return false;
   const SteadyTime now = clock_.now();
-  const auto listed = [&](const std::string& pod, const std::string& uid) {
-    return std::any_of(next->pods.begin(), next->pods.end(),
-                       [&](const RouteOwner& p) { return p.pod == pod && p.uid == uid; });
-  };
   for (const DepartedPod& d : current_->departed) {
     if (now - d.at < kDepartedKept && !listed(d.pod, d.uid)) next->departed.push_back(d);
   }

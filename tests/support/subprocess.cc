@@ -96,17 +96,20 @@ std::string Subprocess::logTail(std::size_t maxBytes) const {
 
 namespace {
 
-// Whether 127.0.0.1:port can be bound now.
-bool bindable(std::uint16_t port) {
+// Binds a throw-away socket to 127.0.0.1:port (0: any) and returns the port it got, or 0 when the
+// port is taken.
+std::uint16_t bindLoopback(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
-  return ok;
+  return ok ? ntohs(addr.sin_port) : 0;
 }
 
 // The lower end of the kernel's range for outgoing connections' local ports.
@@ -133,26 +136,16 @@ std::uint16_t freeLoopbackPort() {
     const auto span = static_cast<std::uint32_t>(high - kLow + 1);
     for (std::uint32_t tries = 0; tries < span; ++tries) {
       const auto port = static_cast<std::uint16_t>(kLow + static_cast<int>(next++ % span));
-      if (!given.contains(port) && bindable(port)) {
+      if (!given.contains(port) && bindLoopback(port) != 0) {
         given.insert(port);
         return port;
       }
     }
   }
   // No room below the ephemeral range: let the kernel choose.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot bind a loopback port");
-  }
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  const std::uint16_t port = bindLoopback(0);
+  if (port == 0) throw std::runtime_error("cannot bind a loopback port");
+  return port;
 }
 
 bool waitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

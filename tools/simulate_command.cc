@@ -31,6 +31,9 @@ Strategies (--strategies):
                 rounds on the first register, on a register while shards are unassigned, on
                 unregister and on a death; periodic rounds every --rebalance-interval, capped
                 by --rebalance-rate; one round at a time, a round with moves takes --handoff.
+                Unregister hold: a drained pod deleted at d may not unregister (it asks again
+                every 1 s, keeping and serving its shards) while a pod of a newer version is
+                starting and not registered yet, until d + --max-unregister-hold.
   akka-classic  Akka's LeastShardAllocationStrategy as documented up to 2.6.9: allocate to
                 the region with fewest shards; every --akka-rebalance-interval, if most - least
                 > --akka-rebalance-threshold, hand off min(diff - threshold, threshold,
@@ -52,10 +55,11 @@ Scenarios (--scenarios), N = the pods of a size:
 
 Pods (Kubernetes Deployment, as kube-controller-manager): a created pod is ready and registers
 after --start-delay. A deleted pod is terminating: it takes no new shards, drains and leaves
-(unregisters; Akka: its handoff completes; ring: it leaves the ring) after --drain. Shards of a
-pod that left or died are placed at once by each strategy's own rule. Rolling update: the new
-ReplicaSet grows while pods < N + maxSurge; old pods go while ready pods stay >= N -
-maxUnavailable (maxSurge rounds up, maxUnavailable down); terminating pods count for nothing.
+(unregisters; Akka: its handoff completes; ring: it leaves the ring) after --drain; kshard's
+operator may hold the unregister longer (above). Shards of a pod that left or died are placed
+at once by each strategy's own rule. Rolling update: the new ReplicaSet grows while pods < N +
+maxSurge; old pods go while ready pods stay >= N - maxUnavailable (maxSurge rounds up,
+maxUnavailable down); terminating pods count for nothing.
 
 Counting: a move is a shard getting a new owner when it had one before (directly, or when a
 shard left unassigned by a departed pod is placed); a placement is a shard's first owner
@@ -89,6 +93,9 @@ Options:
   --handoff D               kshard: duration of a round that moves shards; Akka: duration of
                             a rebalance handoff (default 1s)
   --detect D                pod crashed -> its death noticed (default 0s)
+  --max-unregister-hold D   kshard: the longest a terminating pod's unregister is held, from
+                            its deletion (default 60s, the operator's; 0 = no hold). The
+                            operator's cap by the deletion deadline is not modelled.
   --max-time D              give up a run after this much simulated time (default 720h)
   --config FILE             read options from a YAML file (keys: option names without --)
   -h, --help                show this help
@@ -264,6 +271,7 @@ StatusOr<SimulateOptions> parseOptions(std::span<const std::string> args) {
   set.add("drain", "", "", "", duration(&c.timing.drain, false));
   set.add("handoff", "", "", "", duration(&c.kshard.roundTime, false));
   set.add("detect", "", "", "", duration(&c.timing.detect, false));
+  set.add("max-unregister-hold", "", "", "", duration(&c.kshard.maxUnregisterHold, false));
   set.add("max-time", "", "", "", duration(&c.maxTime, true));
 
   std::vector<const char*> argv{"kshardctl simulate"};

@@ -45,8 +45,9 @@ std::vector<SimPod> SimulatedDeployment::startReady(std::int32_t replicas,
 
 SimPod SimulatedDeployment::createPod(std::int32_t revision) {
   const auto p = static_cast<SimPod>(pods_.size());
-  pods_.push_back({sets_[static_cast<std::size_t>(revision)].version, revision, podAddress(p),
-                   PodPhase::kStarting, false});
+  ReplicaSet& set = sets_[static_cast<std::size_t>(revision)];
+  pods_.push_back({set.version, revision, podAddress(p), PodPhase::kStarting, false});
+  ++set.starting;
   ++inFlight_;
   scheduler_.runAfter(timing_.startDelay, [this, p] { becomeReady(p); });
   return p;
@@ -56,6 +57,7 @@ void SimulatedDeployment::becomeReady(SimPod p) {
   SimPodInfo& info = pods_[static_cast<std::size_t>(p)];
   if (info.phase != PodPhase::kStarting) return;  // deleted before it was ready
   --inFlight_;
+  --sets_[static_cast<std::size_t>(info.revision)].starting;
   info.phase = PodPhase::kReady;
   listener_.podReady(p);
   // A newly available pod lets a rolling update go on.
@@ -67,19 +69,26 @@ void SimulatedDeployment::deletePod(SimPod p) {
   if (info.phase == PodPhase::kStarting) {
     // Never registered: nothing to drain. (Its pending ready event sees the phase and stops.)
     info.phase = PodPhase::kGone;
+    --sets_[static_cast<std::size_t>(info.revision)].starting;
     --inFlight_;
     return;
   }
   info.phase = PodPhase::kTerminating;
+  info.deletedAt = scheduler_.clock().now();
   ++inFlight_;
   listener_.podTerminating(p);
-  scheduler_.runAfter(timing_.drain, [this, p] { finishDrain(p); });
+  scheduler_.runAfter(timing_.drain, [this, p] { askToUnregister(p); });
 }
 
-void SimulatedDeployment::finishDrain(SimPod p) {
+void SimulatedDeployment::askToUnregister(SimPod p) {
   SimPodInfo& info = pods_[static_cast<std::size_t>(p)];
   // A pod that crashed while draining is accounted for when its death is noticed.
   if (info.phase != PodPhase::kTerminating || info.crashed) return;
+  if (const std::optional<SimTime> retryAfter = listener_.holdUnregister(p)) {
+    // Held: still terminating, still serving its shards; the sidecar asks again.
+    scheduler_.runAfter(*retryAfter, [this, p] { askToUnregister(p); });
+    return;
+  }
   --inFlight_;
   info.phase = PodPhase::kGone;
   listener_.podStopped(p);
@@ -209,6 +218,17 @@ void SimulatedDeployment::syncReplicaSet(std::int32_t revision) {
     return readyA != readyB ? !readyA : a > b;
   });
   for (std::int32_t i = 0; i < -missing; ++i) deletePod(active[static_cast<std::size_t>(i)]);
+}
+
+std::vector<std::string> SimulatedDeployment::startingVersions() const {
+  std::vector<std::string> versions;
+  for (const ReplicaSet& set : sets_) {
+    if (set.starting > 0 &&
+        std::find(versions.begin(), versions.end(), set.version) == versions.end()) {
+      versions.push_back(set.version);
+    }
+  }
+  return versions;
 }
 
 bool SimulatedDeployment::stable() const {

@@ -5,8 +5,10 @@
 //   - A pod is created, becomes ready `startDelay` later and then registers with the shard
 //     manager (the sidecar registers once the app answers).
 //   - Deleting a pod sets its deletionTimestamp: it is terminating (it drains: takes no new
-//     shards) and unregisters `drain` later, when its entities are stopped; then it is gone. A
-//     pod deleted before it was ready never registered and is gone at once.
+//     shards) and asks to unregister `drain` later, when its entities are stopped; then it is
+//     gone. The shard manager may hold the unregister (kshard's operator during a rolling
+//     update): the pod stays terminating, keeps serving its shards and asks again when the
+//     manager says. A pod deleted before it was ready never registered and is gone at once.
 //   - A crashed pod stops at once (it serves nothing from then on); its death is noticed `detect`
 //     later (the pod object is gone or Failed), and only then does the shard manager learn of it
 //     and does the ReplicaSet replace it.
@@ -24,9 +26,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "tools/simulate_instant.h"
@@ -46,7 +50,8 @@ struct SimPodInfo {
   std::int32_t revision = 0;  // the ReplicaSet it belongs to: 0, 1, ... (later is newer)
   std::string address;        // "ip:port", unique per pod (a replacement gets a new one)
   PodPhase phase = PodPhase::kStarting;
-  bool crashed = false;  // stopped abruptly; phase says whether the death was noticed yet
+  bool crashed = false;    // stopped abruptly; phase says whether the death was noticed yet
+  SteadyTime deletedAt{};  // the deletionTimestamp, once terminating
 };
 
 // What a shard manager hears of the pods. Calls come from scheduler tasks.
@@ -58,6 +63,10 @@ class PodListener {
   virtual void podStopped(SimPod pod) = 0;      // a registered pod drained and unregistered
   virtual void podCrashed(SimPod pod) = 0;      // a registered pod stopped abruptly (not noticed)
   virtual void podDied(SimPod pod) = 0;         // a registered pod's crash was noticed
+  // A terminating pod has drained and asks to unregister. nullopt: it may (podStopped follows at
+  // once); otherwise it stays terminating, keeps its shards, and asks again after the positive
+  // duration returned (the manager's Retry-After). The default never holds.
+  virtual std::optional<SimTime> holdUnregister(SimPod /*pod*/) { return std::nullopt; }
 };
 
 struct DeploymentTiming {
@@ -95,6 +104,8 @@ class SimulatedDeployment {
   std::vector<SimPod> crash(std::int32_t count, Random& random);
 
   const std::vector<SimPodInfo>& pods() const { return pods_; }
+  // The versions that have pods starting (created, neither ready nor deleted yet), each once.
+  std::vector<std::string> startingVersions() const;
   const SimPodInfo& pod(SimPod p) const { return pods_[static_cast<std::size_t>(p)]; }
   std::int32_t replicas() const { return replicas_; }
   // No pod starting, draining or dead unnoticed, no rollout in progress, nothing left to do.
@@ -104,12 +115,14 @@ class SimulatedDeployment {
   struct ReplicaSet {
     std::string version;
     std::int32_t desired = 0;
+    std::int32_t starting = 0;  // its pods in PodPhase::kStarting
   };
 
   SimPod createPod(std::int32_t revision);
   void deletePod(SimPod pod);
   void becomeReady(SimPod pod);
-  void finishDrain(SimPod pod);
+  // The end of the drain, and each retry while the shard manager holds the unregister.
+  void askToUnregister(SimPod pod);
   void noticeDeath(SimPod pod);
   void reconcileSoon();
   void reconcile();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "sharding/version.h"
+
 namespace kshard::tools {
 
 KshardManager::KshardManager(Scheduler& scheduler, OwnershipLedger& ledger,
@@ -152,6 +154,17 @@ void KshardManager::unregister(SimPod pod) {
   for (sharding::ShardId s : shards) ledger_.release(s);
   confirmed_ = false;
   request(Trigger::kImmediate);
+}
+
+std::optional<SimTime> KshardManager::holdUnregister(SimPod pod) {
+  const SimPodInfo& info = deployment_.pod(pod);
+  if (scheduler_.clock().now() >= info.deletedAt + params_.maxUnregisterHold) return std::nullopt;
+  // A newer pod that has not registered yet will take this pod's shards if it waits; if it left
+  // now they would go to the other old pods, and move again when those leave.
+  for (const std::string& version : deployment_.startingVersions()) {
+    if (sharding::compareVersions(version, info.version) > 0) return params_.unregisterRetryAfter;
+  }
+  return std::nullopt;
 }
 
 void KshardManager::podStopped(SimPod pod) { unregister(pod); }

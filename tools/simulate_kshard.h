@@ -14,12 +14,21 @@
 //     terminating pod stays registered and keeps its shards (terminating: receives nothing)
 //     until it unregisters after its drain; its shards become unassigned and an immediate round
 //     places them. A crashed pod is treated the same once its death is noticed.
+//   - The unregister hold (the operator's --max-unregister-hold). A terminating pod deleted at d
+//     that asks to unregister is told to retry after `unregisterRetryAfter` (it keeps its shards
+//     and serves them) while some pod of a strictly newer version (compareVersions) is starting
+//     (created, not registered yet, not deleted) and now < d + maxUnregisterHold; so during a
+//     rolling update its shards go to a new pod rather than to an old one that leaves next. The
+//     operator also caps the hold by the pod's deletion deadline less handoffTimeout,
+//     pingTimeout and 2 s; the injector's grace period makes that cap later than d + 60 s, so
+//     it is not modelled. maxUnregisterHold 0: no hold. A crash is not an unregister: no hold.
 //   - A move that touches a pod that crashed (not yet noticed) or left during the round fails
 //     (the ping or the unassign fails); the rest of the round goes through and a retry round
 //     follows after rebalanceRetryInterval.
 //   - The map is settled when a periodic round after the last change decided nothing.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "base/random.h"
@@ -35,6 +44,8 @@ struct KshardParams {
   SimTime rebalanceRetryInterval = std::chrono::seconds(10);
   double rebalanceRate = 0.02;
   SimTime roundTime = std::chrono::seconds(1);
+  SimTime maxUnregisterHold = std::chrono::seconds(60);    // 0: never hold
+  SimTime unregisterRetryAfter = std::chrono::seconds(1);  // positive
 };
 
 class KshardManager final : public SimulatedManager {
@@ -48,6 +59,7 @@ class KshardManager final : public SimulatedManager {
   void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
   void podDied(SimPod pod) override;
+  std::optional<SimTime> holdUnregister(SimPod pod) override;
   bool settled() const override;
   Status error() const override { return error_; }
 

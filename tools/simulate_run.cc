@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "base/random.h"
@@ -54,6 +55,9 @@ class ServingPods final : public PodListener {
     manager_->podCrashed(pod);
   }
   void podDied(SimPod pod) override { manager_->podDied(pod); }
+  std::optional<SimTime> holdUnregister(SimPod pod) override {
+    return manager_->holdUnregister(pod);
+  }
 
  private:
   OwnershipLedger& ledger_;

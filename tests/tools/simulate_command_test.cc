@@ -85,6 +85,25 @@ TEST(SimulateCommandTest, KshardRollingUpdateAtTheDefaultSizeMovesEveryShardOnce
       << csv[1];
 }
 
+TEST(SimulateCommandTest, MaxUnregisterHoldZeroTurnsTheHoldOff) {
+  // 20 pods: 5 old pods are deleted before any new pod is ready. Held, their shards wait for the
+  // new pods; not held, they go to old pods first.
+  const std::vector<std::string> args = {"simulate",     "--quiet", "--format",    "csv",
+                                         "--sizes",      "1000x20", "--scenarios", "rolling-update",
+                                         "--strategies", "kshard"};
+  const RunResult held = runInProcess(args);
+  std::vector<std::string> offArgs = args;
+  offArgs.insert(offArgs.end(), {"--max-unregister-hold", "0"});
+  const RunResult off = runInProcess(offArgs);
+  ASSERT_EQ(held.exitCode, kExitOk) << held.err;
+  ASSERT_EQ(off.exitCode, kExitOk) << off.err;
+  EXPECT_EQ(lines(held.out).at(1).rfind("1000,20,20,0,rolling-update,kshard,1000,1.0000,1,", 0), 0u)
+      << held.out;
+  EXPECT_TRUE(std::regex_match(
+      lines(off.out).at(1), std::regex(R"(1000,20,20,0,rolling-update,kshard,1\d{3},1\.[1-9].*)")))
+      << off.out;
+}
+
 TEST(SimulateCommandTest, ARunCutShortByMaxTimeSaysItDidNotSettle) {
   // akka-classic moves one shard per 10 s round: 150 rounds do not fit in 5 minutes.
   const RunResult r = runInProcess({"simulate", "--quiet", "--scenarios", "scale-up",
@@ -124,7 +143,7 @@ TEST(SimulateCommandTest, EveryOptionInTheHelpIsAccepted) {
        it != std::sregex_iterator(); ++it) {
     names.push_back((*it)[1]);
   }
-  ASSERT_EQ(names.size(), 24u) << help.out;
+  ASSERT_EQ(names.size(), 25u) << help.out;
   for (const std::string& name : names) {
     if (name == "--config") continue;
     const RunResult r = runInProcess({"simulate", name, "no-such-value"});
@@ -158,6 +177,7 @@ TEST(SimulateCommandTest, BadInputExitsWithTwoAndOneLineNamingTheProblem) {
       {{"--drain", "5"}, "--drain"},
       {{"--drain", "-1s"}, "--drain"},
       {{"--rebalance-interval", "0s"}, "--rebalance-interval"},
+      {{"--max-unregister-hold", "-1s"}, "--max-unregister-hold"},
       {{"--crash", "4"}, "cannot crash 4 of 3 pods"},
       {{"--crash", "101%"}, "--crash"},
       {{"--crash", "0"}, "--crash"},

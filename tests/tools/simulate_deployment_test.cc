@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,8 +24,16 @@ class RecordingListener final : public PodListener {
   void podStopped(SimPod pod) override { record("stopped", pod); }
   void podCrashed(SimPod pod) override { record("crashed", pod); }
   void podDied(SimPod pod) override { record("died", pod); }
+  std::optional<SimTime> holdUnregister(SimPod pod) override {
+    if (scheduler_.clock().now().time_since_epoch() >= holdUntil) return std::nullopt;
+    record("held", pod);
+    return retryAfter;
+  }
 
   std::vector<std::string> events;
+  // Unregisters asked before this time are held, to be asked again after retryAfter.
+  SimTime holdUntil{0};
+  SimTime retryAfter = seconds(2);
 
  private:
   void record(const std::string& what, SimPod pod) {
@@ -88,6 +97,31 @@ TEST(SimulateDeploymentTest, ScaleDownDeletesTheNewestPodsWhichStopAfterTheDrain
   f.settle();
   EXPECT_EQ(f.listener.events, (std::vector<std::string>{"0s terminating 3", "0s terminating 2",
                                                          "5s stopped 3", "5s stopped 2"}));
+}
+
+TEST(SimulateDeploymentTest, AHeldUnregisterIsAskedAgainAfterTheRetryUntilItIsLetGo) {
+  Fixture f;
+  f.listener.holdUntil = seconds(10);
+  f.deployment.startReady(2, "1.0.0");
+  f.deployment.scaleTo(1);
+  f.scheduler.advance(seconds(10));
+  EXPECT_FALSE(f.deployment.stable()) << "a held pod is still terminating";
+  EXPECT_EQ(f.deployment.pod(1).phase, PodPhase::kTerminating);
+  f.settle();
+  EXPECT_EQ(f.listener.events,
+            (std::vector<std::string>{"0s terminating 1", "5s held 1", "7s held 1", "9s held 1",
+                                      "11s stopped 1"}));
+}
+
+TEST(SimulateDeploymentTest, StartingVersionsAreThoseOfPodsNotReadyYet) {
+  Fixture f;
+  f.deployment.startReady(4, "1.0.0");
+  EXPECT_TRUE(f.deployment.startingVersions().empty());
+  f.deployment.rollingUpdate("2.0.0");
+  f.scheduler.runDue();
+  EXPECT_EQ(f.deployment.startingVersions(), std::vector<std::string>{"2.0.0"});
+  f.settle();
+  EXPECT_TRUE(f.deployment.startingVersions().empty());
 }
 
 TEST(SimulateDeploymentTest, RollingUpdateOfThreePodsReplacesOneAtATime) {

@@ -57,4 +57,8 @@ void TestCluster::podCrashed(SimPod pod) {
 
 void TestCluster::podDied(SimPod pod) { manager->podDied(pod); }
 
+std::optional<SimTime> TestCluster::holdUnregister(SimPod pod) {
+  return manager->holdUnregister(pod);
+}
+
 }  // namespace kshard::tools

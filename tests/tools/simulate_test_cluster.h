@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/random.h"
@@ -37,6 +38,7 @@ class TestCluster final : public PodListener {
   void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
   void podDied(SimPod pod) override;
+  std::optional<SimTime> holdUnregister(SimPod pod) override;
 
   ManualScheduler scheduler;
   OwnershipLedger ledger;

@@ -55,7 +55,7 @@ void fuzzRef(std::string_view text) {
 
 int fuzzOneWire(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
-  const int which = static_cast<int>(in.inRange(0, 7));
+  const int which = static_cast<int>(in.inRange(0, 8));
   const auto shardCount = static_cast<std::int32_t>(in.inRange(1, 1000));
   const std::string_view body = in.rest();
 
@@ -129,6 +129,20 @@ int fuzzOneWire(const std::uint8_t* data, std::size_t size) {
       checkShards(r->refused, shardCount);
       auto again = decodeAssignResponse(encode(*r), shardCount);
       check(again.ok() && again->refused == r->refused, "AssignResponse round-trips", body);
+      break;
+    }
+    case 7: {
+      auto r = decodeUnregisterDeferred(body);
+      if (!r.ok()) break;
+      checkField(r->message, 4096, false, "message");
+      checkField(r->version, 63, false, "version");
+      check(r->retryAfterMs >= 0 && r->deferredForMs >= 0 && r->startingPods >= 0,
+            "decoded counts are non-negative", body);
+      auto again = decodeUnregisterDeferred(encode(*r));
+      check(again.ok() && again->message == r->message && again->retryAfterMs == r->retryAfterMs &&
+                again->deferredForMs == r->deferredForMs && again->version == r->version &&
+                again->startingPods == r->startingPods,
+            "UnregisterDeferred round-trips", body);
       break;
     }
     default:

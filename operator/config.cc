@@ -8,18 +8,26 @@
 namespace kshard::manager {
 namespace {
 
-// A Go duration ("15s", "1m30s") that must be greater than zero: every duration of the operator
-// is a timeout or a period.
-void addPositiveDuration(OptionSet& opts, std::string name, std::string env, std::string help,
-                         Duration* target) {
+// A Go duration ("15s", "1m30s"); greater than zero unless `zeroAllowed` (zero turns a feature
+// off). The operator's other durations are timeouts or periods.
+void addDuration(OptionSet& opts, std::string name, std::string env, std::string help,
+                 Duration* target, bool zeroAllowed) {
   opts.add(std::move(name), std::move(env), std::move(help), sharding::formatDuration(*target),
-           [target](std::string_view v) {
+           [target, zeroAllowed](std::string_view v) {
              auto d = sharding::parseDuration(v);
              if (!d.ok()) return d.status();
-             if (*d <= Duration::zero()) return invalidArgument("must be greater than zero");
+             if (*d < Duration::zero() || (*d == Duration::zero() && !zeroAllowed)) {
+               return invalidArgument(zeroAllowed ? "must not be negative"
+                                                  : "must be greater than zero");
+             }
              *target = *d;
              return Status{};
            });
+}
+
+void addPositiveDuration(OptionSet& opts, std::string name, std::string env, std::string help,
+                         Duration* target) {
+  addDuration(opts, std::move(name), std::move(env), std::move(help), target, false);
 }
 
 }  // namespace
@@ -98,6 +106,12 @@ void OperatorConfig::declare(OptionSet& opts) {
                  &sidecarRoleBinding);
   addPositiveDuration(opts, "pod-connect-timeout", "",
                       "Longest time to open a connection to a pod's peer API.", &podConnectTimeout);
+  addDuration(opts, "max-unregister-hold", "",
+              "Longest time after its delete that a terminating pod keeps its shards (and serves "
+              "them) while pods of a newer version start, so that in a rolling update each shard "
+              "moves once, straight to a new pod. The injector lengthens the pods' grace period "
+              "by as much. 0 turns the hold off.",
+              &maxUnregisterHold, true);
   opts.addString("pod-auth", "",
                  "How the manager API authenticates register, unregister and notify-unhealthy: "
                  "tokenreview (the pod's projected service-account token, audience kshard, "

@@ -52,6 +52,9 @@ struct OperatorConfig {
   std::string sidecarClusterRole = "kshard-sidecar";
   std::string sidecarRoleBinding = "kshard-sidecar";
   Duration podConnectTimeout = std::chrono::seconds(2);
+  // How long a terminating pod's unregister may be held while newer pods start
+  // (operator/unregister_hold.h); zero: never.
+  Duration maxUnregisterHold = std::chrono::seconds(60);
   // How callers of register, unregister and notify-unhealthy are authenticated: "tokenreview"
   // (their pod's projected token, checked with a TokenReview) or "none".
   std::string podAuth = "tokenreview";

@@ -20,6 +20,9 @@ struct InjectionConfig {
   std::int64_t adminPort = 7102;
   std::int64_t maxBodyBytes = 4 << 20;
   std::int64_t gracePeriodMarginSeconds = 15;
+  // Not read from the file: the operator's --max-unregister-hold, in seconds. The grace period
+  // covers it, so that a held pod still has its handoff's time before the kubelet kills it.
+  std::int64_t unregisterHoldSeconds = 0;
   nlohmann::json resources = nlohmann::json::object();  // a core/v1 ResourceRequirements
   // Inject as a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29):
   // it starts before the app and stops after it. Otherwise a regular container.

@@ -42,6 +42,23 @@ std::optional<PodInfo> KubePodDirectory::cached(const std::string& ns,
   return std::move(*info);
 }
 
+std::vector<PodInfo> KubePodDirectory::podsOf(const std::string& ns,
+                                              const std::string& shardMap) const {
+  std::vector<PodInfo> out;
+  for (const kube::ObjectPtr& object : pods_.store().list()) {
+    if (!object->is_object()) continue;
+    const auto meta = object->find("metadata");
+    if (meta == object->end() || !meta->is_object() || meta->value("namespace", "") != ns) continue;
+    const auto labels = meta->find("labels");
+    if (labels == meta->end() || !labels->is_object() ||
+        labels->value(kShardMapLabel, "") != shardMap) {
+      continue;
+    }
+    if (auto info = podInfoFromJson(*object); info.ok()) out.push_back(std::move(*info));
+  }
+  return out;
+}
+
 void KubePodDirectory::fetch(const std::string& ns, const std::string& name, FetchCallback done) {
   api_.callAsync(kube::getRequest(kube::resources::kPods, ns, name),
                  [done](StatusOr<nlohmann::json> r) {

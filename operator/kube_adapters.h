@@ -39,6 +39,7 @@ class KubePodDirectory final : public PodDirectory {
   // `pods` is the informer on pods labelled kshard.io/shard-map.
   KubePodDirectory(kube::Client& api, const kube::Informer& pods) : api_(api), pods_(pods) {}
   std::optional<PodInfo> cached(const std::string& ns, const std::string& name) const override;
+  std::vector<PodInfo> podsOf(const std::string& ns, const std::string& shardMap) const override;
   void fetch(const std::string& ns, const std::string& name, FetchCallback done) override;
 
  private:

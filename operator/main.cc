@@ -200,9 +200,9 @@ int run(int argc, char** argv) {
   // manager and its controllers, then their strand, then the adapters they use.
   LeaseLeadership leadership;
   ThreadScheduler controllerScheduler(clock);  // the controllers' strand: one thread
-  ShardManager manager(ControllerDeps{controllerScheduler, plannerRandom, store, podClient,
-                                      directory, leadership, events, metrics, log,
-                                      sharding::ManagerRef{cfg.podName, cfg.advertiseAddress}});
+  ShardManager manager(ControllerDeps{
+      controllerScheduler, plannerRandom, store, podClient, directory, leadership, events, metrics,
+      log, sharding::ManagerRef{cfg.podName, cfg.advertiseAddress}, cfg.maxUnregisterHold});
   kube::LeaderElectionConfig election;
   election.leaseNamespace = cfg.leaseNamespace;
   election.leaseName = cfg.leaseName;
@@ -261,6 +261,8 @@ int run(int argc, char** argv) {
     }
     injection = std::move(*loaded);
   }
+  injection.unregisterHoldSeconds =
+      std::chrono::ceil<std::chrono::seconds>(cfg.maxUnregisterHold).count();
   // The ShardMap spec from the informer's cache: the injected sidecar follows its versionLabel,
   // the grace period its handoffTimeout. A pod created before its ShardMap gets the defaults.
   SidecarInjector injector(
@@ -286,11 +288,12 @@ int run(int argc, char** argv) {
     options.tls = tls;
     options.logger = log;
     webhook = http::makeServer(backend, std::move(options));
-    webhook->route(http::Method::kPost, "/mutate-pods",
-                   [&injector](http::Request request, http::Responder responder) {
-                     auto answer = injector.review(request.body);
-                     responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
-                   });
+    webhook->route(
+        http::Method::kPost, "/mutate-pods",
+        [&injector](http::Request request, http::Responder responder) {
+          auto answer = injector.review(request.body);
+          responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
+        });
   }
 
   shardMapInformer.start();

@@ -1,5 +1,7 @@
 #include "operator/pod_directory.h"
 
+#include "kube/api_time.h"
+
 namespace kshard::manager {
 namespace {
 
@@ -34,6 +36,16 @@ StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod) {
   if (info.uid.empty()) return invalidArgument("pod " + info.name + ": metadata.uid is missing");
   info.terminating = meta.is_object() && meta.contains("deletionTimestamp") &&
                      !meta.at("deletionTimestamp").is_null();
+  if (info.terminating) {
+    const auto& when = meta.at("deletionTimestamp");
+    if (when.is_string()) {
+      if (auto t = kube::parseTime(when.get<std::string>()); t.ok()) info.deletionTimestamp = *t;
+    }
+    if (auto grace = meta.find("deletionGracePeriodSeconds");
+        grace != meta.end() && grace->is_number_integer()) {
+      info.deletionGracePeriodSeconds = grace->get<std::int64_t>();
+    }
+  }
   info.labels = meta.is_object() && meta.contains("labels") ? stringMap(meta.at("labels"))
                                                             : std::map<std::string, std::string>{};
   info.annotations = meta.is_object() && meta.contains("annotations")
@@ -49,7 +61,8 @@ StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod) {
 void slimPodObject(nlohmann::json& pod) {
   if (!pod.is_object()) return;
   nlohmann::json slim = nlohmann::json::object();
-  auto copy = [](nlohmann::json& from, nlohmann::json& to, std::initializer_list<const char*> keys) {
+  auto copy = [](nlohmann::json& from, nlohmann::json& to,
+                 std::initializer_list<const char*> keys) {
     if (!from.is_object()) return;
     for (const char* key : keys) {
       auto it = from.find(key);
@@ -62,8 +75,8 @@ void slimPodObject(nlohmann::json& pod) {
   if (pod.contains("metadata")) {
     slim["metadata"] = nlohmann::json::object();
     copy(pod["metadata"], slim["metadata"],
-         {"name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "labels",
-          "annotations"});
+         {"name", "namespace", "uid", "resourceVersion", "deletionTimestamp",
+          "deletionGracePeriodSeconds", "labels", "annotations"});
     // kubectl apply keeps the whole object in this annotation: nothing of ours reads it.
     auto& annotations = slim["metadata"]["annotations"];
     if (annotations.is_object()) {

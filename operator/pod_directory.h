@@ -8,13 +8,16 @@
 // be running.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 
 namespace kshard::manager {
@@ -35,6 +38,11 @@ struct PodInfo {
   std::string serviceAccount;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
+  // When the kubelet kills the pod at the latest (metadata.deletionTimestamp: the time of the
+  // delete plus its grace period), and that grace period (metadata.deletionGracePeriodSeconds).
+  // Unset when the pod is not terminating or the API gave no usable value.
+  std::optional<WallTime> deletionTimestamp;
+  std::optional<std::int64_t> deletionGracePeriodSeconds;
   friend bool operator==(const PodInfo&, const PodInfo&) = default;
 };
 
@@ -63,6 +71,9 @@ class PodDirectory {
   virtual ~PodDirectory() = default;
   // The informer's view; nullopt when the cache does not hold that pod.
   virtual std::optional<PodInfo> cached(const std::string& ns, const std::string& name) const = 0;
+  // The informer's view of every pod of namespace `ns` labelled for ShardMap `shardMap`
+  // (kShardMapLabel), in name order.
+  virtual std::vector<PodInfo> podsOf(const std::string& ns, const std::string& shardMap) const = 0;
   // A fresh GET from the API server: nullopt when the pod does not exist; an error when the API
   // could not be asked (then nothing may be concluded). `done` runs once, on any thread.
   virtual void fetch(const std::string& ns, const std::string& name, FetchCallback done) = 0;

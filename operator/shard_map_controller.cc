@@ -7,6 +7,7 @@
 
 #include "kube/api_time.h"
 #include "operator/shard_map_conditions.h"
+#include "operator/unregister_hold.h"
 #include "sharding/shard_map_json.h"
 
 namespace kshard::manager {
@@ -196,6 +197,7 @@ void ShardMapController::shutdown() {
 
 void ShardMapController::podChanged(const std::string& podName) {
   post([this, podName] {
+    ++podsGeneration_;  // what starting() remembers may have changed
     if (!acting()) return;
     const auto idx = indexOf(podName);
     if (!idx) return;
@@ -266,9 +268,9 @@ void ShardMapController::registerPod(protocol::RegisterRequest request, Reply ca
                 return;
               }
               if (auto refusal = registerRefusal(*pod, request)) {
-                log_.warn("register refused", {{"pod", request.pod},
-                                               {"uid", request.uid},
-                                               {"reason", refusal->message}});
+                log_.warn(
+                    "register refused",
+                    {{"pod", request.pod}, {"uid", request.uid}, {"reason", refusal->message}});
                 event(EventType::kWarning, "RegisterRefused", refusal->message);
                 reply(http::Response::error(refusal->status, refusal->code, refusal->message));
                 return;
@@ -290,12 +292,95 @@ void ShardMapController::leaderCall(Reply reply, std::function<void(Reply)> body
 
 void ShardMapController::unregisterPod(protocol::UnregisterRequest request, Reply reply) {
   leaderCall(std::move(reply), [this, request = std::move(request)](Reply r) {
-    enqueue(Op{"unregister",
-               [this, request, r](std::function<void()> done) {
-                 doUnregister(request, r, 1, std::move(done));
-               },
-               r});
+    // Decided here, outside the operation queue: a held pod must not keep the registrations
+    // it waits for from being written.
+    auto proceed = [this, request, r](const std::optional<PodInfo>& observed) {
+      if (auto answer = deferral(request, observed)) {
+        r(std::move(*answer));
+        return;
+      }
+      enqueue(Op{"unregister",
+                 [this, request, r](std::function<void()> done) {
+                   doUnregister(request, r, 1, std::move(done));
+                 },
+                 r});
+    };
+    // The hold needs the pod's deletion deadline. The informer has it, unless the unregister
+    // arrived before the informer heard of the delete: then the API is asked.
+    std::optional<PodInfo> cached = d_.directory.cached(ref_.ns, request.pod);
+    const bool mayHold =
+        d_.maxUnregisterHold > Duration::zero() && acting() && indexOf(request.pod).has_value();
+    if (!mayHold || (cached && cached->terminating)) {
+      proceed(cached);
+      return;
+    }
+    d_.directory.fetch(ref_.ns, request.pod,
+                       onStrand<StatusOr<std::optional<PodInfo>>>(
+                           [this, r, proceed, cached](StatusOr<std::optional<PodInfo>> pod) {
+                             if (!leadingNow()) {
+                               r(notLeaderResponse(""));
+                               return;
+                             }
+                             // Without the API's answer, the cache is the best knowledge.
+                             proceed(pod.ok() ? *pod : cached);
+                           }));
   });
+}
+
+std::optional<http::Response> ShardMapController::deferral(
+    const protocol::UnregisterRequest& request, const std::optional<PodInfo>& observed) {
+  const auto idx = indexOf(request.pod);
+  if (!acting() || !idx) return std::nullopt;
+  const sharding::RegisteredPod& pod = current_.status.pods[static_cast<std::size_t>(*idx)];
+  if (pod.uid != request.uid) return std::nullopt;
+  const WallTime now = d_.scheduler.clock().wallNow();
+  const auto hold = unregisterHold(current_, pod, observed, starting(), d_.maxUnregisterHold, now);
+  if (!hold) {
+    if (auto it = held_.find(pod.name); it != held_.end()) {
+      log_.info("unregister no longer held",
+                {{"pod", pod.name},
+                 {"held_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 d_.scheduler.clock().now() - it->second)
+                                 .count()}});
+      held_.erase(it);
+    }
+    return std::nullopt;
+  }
+  const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(hold->until - now);
+  if (held_.emplace(pod.name, d_.scheduler.clock().now()).second) {
+    log_.info("unregister held while newer pods start", {{"pod", pod.name},
+                                                         {"version", hold->version},
+                                                         {"starting_pods", hold->startingPods},
+                                                         {"at_most_ms", remaining.count()}});
+  }
+  protocol::UnregisterDeferred body;
+  body.message = "pod " + pod.name + " keeps its shards until the " +
+                 std::to_string(hold->startingPods) + " starting pod(s) of version " +
+                 (hold->version.empty() ? std::string("\"\"") : hold->version) +
+                 " have registered, for at most " + std::to_string(remaining.count() / 1000) +
+                 " s more; keep serving and ask again";
+  body.retryAfterMs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(kHoldRetryAfter).count();
+  body.deferredForMs = remaining.count();
+  body.version = hold->version;
+  body.startingPods = hold->startingPods;
+  http::Response answer = http::Response::json(409, protocol::encode(body));
+  answer.headers.set(
+      "Retry-After",
+      std::to_string(std::chrono::ceil<std::chrono::seconds>(kHoldRetryAfter).count()));
+  return answer;
+}
+
+const std::vector<std::string>& ShardMapController::starting() {
+  if (!startingMemo_ || startingMemo_->podsGeneration != podsGeneration_ ||
+      startingMemo_->resourceVersion != current_.metadata.resourceVersion) {
+    startingMemo_ =
+        StartingMemo{podsGeneration_, current_.metadata.resourceVersion,
+                     startingVersions(current_, d_.directory.podsOf(ref_.ns, ref_.name))};
+    // Forget holds of pods that are gone from the map (removed as dead while held).
+    std::erase_if(held_, [this](const auto& entry) { return !indexOf(entry.first); });
+  }
+  return startingMemo_->versions;
 }
 
 void ShardMapController::notifyUnhealthy(protocol::NotifyUnhealthyRequest request, Reply reply) {

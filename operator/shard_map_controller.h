@@ -34,7 +34,9 @@
 //   4. Reconciliation by ping: shards the map gives a pod that it does not hold are assigned
 //      again; shards a pod holds that the map does not give it are unassigned from it.
 //   5. unregister unassigns the pod's shards from the pod itself first, then persists the pod
-//      removed and its shards unassigned, answers, and runs the immediate round.
+//      removed and its shards unassigned, answers, and runs the immediate round. (Before that,
+//      a terminating pod's unregister may be answered "retry later" while pods of a newer
+//      version start: operator/unregister_hold.h. Nothing changes hands then.)
 //   6. A Conflict on persist aborts the operation (reload, retry); it never leads to an assign.
 //   7. Only the leader acts: every step first checks Leadership::isLeader(), so a replica that
 //      lost its lease stops at the next step and never assigns afterwards.
@@ -80,6 +82,9 @@ struct ControllerDeps {
   OperatorMetrics& metrics;
   Logger logger;
   sharding::ManagerRef self;  // this replica's pod name and manager API address
+  // The longest a terminating pod's unregister is held while newer pods start
+  // (operator/unregister_hold.h); zero turns the hold off.
+  Duration maxUnregisterHold = std::chrono::seconds(60);
 };
 
 using Reply = std::function<void(http::Response)>;
@@ -174,7 +179,7 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void roundAssign(std::shared_ptr<Round> round);
   void roundCheckFailed(std::shared_ptr<Round> round);
   void roundFinish(std::shared_ptr<Round> round, std::string_view result);
-// Registrations admitted but not yet recorded, written together by one "register" op.
+  // Registrations admitted but not yet recorded, written together by one "register" op.
   struct RegisterBatch {
     std::vector<std::pair<protocol::RegisterRequest, Reply>> items;  // distinct pods
   };
@@ -185,6 +190,12 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void resendEach(std::vector<std::string> pods, std::function<void()> then);
   void doUnregister(protocol::UnregisterRequest request, Reply reply, int attempt,
                     std::function<void()> done);
+  // The 409 UnregisterDeferred for this unregister, or nullopt to go ahead
+  // (operator/unregister_hold.h). `observed` is the API's view of the pod.
+  std::optional<http::Response> deferral(const protocol::UnregisterRequest& request,
+                                         const std::optional<PodInfo>& observed);
+  // startingVersions() of the informer's pods, recomputed only when a pod or the status changed.
+  const std::vector<std::string>& starting();
   void queueRemoval(const std::string& podName, std::string reason);
   void removeDead(std::set<std::string> candidates, std::function<void()> done);
   void checkPods(std::set<std::string> names,
@@ -231,6 +242,16 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   bool removalOpQueued_ = false;
   std::set<std::string> checksInFlight_;
   std::optional<sharding::ManagerRef> storedManager_;
+  // The memo behind starting(): valid for podsGeneration_ and the status' resourceVersion.
+  std::uint64_t podsGeneration_ = 0;  // bumped by every podChanged
+  struct StartingMemo {
+    std::uint64_t podsGeneration = 0;
+    std::string resourceVersion;
+    std::vector<std::string> versions;
+  };
+  std::optional<StartingMemo> startingMemo_;
+  // Pods whose unregister is being held, with when the first deferral was answered.
+  std::map<std::string, SteadyTime> held_;
 };
 
 }  // namespace kshard::manager

@@ -226,8 +226,8 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
     patch.push_back({{"op", "add"}, {"path", "/spec/containers/-"}, {"value", sidecar}});
   }
 
-  json tokenSource = {{"audience", kTokenAudienceName}, {"expirationSeconds", 3600},
-                      {"path", "token"}};
+  json tokenSource = {
+      {"audience", kTokenAudienceName}, {"expirationSeconds", 3600}, {"path", "token"}};
   json tokenVolume = json::object();
   tokenVolume["name"] = kTokenVolumeName;
   tokenVolume["projected"]["sources"] =
@@ -261,12 +261,13 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
     }
   }
 
-  // A grace period long enough for the drain: the handoff plus a margin.
+  // A grace period long enough for the drain: the longest unregister hold, the handoff, and a
+  // margin.
   const std::int64_t handoffSeconds =
       std::chrono::duration_cast<std::chrono::seconds>(handoff).count();
-  const std::int64_t needed = handoffSeconds > INT64_MAX - config_.gracePeriodMarginSeconds
-                                  ? INT64_MAX
-                                  : handoffSeconds + config_.gracePeriodMarginSeconds;
+  const std::int64_t extra = config_.gracePeriodMarginSeconds + config_.unregisterHoldSeconds;
+  const std::int64_t needed =
+      handoffSeconds > INT64_MAX - extra ? INT64_MAX : handoffSeconds + extra;
   const std::int64_t current = integerAt(spec, "terminationGracePeriodSeconds").value_or(30);
   if (current < needed) {
     patch.push_back({{"op", spec.contains("terminationGracePeriodSeconds") ? "replace" : "add"},

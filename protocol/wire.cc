@@ -48,6 +48,17 @@ Status readEpoch(const json& j, const char* field, Epoch& out) {
   return {};
 }
 
+// An optional non-negative integer field (0 when absent).
+Status readCount(const json& j, const char* field, std::int64_t& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
+    return invalidArgument(std::string(field) + ": must be a non-negative integer");
+  }
+  out = it->get<std::int64_t>();
+  return {};
+}
+
 Status readShards(const json& j, const char* field, std::int32_t shardCount,
                   sharding::ShardSet& out) {
   // Required, but may be "" (no shard): null is not a range text.
@@ -91,6 +102,13 @@ std::string encode(const EpochResponse& r) { return json{{"epoch", r.epoch}}.dum
 std::string encode(const UnregisterRequest& r) {
   return json{{"pod", r.pod}, {"uid", r.uid}}.dump();
 }
+std::string encode(const UnregisterDeferred& r) {
+  return json{{"error", {{"code", errors::kUnregisterDeferred}, {"message", r.message}}},
+              {"retryAfterMs", r.retryAfterMs},
+              {"deferredForMs", r.deferredForMs},
+              {"waitingFor", {{"version", r.version}, {"pods", r.startingPods}}}}
+      .dump();
+}
 std::string encode(const NotifyUnhealthyRequest& r) { return json{{"pod", r.pod}}.dump(); }
 std::string encode(const PingResponse& r) {
   return json{{"pod", r.pod}, {"uid", r.uid}, {"epoch", r.epoch}, {"shards", r.shards}}.dump();
@@ -131,6 +149,32 @@ StatusOr<UnregisterRequest> decodeUnregisterRequest(std::string_view body) {
   for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
                    readString(*j, "uid", kMaxUidLen, true, r.uid)}) {
     if (!s.ok()) return s;
+  }
+  return r;
+}
+
+StatusOr<UnregisterDeferred> decodeUnregisterDeferred(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  const auto error = j->find("error");
+  if (error == j->end() || !error->is_object() ||
+      error->value("code", json()) != json(errors::kUnregisterDeferred)) {
+    return invalidArgument("error.code: must be " + std::string(errors::kUnregisterDeferred));
+  }
+  UnregisterDeferred r;
+  if (Status s = readString(*error, "message", 4096, false, r.message); !s.ok()) {
+    return s.withContext("error");
+  }
+  for (Status s : {readCount(*j, "retryAfterMs", r.retryAfterMs),
+                   readCount(*j, "deferredForMs", r.deferredForMs)}) {
+    if (!s.ok()) return s;
+  }
+  if (auto waiting = j->find("waitingFor"); waiting != j->end() && !waiting->is_null()) {
+    if (!waiting->is_object()) return invalidArgument("waitingFor: must be an object");
+    for (Status s : {readString(*waiting, "version", kMaxVersionLen, false, r.version),
+                     readCount(*waiting, "pods", r.startingPods)}) {
+      if (!s.ok()) return s.withContext("waitingFor");
+    }
   }
   return r;
 }

@@ -50,6 +50,8 @@ inline constexpr std::string_view kUnauthenticated = "Unauthenticated";
 inline constexpr std::string_view kForbidden = "Forbidden";
 // The callee cannot verify the caller yet (keys not loaded, caller not yet in its ShardMap copy).
 inline constexpr std::string_view kAuthenticationUnavailable = "AuthenticationUnavailable";
+// 409 to an unregister: the manager holds the pod's shards while pods of a newer version start.
+inline constexpr std::string_view kUnregisterDeferred = "UnregisterDeferred";
 }  // namespace errors
 
 // POST /v1/shardmaps/{ns}/{name}/register
@@ -67,6 +69,17 @@ struct EpochResponse {
 struct UnregisterRequest {
   std::string pod;
   std::string uid;
+};
+// Body of a 409 UnregisterDeferred (operator/unregister_hold.h): the pod keeps its shards, and
+// keeps serving them, until pods of a newer version have registered; it asks again after
+// retryAfterMs. The hold ends within deferredForMs, so the caller may wait that long plus the
+// handoff.
+struct UnregisterDeferred {
+  std::string message;
+  std::int64_t retryAfterMs = 0;
+  std::int64_t deferredForMs = 0;
+  std::string version;            // the newer version being waited for
+  std::int64_t startingPods = 0;  // its pods not registered yet
 };
 // POST /v1/shardmaps/{ns}/{name}/notify-unhealthy
 struct NotifyUnhealthyRequest {
@@ -105,6 +118,7 @@ struct NotManagedError {
 std::string encode(const RegisterRequest& r);
 std::string encode(const EpochResponse& r);
 std::string encode(const UnregisterRequest& r);
+std::string encode(const UnregisterDeferred& r);
 std::string encode(const NotifyUnhealthyRequest& r);
 std::string encode(const PingResponse& r);
 std::string encode(const ShardsRequest& r);
@@ -113,6 +127,7 @@ std::string encode(const AssignResponse& r);
 [[nodiscard]] StatusOr<RegisterRequest> decodeRegisterRequest(std::string_view body);
 [[nodiscard]] StatusOr<EpochResponse> decodeEpochResponse(std::string_view body);
 [[nodiscard]] StatusOr<UnregisterRequest> decodeUnregisterRequest(std::string_view body);
+[[nodiscard]] StatusOr<UnregisterDeferred> decodeUnregisterDeferred(std::string_view body);
 [[nodiscard]] StatusOr<NotifyUnhealthyRequest> decodeNotifyUnhealthyRequest(std::string_view body);
 [[nodiscard]] StatusOr<PingResponse> decodePingResponse(std::string_view body);
 // `shardCount` bounds the shard ids (1..shardCount).

@@ -302,6 +302,15 @@ std::optional<PodInfo> FakeDirectory::cached(const std::string&, const std::stri
   return it->second;
 }
 
+std::vector<PodInfo> FakeDirectory::podsOf(const std::string&, const std::string& shardMap) const {
+  std::vector<PodInfo> out;
+  for (const auto& [name, pod] : staleCache ? *staleCache : pods_) {
+    auto label = pod.labels.find(kShardMapLabel);
+    if (label != pod.labels.end() && label->second == shardMap) out.push_back(pod);
+  }
+  return out;
+}
+
 void FakeDirectory::fetch(const std::string&, const std::string& name, FetchCallback done) {
   ++fetches;
   scheduler_.runAfter(std::chrono::milliseconds(1), [this, name, done] {

@@ -146,6 +146,7 @@ class FakeDirectory final : public PodDirectory {
   explicit FakeDirectory(Scheduler& scheduler) : scheduler_(scheduler) {}
 
   std::optional<PodInfo> cached(const std::string& ns, const std::string& name) const override;
+  std::vector<PodInfo> podsOf(const std::string& ns, const std::string& shardMap) const override;
   void fetch(const std::string& ns, const std::string& name, FetchCallback done) override;
 
   void put(PodInfo pod) { pods_[pod.name] = std::move(pod); }

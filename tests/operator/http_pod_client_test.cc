@@ -11,12 +11,12 @@
 
 #include "base/scheduler.h"
 #include "http/factory.h"
+#include "kube/jwt_signer.h"
 #include "metrics/prometheus_registry.h"
 #include "operator/operator_metrics.h"
 #include "operator/shard_map_controller.h"
 #include "sidecar/peer_api.h"
 #include "sidecar/request_authorizer.h"
-#include "kube/jwt_signer.h"
 #include "sidecar/routing_table.h"
 #include "sidecar/sidecar_metrics.h"
 #include "sidecar/token_authorizer.h"
@@ -68,10 +68,9 @@ struct PeerPod {
     map.spec.shards = shards;
     map.spec.handoffTimeout = handoffTimeout;
     EXPECT_TRUE(table.update(map));
-    api =
-        std::make_unique<sidecar::PeerApi>(identity, registry, table, auth ? *auth : authorizer,
-                                           metrics,
-                                           scheduler.clock(), quiet(), sidecar::PeerApi::Options{});
+    api = std::make_unique<sidecar::PeerApi>(identity, registry, table, auth ? *auth : authorizer,
+                                             metrics, scheduler.clock(), quiet(),
+                                             sidecar::PeerApi::Options{});
     http::ServerOptions options;
     options.host = "127.0.0.1";
     server = http::makeServer(http::Backend::kBeast, options);
@@ -151,8 +150,9 @@ TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
                                                               "uid", now, now + 600));
   };
   const auto assign = [&](HttpPodClient& client) {
-    return await<StatusOr<protocol::AssignResponse>>(
-        [&](auto done) { client.assign(pod.address, shards(3, {1, 2}), 30, 2s, done); });
+    return await<StatusOr<protocol::AssignResponse>>([&](auto done) {
+      client.assign(pod.address, shards(3, {1, 2}), 30, 2s, done);
+    });
   };
 
   HttpPodClient anonymous(beastClients());
@@ -174,8 +174,9 @@ TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
       [&](auto done) { theOperator.ping(pod.address, 2s, done); });
   ASSERT_TRUE(ping.ok()) << ping.status().toString();
   EXPECT_EQ(ping->shards, "1-2");
-  auto unassign = await<Status>(
-      [&](auto done) { aPod.unassign(pod.address, shards(4, {1, 2}), 2s, done); });
+  auto unassign = await<Status>([&](auto done) {
+    aPod.unassign(pod.address, shards(4, {1, 2}), 2s, done);
+  });
   EXPECT_FALSE(unassign.ok());
   EXPECT_EQ(pod.registry.ownedShards().size(), 2u) << "a refused unassign changed the ownership";
 }
@@ -308,9 +309,14 @@ TEST(HttpPodClient, ControllerConvergesThroughRealPeerApis) {
   onScheduler([&] {
     store.put(map);
     for (auto& p : peers) {
-      PodInfo info{"demo", p->identity.pod, p->identity.uid, "Running",
-                   false,  "127.0.0.1",     "default",       {{kShardMapLabel, "counter"}},
-                   {}};
+      PodInfo info;
+      info.namespace_ = "demo";
+      info.name = p->identity.pod;
+      info.uid = p->identity.uid;
+      info.phase = "Running";
+      info.podIp = "127.0.0.1";
+      info.serviceAccount = "default";
+      info.labels = {{kShardMapLabel, "counter"}};
       directory.put(info);
     }
   });

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kube/api_time.h"
+
 namespace kshard::manager {
 namespace {
 
@@ -39,7 +41,7 @@ TEST(AssessPod, RunningPendingAndUnknownAreAlive) {
 TEST(PodInfoFromJson, ReadsWhatTheOperatorNeeds) {
   auto j = nlohmann::json::parse(R"({
     "metadata": {"name": "counter-0", "namespace": "demo", "uid": "u1",
-                 "deletionTimestamp": "2026-01-01T00:00:00Z",
+                 "deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 105,
                  "labels": {"kshard.io/shard-map": "counter"},
                  "annotations": {"kshard.io/shards": "600"}},
     "spec": {"serviceAccountName": "counter-sa"},
@@ -50,6 +52,9 @@ TEST(PodInfoFromJson, ReadsWhatTheOperatorNeeds) {
   EXPECT_EQ(p->namespace_, "demo");
   EXPECT_EQ(p->uid, "u1");
   EXPECT_TRUE(p->terminating);
+  ASSERT_TRUE(p->deletionTimestamp.has_value());
+  EXPECT_EQ(kube::formatTime(*p->deletionTimestamp), "2026-01-01T00:00:00Z");
+  EXPECT_EQ(p->deletionGracePeriodSeconds, 105);
   EXPECT_EQ(p->labels.at(kShardMapLabel), "counter");
   EXPECT_EQ(p->annotations.at(kShardsAnnotation), "600");
   EXPECT_EQ(p->serviceAccount, "counter-sa");
@@ -62,6 +67,18 @@ TEST(PodInfoFromJson, ServiceAccountDefaultsToDefault) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->serviceAccount, "default");
   EXPECT_FALSE(p->terminating);
+  EXPECT_FALSE(p->deletionTimestamp.has_value());
+  EXPECT_FALSE(p->deletionGracePeriodSeconds.has_value());
+}
+
+TEST(PodInfoFromJson, AnUnreadableDeletionTimestampStillMeansTerminating) {
+  auto p = podInfoFromJson(nlohmann::json::parse(
+      R"({"metadata": {"name": "a", "uid": "u", "deletionTimestamp": "yesterday",
+                       "deletionGracePeriodSeconds": "30"}})"));
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->terminating);
+  EXPECT_FALSE(p->deletionTimestamp.has_value());
+  EXPECT_FALSE(p->deletionGracePeriodSeconds.has_value());
 }
 
 TEST(PodInfoFromJson, MissingNameOrUidIsAnError) {
@@ -74,7 +91,7 @@ TEST(SlimPodObject, KeepsWhatPodInfoReadsAndDropsTheRest) {
   auto full = nlohmann::json::parse(R"({
     "apiVersion": "v1", "kind": "Pod",
     "metadata": {"name": "counter-0", "namespace": "demo", "uid": "u1", "resourceVersion": "42",
-                 "deletionTimestamp": "2026-11-22T10:00:00Z",
+                 "deletionTimestamp": "2026-11-22T10:00:00Z", "deletionGracePeriodSeconds": 30,
                  "labels": {"kshard.io/shard-map": "counter", "app": "counter"},
                  "annotations": {"kshard.io/shards": "300",
                                  "kubectl.kubernetes.io/last-applied-configuration": "{}"},
@@ -91,6 +108,7 @@ TEST(SlimPodObject, KeepsWhatPodInfoReadsAndDropsTheRest) {
   PodInfo expected = *before;
   expected.annotations.erase("kubectl.kubernetes.io/last-applied-configuration");
   EXPECT_EQ(*after, expected);
+  EXPECT_EQ(after->deletionGracePeriodSeconds, 30);
   EXPECT_EQ(slim.at("metadata").at("resourceVersion"), "42");
   EXPECT_FALSE(slim.at("metadata").contains("managedFields"));
   EXPECT_FALSE(slim.at("metadata").contains("ownerReferences"));

@@ -327,6 +327,102 @@ TEST(ShardMapController, UnregisterOfAPodThatCannotReleaseIsRefusedAndItKeepsIts
   ASSERT_TRUE(h.runUntil([&] { return shardsOf(h, "b").size() == 30u; }, 5s));
 }
 
+// The pod object of `name` gets a deletionTimestamp `grace` from now, as a delete with that
+// grace period sets it, and the controller hears of it.
+void deletePodObject(ControllerHarness& h, const std::string& name, std::chrono::seconds grace) {
+  PodInfo* pod = h.directory.find(name);
+  ASSERT_NE(pod, nullptr) << name;
+  pod->terminating = true;
+  pod->deletionTimestamp = h.scheduler.clock().wallNow() + grace;
+  pod->deletionGracePeriodSeconds = grace.count();
+  h.controller().podChanged(name);
+}
+
+http::Response unregisterCall(ControllerHarness& h, const std::string& name) {
+  StubPod* pod = h.pods.find(name);
+  protocol::UnregisterRequest req{pod->name, pod->uid};
+  return h.call([&](Reply reply) { h.controller().unregisterPod(req, std::move(reply)); });
+}
+
+TEST(ShardMapController, RollingUpdateHoldsAnOldPodsShardsUntilTheNewPodRegisters) {
+  ControllerHarness h(30);
+  startBalanced(h, {"old-a", "old-b"}, "1.0.0");
+  const auto shardsA = shardsOf(h, "old-a");
+  StubPod& oldA = *h.pods.find("old-a");
+  const int unassignsBefore = oldA.unassigns;
+  // The Deployment creates a pod of the new version and deletes an old one before the new one
+  // is ready (maxUnavailable).
+  h.startPod("new-a", "2.0.0");
+  h.controller().podChanged("new-a");
+  deletePodObject(h, "old-a", 105s);
+
+  const http::Response held = unregisterCall(h, "old-a");
+  ASSERT_EQ(held.status, 409) << held.body;
+  auto body = protocol::decodeUnregisterDeferred(held.body);
+  ASSERT_TRUE(body.ok()) << body.status().toString() << " " << held.body;
+  EXPECT_EQ(body->version, "2.0.0");
+  EXPECT_EQ(body->startingPods, 1);
+  EXPECT_EQ(body->retryAfterMs, 1000);
+  EXPECT_GT(body->deferredForMs, 50'000);
+  EXPECT_LE(body->deferredForMs, 60'000);
+  EXPECT_EQ(held.headers.get("Retry-After").value_or(""), "1");
+  // Nothing changed hands: the old pod keeps, and serves, its shards.
+  EXPECT_EQ(oldA.unassigns, unassignsBefore);
+  EXPECT_EQ(shardsOf(h, "old-a"), shardsA);
+
+  // The hold does not keep the new pod from registering.
+  h.run(5s);
+  ASSERT_EQ(h.registerPod("new-a"), 200);
+  // Now the unregister goes through, and the shards move once, straight to the new pod.
+  const double movesBefore = h.moves();
+  ASSERT_EQ(unregisterCall(h, "old-a").status, 200);
+  ASSERT_TRUE(h.runUntil([&] { return shardsOf(h, "new-a") == shardsA; }, 5s))
+      << "the old pod's shards did not go to the new pod";
+  EXPECT_EQ(h.moves() - movesBefore, static_cast<double>(shardsA.size()));
+  EXPECT_EQ(h.counts().count("old-a"), 0u);
+}
+
+TEST(ShardMapController, UnregisterHoldEndsAtItsMaximumWhenTheNewPodNeverRegisters) {
+  ControllerHarness h(30);
+  startBalanced(h, {"old-a", "old-b"}, "1.0.0");
+  h.startPod("new-a", "2.0.0");  // never becomes ready
+  h.controller().podChanged("new-a");
+  deletePodObject(h, "old-a", 105s);
+  ASSERT_EQ(unregisterCall(h, "old-a").status, 409);
+  h.run(50s);
+  ASSERT_EQ(unregisterCall(h, "old-a").status, 409);
+  h.run(10s);  // 60 s after the delete
+  ASSERT_EQ(unregisterCall(h, "old-a").status, 200);
+  ASSERT_TRUE(h.runUntil([&] { return shardsOf(h, "old-b").size() == 30u; }, 5s));
+}
+
+TEST(ShardMapController, UnregisterIsNotHeldInAScaleDown) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  h.startPod("c");  // a replacement of the same version is starting: nothing newer
+  h.controller().podChanged("c");
+  deletePodObject(h, "a", 105s);
+  EXPECT_EQ(unregisterCall(h, "a").status, 200);
+}
+
+TEST(ShardMapController, UnregisterHoldReadsTheDeletionFromTheApiWhenTheInformerLags) {
+  ControllerHarness h(30);
+  startBalanced(h, {"old-a", "old-b"}, "1.0.0");
+  h.startPod("new-a", "2.0.0");
+  h.controller().podChanged("new-a");
+  // The informer has not seen the delete yet; the API has.
+  std::map<std::string, PodInfo> before;
+  for (const std::string name : {"old-a", "old-b", "new-a"}) before[name] = *h.directory.find(name);
+  h.directory.staleCache = before;
+  PodInfo* oldA = h.directory.find("old-a");
+  oldA->terminating = true;
+  oldA->deletionTimestamp = h.scheduler.clock().wallNow() + 105s;
+  oldA->deletionGracePeriodSeconds = 105;
+  const int fetches = h.directory.fetches;
+  EXPECT_EQ(unregisterCall(h, "old-a").status, 409);
+  EXPECT_GT(h.directory.fetches, fetches);
+}
+
 TEST(ShardMapController, PodObjectGoneReassignsWithoutAcknowledgement) {
   ControllerHarness h(30);
   startBalanced(h, {"a", "b", "c"});

@@ -96,9 +96,9 @@ TEST_F(SidecarInjectorTest, MountsAPodBoundTokenForTheOperatorOnlyIntoTheSidecar
 }
 
 TEST_F(SidecarInjectorTest, TellsTheSidecarWhoTheOperatorIsWhenPeerAuthIsOn) {
-  EXPECT_EQ(env(inject(injector(), annotatedPod())["spec"]["initContainers"][0],
-                "KSHARD_PEER_AUTH"),
-            "none");
+  EXPECT_EQ(
+      env(inject(injector(), annotatedPod())["spec"]["initContainers"][0], "KSHARD_PEER_AUTH"),
+      "none");
   InjectionConfig cfg;
   cfg.peerAuth = "token";
   cfg.operatorIdentity = "system:serviceaccount:kshard-system:kshard";
@@ -116,6 +116,15 @@ TEST_F(SidecarInjectorTest, AddsTheDrainPreStopAndAGracePeriodThatCoversTheHando
   EXPECT_EQ(app["lifecycle"]["preStop"]["httpGet"]["path"], "/v1/drain");
   EXPECT_EQ(app["lifecycle"]["preStop"]["httpGet"]["port"], 7102);
   EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 75);
+}
+
+TEST_F(SidecarInjectorTest, TheGracePeriodAlsoCoversTheLongestUnregisterHold) {
+  sharding::ShardMapSpec spec;
+  spec.handoffTimeout = std::chrono::seconds(30);
+  InjectionConfig cfg;
+  cfg.unregisterHoldSeconds = 60;  // the operator's --max-unregister-hold
+  const json pod = inject(injector(cfg, spec), annotatedPod());
+  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 30 + 15 + 60);
 }
 
 TEST_F(SidecarInjectorTest, KeepsTheAppsOwnPreStopAndALongerGracePeriod) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace kshard::protocol {
 namespace {
 
@@ -28,9 +30,9 @@ TEST(WireTest, RegisterErrorsNameTheField) {
       decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:70000"})").status().message(),
       "address: port must be 1..65535 (decimal, no leading zero)");
   for (const char* port : {"0", "07101", "+80", "65536"}) {
-    EXPECT_FALSE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:)" + std::string(port) +
-                                       R"("})")
-                     .ok())
+    EXPECT_FALSE(
+        decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:)" + std::string(port) + R"("})")
+            .ok())
         << port << ": one address has one spelling (the manager API's schema says so too)";
   }
   EXPECT_TRUE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:65535"})").ok());
@@ -46,6 +48,37 @@ TEST(WireTest, RegisterErrorsNameTheField) {
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:1","extra":1})").ok())
       << "unknown fields must be ignored for forward compatibility";
+}
+
+TEST(WireTest, UnregisterDeferredRoundTripsAndIsAnErrorBody) {
+  UnregisterDeferred d{"wait for 2.0.0", 1000, 42'000, "2.0.0", 3};
+  const std::string body = encode(d);
+  const auto j = nlohmann::json::parse(body);
+  EXPECT_EQ(j["error"]["code"], "UnregisterDeferred");
+  EXPECT_EQ(j["error"]["message"], "wait for 2.0.0");
+  auto back = decodeUnregisterDeferred(body);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(back->message, d.message);
+  EXPECT_EQ(back->retryAfterMs, 1000);
+  EXPECT_EQ(back->deferredForMs, 42'000);
+  EXPECT_EQ(back->version, "2.0.0");
+  EXPECT_EQ(back->startingPods, 3);
+}
+
+TEST(WireTest, OnlyAnUnregisterDeferredBodyDecodesAsOne) {
+  EXPECT_FALSE(decodeUnregisterDeferred(R"({"error":{"code":"Conflict","message":"x"}})").ok());
+  EXPECT_FALSE(decodeUnregisterDeferred(R"({"retryAfterMs":1000})").ok());
+  EXPECT_FALSE(decodeUnregisterDeferred("not json").ok());
+  const auto negative = decodeUnregisterDeferred(
+      R"({"error":{"code":"UnregisterDeferred","message":""},"retryAfterMs":-1})");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("retryAfterMs"), std::string::npos);
+  EXPECT_FALSE(decodeUnregisterDeferred(
+                   R"({"error":{"code":"UnregisterDeferred","message":""},"waitingFor":[]})")
+                   .ok());
+  // The counts are optional: a bare deferral asks again at the client's own pace.
+  EXPECT_TRUE(
+      decodeUnregisterDeferred(R"({"error":{"code":"UnregisterDeferred","message":""}})").ok());
 }
 
 TEST(WireTest, ShardsRequestRoundTripsAndValidatesRanges) {

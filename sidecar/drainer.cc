@@ -1,6 +1,12 @@
 #include "sidecar/drainer.h"
 
 namespace kshard::sidecar {
+namespace {
+
+// Time for the unregister's own calls (the persist, the replies) beyond the unassign it waits for.
+constexpr Duration kUnregisterSlack = std::chrono::seconds(5);
+
+}  // namespace
 
 Drainer::Drainer(EntityRegistry& registry, ManagerClient& manager, RoutingTable& table,
                  Logger logger)
@@ -29,21 +35,30 @@ void Drainer::drain(std::function<void(Status)> done) {
     started_ = true;
   }
   const auto spec = table_.snapshot()->spec;
-  log_.info("draining",
+  log_.info("draining: unregistering",
             {{"active_entities", static_cast<std::uint64_t>(registry_.activeEntities())}});
-  registry_.drain(spec.handoffTimeout, [this, spec](bool complete) {
-    if (!complete) {
-      log_.error("entities still active after the handoff timeout; not unregistering",
-                 {{"active_entities", static_cast<std::uint64_t>(registry_.activeEntities())}});
-      finish(deadlineExceeded(
-          "entities did not stop within the handoff timeout; the pod stays registered and its "
-          "shards move only once it is gone"));
-      return;
+  // The operator answers once it has unassigned the shards, which may take the handoff timeout.
+  const Duration timeout = spec.handoffTimeout + spec.pingTimeout + kUnregisterSlack;
+  manager_.unregisterPod(timeout, [this, spec](Status unregistered) {
+    if (!unregistered.ok()) {
+      log_.error(
+          "unregister failed; the pod stays registered and its shards move only once it "
+          "is gone",
+          {{"error", unregistered.toString()}});
     }
-    log_.info("entities stopped, unregistering");
-    manager_.unregisterPod(spec.handoffTimeout, [this](Status st) {
-      if (!st.ok()) log_.error("unregister failed", {{"error", st.toString()}});
-      finish(st);
+    registry_.drain(spec.handoffTimeout, [this, unregistered](bool complete) {
+      if (!complete) {
+        log_.error("entities still active after the handoff timeout",
+                   {{"active_entities", static_cast<std::uint64_t>(registry_.activeEntities())}});
+      }
+      if (!unregistered.ok()) {
+        finish(unregistered);
+      } else if (!complete) {
+        finish(deadlineExceeded("entities did not stop within the handoff timeout"));
+      } else {
+        log_.info("drained");
+        finish(Status{});
+      }
     });
   });
 }

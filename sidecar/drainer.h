@@ -1,12 +1,17 @@
 // Drainer: the pod-stop flow of DESIGN.md, run once however many times it is asked for (the
 // preStop hook's POST /v1/drain and SIGTERM both ask):
-//   1. refuse new entities; 2. stop every active entity after its accepted messages;
-//   3. unregister from the operator, which then moves the shards at once.
+//   1. unregister from the operator. The operator unassigns the pod's shards from it (their
+//      entities stop after their accepted messages, within the handoff timeout), records the pod
+//      gone and moves the shards at once. Until then the pod serves as before: in a rolling
+//      update the operator may hold the unregister while pods of the new version start, so that
+//      the shards move once, straight to them (operator/unregister_hold.h);
+//   2. refuse new entities and stop whatever still runs (nothing, once step 1 succeeded).
 // The peer API stays open until the process exits, so senders keep getting clear refusals.
 //
-// When the entities do not all stop within the handoff timeout, the pod does not unregister:
-// its shards must not move while an entity may still run here. The kubelet kills the pod at the
-// end of its grace period and the operator then reassigns the shards of the dead pod.
+// When the unregister fails (the operator unreachable, or the entities of a shard did not stop
+// within the handoff timeout), the pod stays registered: its shards must not move while an
+// entity may still run here. Step 2 still stops the entities; the kubelet ends the pod, and the
+// operator then reassigns the shards of the dead pod.
 #pragma once
 
 #include <functional>

@@ -1,16 +1,27 @@
 #include "sidecar/manager_client.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "protocol/wire.h"
 
 namespace kshard::sidecar {
+namespace {
+
+// The longest an unregister is held, whatever the manager announces (its own limit, the
+// operator's --max-unregister-hold, is a minute by default).
+constexpr Duration kMaxHold = std::chrono::minutes(10);
+
+}  // namespace
 
 struct ManagerClient::Call {
   std::string verb;  // "register" | "unregister"
   std::string body;
   std::optional<SteadyTime> deadline;
+  SteadyTime started{};
+  std::optional<Duration> timeout;  // per attempt, and what a deferral adds to the deadline
   Duration backoff{};
+  int deferrals = 0;
   std::string leaderHint;
   int attempts = 0;
   std::function<void(StatusOr<http::Response>)> done;
@@ -61,7 +72,9 @@ void ManagerClient::unregisterPod(Duration timeout, std::function<void(Status)> 
   auto call = std::make_shared<Call>();
   call->verb = "unregister";
   call->body = protocol::encode(protocol::UnregisterRequest{self_.pod, self_.uid});
-  call->deadline = scheduler_.clock().now() + timeout;
+  call->started = scheduler_.clock().now();
+  call->deadline = call->started + timeout;
+  call->timeout = timeout;
   call->backoff = options_.initialBackoff;
   call->done = [done = std::move(done)](StatusOr<http::Response> r) { done(r.status()); };
   attempt(call);
@@ -97,7 +110,8 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
     req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
   }
   req.body = call->body;
-  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
+  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      call->timeout ? std::max(*call->timeout, options_.requestTimeout) : options_.requestTimeout);
   ++call->attempts;
   http::Client* client;
   {
@@ -114,11 +128,13 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
       return;
     }
     if (r->status == 200) {
-      log_.info(call->verb == "register" ? "registered" : "unregistered",
-                {{"manager", address}, {"attempts", call->attempts}});
+      log_.info(
+          call->verb == "register" ? "registered" : "unregistered",
+          {{"manager", address}, {"attempts", call->attempts}, {"deferrals", call->deferrals}});
       call->done(std::move(r));
       return;
     }
+    if (deferred(call, *r)) return;
     std::string code;
     std::string message = r->body.substr(0, 256);
     auto body = nlohmann::json::parse(r->body, nullptr, false);
@@ -147,7 +163,36 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
   });
 }
 
-void ManagerClient::retryLater(const std::shared_ptr<Call>& call, const std::string& why) {
+bool ManagerClient::deferred(const std::shared_ptr<Call>& call, const http::Response& r) {
+  if (call->verb != "unregister" || r.status != 409 || !call->timeout) return false;
+  auto deferral = protocol::decodeUnregisterDeferred(r.body);
+  if (!deferral.ok()) return false;  // another 409: retried with backoff
+  const SteadyTime now = scheduler_.clock().now();
+  const Duration holdLeft = std::chrono::milliseconds(deferral->deferredForMs);
+  // The manager bounds the hold; the handoff that follows it gets the call's own timeout. Only
+  // a hold still announced moves the deadline, and never past kMaxHold after the call began,
+  // whatever the manager says.
+  if (call->deadline && holdLeft > Duration::zero()) {
+    call->deadline = std::min(std::max(*call->deadline, now + holdLeft + *call->timeout),
+                              call->started + kMaxHold + *call->timeout);
+  }
+  if (call->deferrals++ == 0) {
+    log_.info(
+        "unregister held by the manager: this pod keeps serving its shards until newer "
+        "pods have registered",
+        {{"version", deferral->version},
+         {"starting_pods", deferral->startingPods},
+         {"at_most_ms", deferral->deferredForMs}});
+  }
+  // Asked again when the manager said, within sane bounds whatever it said.
+  const Duration after = std::clamp<Duration>(std::chrono::milliseconds(deferral->retryAfterMs),
+                                              std::chrono::milliseconds(100), options_.maxBackoff);
+  retryLater(call, "deferred: " + deferral->message, after);
+  return true;
+}
+
+void ManagerClient::retryLater(const std::shared_ptr<Call>& call, const std::string& why,
+                               std::optional<Duration> after) {
   Duration wait;
   {
     std::lock_guard lock(mu_);
@@ -156,16 +201,19 @@ void ManagerClient::retryLater(const std::shared_ptr<Call>& call, const std::str
       return;
     }
     const auto half = call->backoff / 2;
-    wait = half + Duration(static_cast<Duration::rep>(
-                      random_.uniform(static_cast<std::uint64_t>(half.count()) + 1)));
+    wait = after ? *after
+                 : half + Duration(static_cast<Duration::rep>(
+                              random_.uniform(static_cast<std::uint64_t>(half.count()) + 1)));
   }
   if (call->deadline && scheduler_.clock().now() + wait >= *call->deadline) {
     call->done(deadlineExceeded(call->verb + " did not succeed in time; last: " + why));
     return;
   }
-  log_.info("manager call failed, retrying",
-            {{"verb", call->verb}, {"attempts", call->attempts}, {"reason", why}});
-  call->backoff = std::min(call->backoff * 2, options_.maxBackoff);
+  if (!after) {
+    log_.info("manager call failed, retrying",
+              {{"verb", call->verb}, {"attempts", call->attempts}, {"reason", why}});
+    call->backoff = std::min(call->backoff * 2, options_.maxBackoff);
+  }
   std::lock_guard lock(mu_);
   auto id = std::make_shared<Scheduler::TaskId>(0);
   *id = scheduler_.runAfter(wait, [this, call, id] {

@@ -5,12 +5,17 @@
 // 503 NotLeader with the leader's address, which is tried next. Register is retried with
 // backoff until it succeeds: a pod the operator does not yet see alive (its informer lags) is
 // refused with PodNotAlive and simply tries again. Unhealthy reports are rate-limited per pod.
+//
+// An unregister the manager defers (409 UnregisterDeferred: pods of a newer version are starting,
+// operator/unregister_hold.h) is asked again after the answer's retryAfterMs, and its deadline
+// moves out to cover the hold the answer announces plus the call's own timeout.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "base/logger.h"
@@ -41,7 +46,9 @@ class ManagerClient final : public UnhealthyReporter {
 
   // Registers this pod, retrying until it succeeds or stop(); `done` gets the epoch.
   void registerPod(std::function<void(StatusOr<std::uint64_t>)> done);
-  // Unregisters, retrying until it succeeds or `timeout` passes.
+  // Unregisters, retrying until it succeeds or `timeout` passes (plus any hold the manager
+  // announces). Each attempt may take `timeout`: the manager answers after it has unassigned the
+  // pod's shards, which waits for their entities to stop.
   void unregisterPod(Duration timeout, std::function<void(Status)> done);
   void reportUnreachable(const std::string& pod) override;
   // Stops retry loops (their callbacks get Cancelled).
@@ -50,7 +57,11 @@ class ManagerClient final : public UnhealthyReporter {
  private:
   struct Call;
   void attempt(const std::shared_ptr<Call>& call);
-  void retryLater(const std::shared_ptr<Call>& call, const std::string& why);
+  // Tries again after a backoff, or after `after` when the manager said when.
+  void retryLater(const std::shared_ptr<Call>& call, const std::string& why,
+                  std::optional<Duration> after = std::nullopt);
+  // A 409 UnregisterDeferred: true when it was one (and the call goes on).
+  bool deferred(const std::shared_ptr<Call>& call, const http::Response& r);
   std::string managerAddress(const std::string& hint) const;
   http::Client& clientFor(const std::string& address);
 

@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "base/scheduler.h"
+#include "protocol/wire.h"
 
 namespace kshard::sidecar {
 namespace {
@@ -110,6 +111,81 @@ TEST_F(ManagerClientTest, NoTokenNoAuthorizationHeader) {
   scheduler_.runDue();
   ASSERT_TRUE(result.has_value() && result->ok());
   EXPECT_EQ(authorizationOf(0), std::nullopt);
+  c->stop();
+}
+
+std::string deferral(std::int64_t retryAfterMs, std::int64_t deferredForMs) {
+  protocol::UnregisterDeferred d;
+  d.message = "waiting for pods of version 2.0.0";
+  d.retryAfterMs = retryAfterMs;
+  d.deferredForMs = deferredForMs;
+  d.version = "2.0.0";
+  d.startingPods = 3;
+  return protocol::encode(d);
+}
+
+TEST_F(ManagerClientTest, AHeldUnregisterAsksAgainWhenToldAndOutlastsItsTimeout) {
+  auto c = client([] { return std::string("Bearer t"); });
+  // Held for 20 s, asked again every 2 s: longer than the call's own 15 s timeout.
+  for (int i = 0; i < 10; ++i) manager_->answers.push_back(answer(409, deferral(2000, 60'000)));
+  manager_->answers.push_back(answer(200, R"({"epoch":9})"));
+  std::optional<Status> result;
+  c->unregisterPod(15s, [&](Status s) { result = s; });
+  EXPECT_EQ(manager_->seen.size(), 1u);
+  // Each attempt may take the whole timeout: the manager answers after the handoff.
+  EXPECT_EQ(manager_->seen[0].timeout, 15s);
+  scheduler_.advance(4050ms);
+  EXPECT_EQ(manager_->seen.size(), 3u) << "asked again after the manager's 2 s, not a backoff";
+  for (int i = 0; i < 300 && !result; ++i) scheduler_.advance(100ms);
+  ASSERT_TRUE(result.has_value()) << "the held unregister never ended";
+  EXPECT_TRUE(result->ok()) << result->toString();
+  EXPECT_EQ(manager_->seen.size(), 11u);
+  EXPECT_EQ(manager_->seen.back().target, "/v1/shardmaps/demo/counter/unregister");
+  c->stop();
+}
+
+TEST_F(ManagerClientTest, AHoldEndsTheUnregisterAtTheAnnouncedHoldPlusTheTimeout) {
+  auto c = client([] { return std::string("Bearer t"); });
+  // The manager announces a hold of 3 s, then keeps deferring without announcing any more (it
+  // would not; only an announced hold moves the deadline).
+  manager_->answers.push_back(answer(409, deferral(1000, 3000)));
+  for (int i = 0; i < 100; ++i) manager_->answers.push_back(answer(409, deferral(1000, 0)));
+  std::optional<Status> result;
+  const auto start = scheduler_.clock().now();
+  c->unregisterPod(5s, [&](Status s) { result = s; });
+  for (int i = 0; i < 1000 && !result; ++i) scheduler_.advance(100ms);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->code(), StatusCode::kDeadlineExceeded) << result->toString();
+  const auto took = scheduler_.clock().now() - start;
+  EXPECT_GE(took, 7s);
+  EXPECT_LE(took, 9s) << "the deadline kept moving out";
+  c->stop();
+}
+
+TEST_F(ManagerClientTest, NoHoldLastsLongerThanTenMinutesWhateverTheManagerSays) {
+  auto c = client([] { return std::string("Bearer t"); });
+  for (int i = 0; i < 700; ++i) manager_->answers.push_back(answer(409, deferral(1000, 60'000)));
+  std::optional<Status> result;
+  const auto start = scheduler_.clock().now();
+  c->unregisterPod(5s, [&](Status s) { result = s; });
+  for (int i = 0; i < 1000 && !result; ++i) scheduler_.advance(1s);
+  ASSERT_TRUE(result.has_value()) << "the unregister was held for ever";
+  EXPECT_EQ(result->code(), StatusCode::kDeadlineExceeded) << result->toString();
+  const auto took = scheduler_.clock().now() - start;
+  EXPECT_GE(took, 10min);
+  EXPECT_LE(took, 10min + 6s);
+  c->stop();
+}
+
+TEST_F(ManagerClientTest, AnOther409IsRetriedWithBackoffAsBefore) {
+  auto c = client([] { return std::string("Bearer t"); });
+  manager_->answers = {answer(409, R"({"error":{"code":"Conflict","message":"try again"}})"),
+                       answer(200, R"({"epoch":2})")};
+  std::optional<Status> result;
+  c->unregisterPod(5s, [&](Status s) { result = s; });
+  for (int i = 0; i < 50 && !result; ++i) scheduler_.advance(100ms);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->ok()) << result->toString();
   c->stop();
 }
 

@@ -265,14 +265,28 @@ class StubOperator {
                                            static_cast<protocol::Epoch>(map_.status.epoch)})));
   }
 
-  // The pod has drained: take it out with its shards, answer, then place the shards elsewhere.
+  // As the operator does (epoch rule 5): the pod releases its shards (its entities stop), then
+  // it is taken out, the answer goes back, and its shards are placed elsewhere.
   void onUnregister(const http::Request& r, http::Responder& res) {
     auto req = protocol::decodeUnregisterRequest(r.body);
     ASSERT_TRUE(req.ok());
     {
+      std::lock_guard op(opMu_);
+      bool known;
+      {
+        std::lock_guard lock(mu_);
+        known = indexOf(req->pod) != sharding::kNoPod;
+      }
+      if (known) {
+        const auto shards = shardsOf(req->pod);
+        if (!shards.empty() && !unassign(req->pod, shards)) {
+          res.send(http::Response::error(504, protocol::errors::kHandoffTimeout,
+                                         "the pod did not release its shards"));
+          return;
+        }
+      }
       std::lock_guard lock(mu_);
-      const auto idx = indexOf(req->pod);
-      if (idx != sharding::kNoPod) {
+      if (const auto idx = indexOf(req->pod); idx != sharding::kNoPod) {
         table_.removePod(idx);
         map_.status.pods.erase(map_.status.pods.begin() + idx);
         writeLocked();
@@ -290,7 +304,6 @@ class StubOperator {
   std::atomic<bool> placeOnUnregister_{true};
 
  private:
-
   std::mutex opMu_;  // one change at a time, as the operator's rounds
   std::mutex mu_;
   sharding::ShardMap map_;

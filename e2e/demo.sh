@@ -40,7 +40,7 @@ echo "requests: 500, failed: $failed"
 echo "counter demo-7 read through $ip: $(curl -sf "http://$ip:8081/counters/demo-7")"
 echo "its shard: kshardctl shard-of --shards 300 demo-7 -> $(build/bin/kshardctl shard-of --shards 300 demo-7)"
 
-say "rolling update 1.0.0 -> 1.1.0 (maxSurge 1, maxUnavailable 0)"
+say "rolling update 1.0.0 -> 1.1.0 (maxSurge 1, maxUnavailable 1: old pods hold their shards until new ones register)"
 t0=$SECONDS
 kubectl -n "$NS" patch deployment counter --type=json -p '[
   {"op":"replace","path":"/spec/template/metadata/labels/app.kubernetes.io~1version","value":"1.1.0"},

@@ -265,9 +265,13 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
   // margin.
   const std::int64_t handoffSeconds =
       std::chrono::duration_cast<std::chrono::seconds>(handoff).count();
-  const std::int64_t extra = config_.gracePeriodMarginSeconds + config_.unregisterHoldSeconds;
+  // All three are non-negative; the sum saturates instead of overflowing.
+  const auto saturatingAdd = [](std::int64_t a, std::int64_t b) {
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+  };
   const std::int64_t needed =
-      handoffSeconds > INT64_MAX - extra ? INT64_MAX : handoffSeconds + extra;
+      saturatingAdd(saturatingAdd(handoffSeconds, config_.gracePeriodMarginSeconds),
+                    config_.unregisterHoldSeconds);
   const std::int64_t current = integerAt(spec, "terminationGracePeriodSeconds").value_or(30);
   if (current < needed) {
     patch.push_back({{"op", spec.contains("terminationGracePeriodSeconds") ? "replace" : "add"},

@@ -125,6 +125,10 @@ TEST_F(SidecarInjectorTest, TheGracePeriodAlsoCoversTheLongestUnregisterHold) {
   cfg.unregisterHoldSeconds = 60;  // the operator's --max-unregister-hold
   const json pod = inject(injector(cfg, spec), annotatedPod());
   EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 30 + 15 + 60);
+  // Absurd settings saturate rather than overflow.
+  cfg.gracePeriodMarginSeconds = INT64_MAX - 10;
+  const json huge = inject(injector(cfg, spec), annotatedPod());
+  EXPECT_EQ(huge["spec"]["terminationGracePeriodSeconds"], INT64_MAX);
 }
 
 TEST_F(SidecarInjectorTest, KeepsTheAppsOwnPreStopAndALongerGracePeriod) {

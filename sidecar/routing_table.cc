@@ -1,7 +1,6 @@
 #include "sidecar/routing_table.h"
 
 #include <string_view>
-#include <unordered_map>
 
 namespace kshard::sidecar {
 namespace {
@@ -18,6 +17,11 @@ const RouteOwner* RoutingSnapshot::ownerOf(std::int32_t shard) const {
   return &pods[static_cast<std::size_t>(p)];
 }
 
+const RouteOwner* RoutingSnapshot::podNamed(std::string_view name) const {
+  const auto it = podIndex.find(name);
+  return it == podIndex.end() ? nullptr : &pods[static_cast<std::size_t>(it->second)];
+}
+
 bool RoutingTable::update(const sharding::ShardMap& map) {
   auto table = sharding::shardTableFromStatus(map.status, map.spec.shards);
   if (!table.ok()) return false;
@@ -29,14 +33,15 @@ bool RoutingTable::update(const sharding::ShardMap& map) {
   next->owners.assign(table->owners().begin(), table->owners().end());
   next->pods.reserve(map.status.pods.size());
   for (const auto& p : map.status.pods) next->pods.push_back({p.name, p.uid, p.address});
-  // Pod names are unique in a valid status (shardTableFromStatus checked it): name -> uid, so
-  // that finding who left costs one lookup per pod, not a scan of every pod.
-  std::unordered_map<std::string_view, std::string_view> uidOf;
-  uidOf.reserve(next->pods.size());
-  for (const RouteOwner& p : next->pods) uidOf.emplace(p.pod, p.uid);
+  // Pod names are unique in a valid status (shardTableFromStatus checked it), so finding a pod
+  // by name (who left, below; who forwards, in the peer API's authorization) is one lookup, not
+  // a scan of every pod.
+  for (std::size_t i = 0; i < next->pods.size(); ++i) {
+    next->podIndex.emplace(next->pods[i].pod, static_cast<sharding::PodIndex>(i));
+  }
   const auto listed = [&](const std::string& pod, const std::string& uid) {
-    const auto it = uidOf.find(pod);
-    return it != uidOf.end() && it->second == uid;
+    const RouteOwner* p = next->podNamed(pod);
+    return p != nullptr && p->uid == uid;
   };
 
   std::lock_guard lock(mu_);

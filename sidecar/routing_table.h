@@ -7,10 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -41,9 +44,13 @@ struct RoutingSnapshot {
   // Pods that left in the last few minutes, newest last. A drained pod still forwards the
   // requests its app had in flight, for up to sendTimeout after it unregistered.
   std::vector<DepartedPod> departed;
+  // Pod name -> index in `pods` (names are unique in a valid status).
+  std::map<std::string, sharding::PodIndex, std::less<>> podIndex;
 
   // The owner of `shard` (1..shardCount), or nothing while unassigned or out of range.
   const RouteOwner* ownerOf(std::int32_t shard) const;
+  // The registered pod of that name, or nothing.
+  const RouteOwner* podNamed(std::string_view name) const;
 };
 
 class RoutingTable {

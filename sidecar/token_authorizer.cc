@@ -231,12 +231,10 @@ Status TokenAuthorizer::authorizePeer(const http::Request& request) {
                             " is not in namespace " + options_.ns);
   }
   const auto snapshot = table_.snapshot();
-  for (const auto& p : snapshot->pods) {
-    if (p.pod != claims->podName) continue;
-    if (p.uid == claims->podUid) return {};
-    return permissionDenied("pod " + claims->podName + " has uid " + p.uid +
-                            " in ShardMap " + options_.shardMap + ", the token says " +
-                            claims->podUid);
+  if (const RouteOwner* p = snapshot->podNamed(claims->podName)) {
+    if (p->uid == claims->podUid) return {};
+    return permissionDenied("pod " + claims->podName + " has uid " + p->uid + " in ShardMap " +
+                            options_.shardMap + ", the token says " + claims->podUid);
   }
   // A pod that has just drained and unregistered still forwards the requests its app had in
   // flight, each for at most sendTimeout: it stays accepted for twice that after it left.

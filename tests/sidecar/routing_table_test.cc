@@ -29,6 +29,18 @@ TEST(RoutingTableTest, ResolvesOwnersWithTheirAddresses) {
   EXPECT_EQ(s->epoch, 3);
 }
 
+TEST(RoutingTableTest, FindsRegisteredPodsByName) {
+  RoutingTable t;
+  EXPECT_EQ(t.snapshot()->podNamed("p1"), nullptr);
+  ASSERT_TRUE(t.update(makeMap(10, 3, {{"p1", "1-5"}, {"p2", "6-9"}})));
+  auto s = t.snapshot();
+  ASSERT_NE(s->podNamed("p2"), nullptr);
+  EXPECT_EQ(s->podNamed("p2")->address, "10.0.0.2:7101");
+  EXPECT_EQ(s->podNamed("p1")->pod, "p1");
+  EXPECT_EQ(s->podNamed("p3"), nullptr);
+  EXPECT_EQ(s->podNamed(""), nullptr);
+}
+
 TEST(RoutingTableTest, IgnoresAnOlderEpochButTakesTheSameOne) {
   RoutingTable t;
   ASSERT_TRUE(t.update(makeMap(10, 5, {{"p1", "1-10"}})));

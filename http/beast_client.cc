@@ -4,9 +4,6 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <condition_variable>
@@ -14,10 +11,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "http/beast_stream.h"
+#include "http/io_threads_impl.h"
 #include "http/origin.h"
 #include "http/tls_context.h"
 
@@ -33,11 +30,16 @@ constexpr std::size_t kHeaderLimit = 64 * 1024;
 // A stream stops reading from the socket while this much is waiting for read(): a slow consumer
 // slows the server down (TCP flow control) instead of growing memory.
 constexpr std::size_t kMaxStreamBuffered = 1u << 20;
+// How long the destructor of a client on shared threads waits for the callbacks of the requests it
+// aborted (they run at once unless a callback blocks, which callbacks must not).
+constexpr std::chrono::seconds kAbortWait{5};
 
 struct Conn {
-  Conn(net::any_io_executor e, ssl::context* tls)
-      : exec(e),
+  Conn(std::size_t l, net::any_io_executor e, ssl::context* tls)
+      : loop(l),
+        exec(e),
         stream(tls ? AnyStream(beast::tcp_stream(e), *tls) : AnyStream(beast::tcp_stream(e))) {}
+  const std::size_t loop;  // of the I/O threads, whose idle list it returns to
   net::any_io_executor exec;
   AnyStream stream;
   beast::flat_buffer buffer;
@@ -76,16 +78,29 @@ long long millis(std::chrono::milliseconds d) { return static_cast<long long>(d.
 
 }  // namespace
 
-struct BeastClient::Core {
+struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   Core(ClientOptions o, Origin parsed)
       : options(std::move(o)),
         origin(std::move(parsed)),
-        verifyName(options.tls.serverName.empty() ? this->origin.host : options.tls.serverName) {}
+        verifyName(options.tls.serverName.empty() ? this->origin.host : options.tls.serverName) {
+    if (options.ioThreads == nullptr) {
+      own = std::make_unique<IoThreads>(
+          IoThreadsOptions{options.threads, IoThreadsOptions::Model::kSharedContext, {}});
+    }
+    idle.resize(io().loops());
+  }
 
-  std::shared_ptr<Conn> takeIdle();
+  IoThreads::Impl& io() { return own ? own->impl() : options.ioThreads->impl(); }
+  // What a handler holds to keep the core alive: needed with shared threads, which may run an
+  // exchange's last handlers after the client is gone. With its own threads the core outlives
+  // every handler (the client's destructor runs them all), and holding it would be a cycle.
+  std::shared_ptr<Core> keepAlive() { return own ? nullptr : shared_from_this(); }
+
+  // An idle connection of loop `loop` (or, with `anyLoop`, of any loop, `loop`'s first), or null.
+  std::shared_ptr<Conn> takeIdle(std::size_t loop, bool anyLoop);
   void putIdle(std::shared_ptr<Conn> conn);
-  std::shared_ptr<Conn> newConn(net::any_io_executor exec) {
-    return std::make_shared<Conn>(exec, tls ? &*tls : nullptr);
+  std::shared_ptr<Conn> newConn(std::size_t loop, net::any_io_executor exec) {
+    return std::make_shared<Conn>(loop, exec, tls ? &*tls : nullptr);
   }
   bool track(Abortable* a, std::weak_ptr<Abortable> weak) {
     std::lock_guard<std::mutex> lock(mu);
@@ -96,6 +111,7 @@ struct BeastClient::Core {
   void untrack(Abortable* a) {
     std::lock_guard<std::mutex> lock(mu);
     inflight.erase(a);
+    if (inflight.empty()) drained.notify_all();
   }
   bool isClosing() {
     std::lock_guard<std::mutex> lock(mu);
@@ -110,20 +126,22 @@ struct BeastClient::Core {
   const Origin origin;
   const std::string verifyName;
   std::optional<ssl::context> tls;
-  std::vector<std::thread> threads;
 
   std::mutex mu;
+  std::condition_variable drained;  // inflight became empty
   struct Idle {
     std::shared_ptr<Conn> conn;
     Clock::time_point since;
   };
-  std::vector<Idle> idle;
+  // One list per loop of the I/O threads, so that an exchange started on a thread of the set
+  // reuses a connection of that thread's loop and completes there.
+  std::vector<std::vector<Idle>> idle;
   std::map<Abortable*, std::weak_ptr<Abortable>> inflight;
   bool closing = false;
 
+  // The client's own threads, when it was given none to share (ClientOptions::ioThreads).
   // Declared last: destroyed first, while what its leftover handlers reference still exists.
-  net::io_context ioc;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::unique_ptr<IoThreads> own;
 };
 
 namespace {
@@ -144,29 +162,34 @@ void closeOnStrand(const std::shared_ptr<Conn>& conn) {
 
 }  // namespace
 
-std::shared_ptr<Conn> BeastClient::Core::takeIdle() {
+std::shared_ptr<Conn> BeastClient::Core::takeIdle(std::size_t loop, bool anyLoop) {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mu);
-  while (!idle.empty()) {
-    Idle entry = std::move(idle.back());
-    idle.pop_back();
-    if (now - entry.since > options.idleTimeout || !looksAlive(*entry.conn)) {
-      closeOnStrand(entry.conn);
-      continue;
+  const std::size_t lists = anyLoop ? idle.size() : 1;
+  for (std::size_t i = 0; i < lists; ++i) {
+    std::vector<Idle>& list = idle[(loop + i) % idle.size()];
+    while (!list.empty()) {
+      Idle entry = std::move(list.back());
+      list.pop_back();
+      if (now - entry.since > options.idleTimeout || !looksAlive(*entry.conn)) {
+        closeOnStrand(entry.conn);
+        continue;
+      }
+      entry.conn->reused = true;
+      return std::move(entry.conn);
     }
-    entry.conn->reused = true;
-    return std::move(entry.conn);
   }
   return nullptr;
 }
 
 void BeastClient::Core::putIdle(std::shared_ptr<Conn> conn) {
   std::lock_guard<std::mutex> lock(mu);
-  if (closing || idle.size() >= options.maxConnections) {
+  std::vector<Idle>& list = idle[conn->loop];
+  if (closing || list.size() >= options.maxConnections) {
     closeOnStrand(conn);
     return;
   }
-  idle.push_back(Idle{std::move(conn), Clock::now()});
+  list.push_back(Idle{std::move(conn), Clock::now()});
 }
 
 void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point deadline,
@@ -287,6 +310,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
  public:
   Exchange(BeastClient::Core& core, Request request, ResponseCallback done)
       : core_(core),
+        keepCore_(core.keepAlive()),
         timeout_(request.timeout.count() > 0 ? request.timeout : core.options.requestTimeout),
         deadline_(Clock::now() + timeout_),
         idempotent_(idempotent(request.method)),
@@ -296,11 +320,15 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
         done_(std::move(done)) {}
 
   void start() {
-    conn_ = core_.takeIdle();
+    // Sent from a thread of the set, the exchange stays on that thread's loop: a connection of
+    // another loop would complete on another thread. From elsewhere, any idle connection will do.
+    loop_ = core_.io().pick();
+    conn_ = core_.takeIdle(loop_, !core_.io().runsInThisThread());
     if (conn_ != nullptr) {
+      loop_ = conn_->loop;
       exec_ = conn_->exec;
     } else {
-      exec_ = net::make_strand(core_.ioc);
+      exec_ = core_.io().connectionExecutor(loop_);
     }
     // exec_ is set before the exchange becomes visible to the client's destructor, which posts
     // abort() to it.
@@ -309,10 +337,12 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       finish(cancelled(what_ + ": the client is shutting down"));
       return;
     }
+    // Dispatched: started from a handler on the same loop (a forward), the request is written
+    // at once, on this thread.
     if (conn_ != nullptr) {
-      net::post(exec_, [self = shared_from_this()] { self->write(); });
+      net::dispatch(exec_, [self = shared_from_this()] { self->write(); });
     } else {
-      net::post(exec_, [self = shared_from_this()] { self->connect(); });
+      net::dispatch(exec_, [self = shared_from_this()] { self->connect(); });
     }
   }
 
@@ -326,7 +356,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
 
  private:
   void connect() {
-    conn_ = core_.newConn(exec_);
+    conn_ = core_.newConn(loop_, exec_);
     core_.establish(conn_, deadline_,
                     [self = shared_from_this()](beast::error_code ec, Phase phase) {
                       if (self->finished_) return;
@@ -431,12 +461,14 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   void finish(StatusOr<Response> result) {
     if (finished_) return;
     finished_ = true;
-    core_.untrack(this);
     ResponseCallback done = std::move(done_);
     done(std::move(result));
+    // Untracked after the callback, so that the client's destructor returns after it.
+    core_.untrack(this);
   }
 
   BeastClient::Core& core_;
+  const std::shared_ptr<BeastClient::Core> keepCore_;  // see Core::keepAlive
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
   const bool idempotent_;
@@ -444,6 +476,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   const std::string what_;
   bhttp::request<bhttp::string_body> req_;
   ResponseCallback done_;
+  std::size_t loop_ = 0;
   net::any_io_executor exec_;
   std::shared_ptr<Conn> conn_;
   std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
@@ -460,7 +493,8 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
         deadline_(Clock::now() + timeout_),
         what_(std::string(methodName(request.method)) + " " + core_->origin.url + request.target),
         req_(toBeastRequest(*core_, request)),
-        exec_(net::make_strand(core_->ioc)) {}
+        loop_(core_->io().pick()),
+        exec_(core_->io().connectionExecutor(loop_)) {}
 
   // Blocks until the status and headers arrived or the request failed.
   Status open() {
@@ -539,7 +573,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
 
   void connect() {
     if (stopped()) return;
-    conn_ = core_->newConn(exec_);
+    conn_ = core_->newConn(loop_, exec_);
     core_->establish(
         conn_, deadline_, [self = shared_from_this()](beast::error_code ec, Phase phase) {
           if (self->stopped()) return;
@@ -646,6 +680,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   const Clock::time_point deadline_;
   const std::string what_;
   bhttp::request<bhttp::string_body> req_;
+  const std::size_t loop_;
   const net::any_io_executor exec_;
   std::shared_ptr<Conn> conn_;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
@@ -693,24 +728,7 @@ StatusOr<std::unique_ptr<BeastClient>> BeastClient::create(ClientOptions options
   return std::unique_ptr<BeastClient>(new BeastClient(std::move(core)));
 }
 
-BeastClient::BeastClient(std::shared_ptr<Core> core) : core_(std::move(core)) {
-  Core& c = *core_;
-  c.work.emplace(c.ioc.get_executor());
-  const int threads = std::max(1, c.options.threads);
-  for (int i = 0; i < threads; ++i) {
-    c.threads.emplace_back([&c] {
-      // Handlers catch their own errors; a callback that throws is logged nowhere better.
-      while (true) {
-        try {
-          c.ioc.run();
-          return;
-        } catch (const std::exception&) {
-          continue;
-        }
-      }
-    });
-  }
-}
+BeastClient::BeastClient(std::shared_ptr<Core> core) : core_(std::move(core)) {}
 
 BeastClient::~BeastClient() {
   Core& c = *core_;
@@ -722,15 +740,25 @@ BeastClient::~BeastClient() {
     for (auto& [ptr, weak] : c.inflight) {
       if (auto a = weak.lock()) live.push_back(std::move(a));
     }
-    idle.swap(c.idle);
+    for (auto& list : c.idle) {
+      for (auto& entry : list) idle.push_back(std::move(entry));
+      list.clear();
+    }
   }
   for (auto& a : live) a->abort();
   for (auto& entry : idle) closeOnStrand(entry.conn);
   live.clear();
   idle.clear();
-  // Every operation now ends (aborted sockets complete at once), so run() returns by itself.
-  c.work.reset();
-  for (auto& t : c.threads) t.join();
+  if (c.own) {
+    // Every operation now ends (aborted sockets complete at once), so the loop runs out of work.
+    c.own->impl().drain();
+    return;
+  }
+  // Shared threads: wait for the callbacks of the aborted requests, unless this is one of those
+  // threads (a callback that drops a client), which has to go on to run them.
+  if (c.io().runsInThisThread()) return;
+  std::unique_lock<std::mutex> lock(c.mu);
+  c.drained.wait_for(lock, kAbortWait, [&c] { return c.inflight.empty(); });
 }
 
 void BeastClient::send(Request request, ResponseCallback done) {

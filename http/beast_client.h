@@ -2,11 +2,15 @@
 // peers and to its app), where throughput and latency matter. Also speaks TLS, with the same
 // options as the cpprestsdk client (CA, client certificate, SNI, skip-verify).
 //
-// It owns `threads` I/O threads (ClientOptions::threads); callbacks run on them and must not block.
-// Idle connections are pooled (up to maxConnections, each for at most idleTimeout) and checked
-// before reuse, so a connection the server closed while idle is not used. Streams opened with
-// openStream() must be destroyed before their client; destroying the client cancels them and
-// fails requests in flight with Cancelled.
+// It owns `threads` I/O threads (ClientOptions::threads), or runs on a set it shares with servers
+// and other clients (ClientOptions::ioThreads); callbacks run on them and must not block.
+// Idle connections are pooled (up to maxConnections, each for at most idleTimeout; with shared
+// threads of one loop per thread, up to maxConnections per thread, so that a request sent from
+// one of them reuses a connection of its own thread) and checked before reuse, so a connection
+// the server closed while idle is not used. Streams opened with openStream() must be destroyed
+// before their client; destroying the client cancels them and fails requests in flight with
+// Cancelled, and returns once their callbacks ran (except on one of the shared threads, which
+// must go on to run them).
 #pragma once
 
 #include <memory>

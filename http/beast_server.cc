@@ -1,18 +1,16 @@
 #include "http/beast_server.h"
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "http/beast_stream.h"
+#include "http/io_threads_impl.h"
 #include "http/router.h"
 #include "http/tls_context.h"
 
@@ -28,7 +26,7 @@ constexpr std::size_t kHeaderLimit = 64 * 1024;
 // closing at once would make the kernel reset the connection and the peer could lose our answer.
 // So we stop sending and drain what arrives for a short while first, as nginx's lingering close.
 constexpr std::chrono::seconds kLingerTime{2};
-// How long stop() waits for the I/O threads to carry out the final closes.
+// How long stop() waits for the I/O threads to carry out the final closes (and the listener's).
 constexpr std::chrono::seconds kCloseWait{5};
 
 bool isParseError(const beast::error_code& ec) {
@@ -46,7 +44,19 @@ struct StreamState {
 }  // namespace
 
 struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
-  explicit Core(ServerOptions o) : options(std::move(o)), router(options.logger) {}
+  explicit Core(ServerOptions o) : options(std::move(o)), router(options.logger) {
+    if (options.ioThreads == nullptr) {
+      own = std::make_unique<IoThreads>(IoThreadsOptions{
+          options.threads, IoThreadsOptions::Model::kSharedContext, options.logger});
+    }
+    acceptorExec = io().connectionExecutor(0);
+  }
+
+  IoThreads::Impl& io() { return own ? own->impl() : options.ioThreads->impl(); }
+  // What a handler holds to keep the core alive: needed with shared threads, which may run a
+  // session's last handlers after the server is gone. With its own threads the core outlives
+  // every handler (they are destroyed with `own`), and holding it would be a cycle.
+  std::shared_ptr<Core> keepAlive() { return own ? nullptr : shared_from_this(); }
 
   void doAccept();
   void onAccept(const beast::error_code& ec, tcp::socket socket);
@@ -67,7 +77,6 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
   std::optional<ssl::context> tls;
   std::atomic<std::uint64_t> accepted{0};
   std::uint16_t port = 0;
-  std::vector<std::thread> threads;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -76,12 +85,15 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
   bool running = false;
   bool stopping = false;
 
-  // Declared after everything sessions use, so it is destroyed first: the handlers it still
-  // holds may own the last reference to a session, whose destructor uses the members above.
-  net::io_context ioc;
-  net::strand<net::io_context::executor_type> acceptorStrand{net::make_strand(ioc)};
+  // The server's own threads, when it was given none to share (ServerOptions::ioThreads).
+  // Declared after everything sessions use, so it is destroyed before: the handlers its loops
+  // still hold may own the last reference to a session, whose destructor uses the members above.
+  std::unique_ptr<IoThreads> own;
+  // The listener runs on one loop (on a strand when several threads run that loop); it exists
+  // from start() until stop(), and is only touched there and on its executor. Declared after
+  // `own`, so destroyed before the loop it belongs to.
+  net::any_io_executor acceptorExec;
   std::optional<tcp::acceptor> acceptor;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
 };
 
 namespace {
@@ -97,6 +109,7 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(BeastServer::Core& core, AnyStream stream, std::string remote)
       : core_(core),
+        keepCore_(core.keepAlive()),
         exec_(stream.tcp().get_executor()),
         stream_(std::move(stream)),
         remote_(std::move(remote)) {}
@@ -157,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   BeastServer::Core& core_;
+  const std::shared_ptr<BeastServer::Core> keepCore_;  // see Core::keepAlive
   const net::any_io_executor exec_;
   AnyStream stream_;
   const std::string remote_;
@@ -563,13 +577,16 @@ void Session::onStreamWritten(const beast::error_code& ec) {
 }  // namespace
 
 void BeastServer::Core::doAccept() {
+  // Each connection goes to the next loop in turn, where it stays.
   acceptor->async_accept(
-      net::make_strand(ioc),
-      [this](const beast::error_code& ec, tcp::socket socket) { onAccept(ec, std::move(socket)); });
+      io().connectionExecutor(io().nextLoop()),
+      [this, keep = keepAlive()](const beast::error_code& ec, tcp::socket socket) {
+        onAccept(ec, std::move(socket));
+      });
 }
 
 void BeastServer::Core::onAccept(const beast::error_code& ec, tcp::socket socket) {
-  if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+  if (ec == net::error::operation_aborted || !acceptor || !acceptor->is_open()) return;
   if (ec) {
     // EMFILE and the like: this connection is lost, the listener goes on.
     if (options.logger) options.logger->warn("http accept failed", {{"error", ec.message()}});
@@ -628,7 +645,7 @@ Status BeastServer::start() {
   const net::ip::address address = net::ip::make_address(c.options.host, ec);
   if (ec) return invalidArgument("server host must be an IP address: " + c.options.host);
   const tcp::endpoint endpoint(address, c.options.port);
-  c.acceptor.emplace(c.acceptorStrand);
+  c.acceptor.emplace(c.acceptorExec);
   if (c.acceptor->open(endpoint.protocol(), ec); ec) {
     return unavailable("opening a socket for " + where + ": " + ec.message());
   }
@@ -640,27 +657,11 @@ Status BeastServer::start() {
     return unavailable("listening on " + where + ": " + ec.message());
   }
   c.port = c.acceptor->local_endpoint().port();
-  c.work.emplace(c.ioc.get_executor());
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.running = true;
   }
-  net::post(c.acceptorStrand, [&c] { c.doAccept(); });
-  const int threads = std::max(1, c.options.threads);
-  for (int i = 0; i < threads; ++i) {
-    c.threads.emplace_back([&c] {
-      // Handlers catch their own errors; this is the thread's last line of defence.
-      while (true) {
-        try {
-          c.ioc.run();
-          return;
-        } catch (const std::exception& e) {
-          if (c.options.logger)
-            c.options.logger->error("http server thread", {{"error", e.what()}});
-        }
-      }
-    });
-  }
+  net::post(c.acceptorExec, [&c, keep = c.keepAlive()] { c.doAccept(); });
   return {};
 }
 
@@ -675,9 +676,15 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
   }
-  net::post(c.acceptorStrand, [&c] {
+  // The listener is closed and destroyed on its executor, and waited for: the port is free when
+  // stop() returns, and the core holds no socket of the (perhaps shared) loops any more.
+  auto closed = std::make_shared<std::promise<void>>();
+  std::future<void> listenerClosed = closed->get_future();
+  net::post(c.acceptorExec, [&c, keep = c.keepAlive(), closed] {
     beast::error_code ignored;
     c.acceptor->close(ignored);
+    c.acceptor.reset();
+    closed->set_value();
   });
   for (auto& s : live) s->shutdown();
   {
@@ -704,10 +711,10 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
     std::unique_lock<std::mutex> lock(c.mu);
     c.cv.wait_for(lock, kCloseWait, [&remaining] { return *remaining == 0; });
   }
-  c.work.reset();
-  c.ioc.stop();
-  for (auto& t : c.threads) t.join();
-  c.threads.clear();
+  listenerClosed.wait_for(kCloseWait);
+  // Shared threads go on serving others; the server's own end here, so that no handler of this
+  // server runs after stop().
+  if (c.own) c.own->stop();
   std::lock_guard<std::mutex> lock(c.mu);
   c.running = false;
 }

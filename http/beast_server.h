@@ -1,8 +1,10 @@
 // BeastServer: the http::Server on Boost.Beast/Asio, for the data path (the sidecar's app and peer
 // APIs), where throughput and latency matter.
 //
-// `threads` I/O threads share one io_context; each connection runs on its own strand, so handlers
-// of one connection never run concurrently while different connections use every thread.
+// `threads` I/O threads of its own share one io_context; each connection runs on its own strand, so
+// handlers of one connection never run concurrently while different connections use every thread.
+// Given ServerOptions::ioThreads instead, it runs on that shared set, spreading its connections
+// over its loops (see io_threads.h).
 // Connections are kept alive; pipelined requests are answered in order because the next request
 // is only read once the previous response was written (its bytes wait in the read buffer).
 // Timeouts: `requestTimeout` bounds reading one request (408 when a request was started, a silent

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "http/io_threads.h"
 #include "http/message.h"
 
 namespace kshard::http {
@@ -42,7 +43,8 @@ struct ClientOptions {
   std::string baseUrl;  // scheme://host:port, no path
   std::chrono::milliseconds connectTimeout{std::chrono::seconds(3)};
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(30)};
-  std::size_t maxConnections = 32;           // idle connections kept open to the origin
+  std::size_t maxConnections = 32;           // idle connections kept open to the origin (see
+                                             // ioThreads: per thread of a shared set)
   std::size_t maxResponseBytes = 64u << 20;  // larger bodies fail with ResourceExhausted
   // An idle pooled connection older than this is closed instead of reused: servers close idle
   // connections after their own timeout (ours: requestTimeout, nginx: 75 s), and reusing one the
@@ -51,6 +53,11 @@ struct ClientOptions {
   std::string userAgent = "kshard";
   // I/O threads of adapters that own theirs (Beast). cpprestsdk runs on its process-wide pool.
   int threads = 1;
+  // When set, the Beast client runs on these threads, shared with other servers and clients,
+  // instead of `threads` of its own; not owned, must outlive the client (see io_threads.h). A
+  // request sent from one of these threads uses a connection of that thread and its callback runs
+  // there. cpprestsdk ignores it.
+  IoThreads* ioThreads = nullptr;
   TlsClientOptions tls;
 };
 

@@ -26,6 +26,7 @@
 
 #include "base/logger.h"
 #include "base/status.h"
+#include "http/io_threads.h"
 #include "http/message.h"
 
 namespace kshard::http {
@@ -88,6 +89,10 @@ struct ServerOptions {
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(30)};
   // I/O threads of adapters that own theirs (Beast). cpprestsdk runs on its process-wide pool.
   int threads = 2;
+  // When set, the Beast server runs on these threads, shared with other servers and clients,
+  // instead of `threads` of its own; not owned, must outlive the server (see io_threads.h). Then
+  // stop() must not be called from one of them. cpprestsdk ignores it.
+  IoThreads* ioThreads = nullptr;
   std::optional<TlsServerOptions> tls;
   // Where the adapter reports what it cannot answer to anyone (a handler that threw, a failed
   // write). None: such events are dropped silently.

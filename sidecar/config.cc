@@ -56,8 +56,14 @@ void SidecarConfig::declare(OptionSet& opts) {
   addDuration(opts, "app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
               "How long to wait at start-up for the app to listen before giving up.",
               &appWaitTimeout);
-  opts.addInt("io-threads", "KSHARD_IO_THREADS", "Threads serving each HTTP server.", &ioThreads, 1,
-              64);
+  opts.addInt("io-threads", "KSHARD_IO_THREADS",
+              "I/O threads of the data path, shared by the app and peer APIs and the clients to "
+              "the app and the peers (with http-backend=beast).",
+              &ioThreads, 1, 64);
+  opts.addString("io-model", "KSHARD_IO_MODEL",
+                 "thread (one event loop per I/O thread: a message is received, forwarded and "
+                 "answered on one thread) or shared (one event loop that every I/O thread runs).",
+                 &ioModel);
   opts.addString("map-source", "KSHARD_MAP_SOURCE",
                  "Where the ShardMap comes from: kube (watch it) or manager (poll the operator).",
                  &mapSource);
@@ -154,6 +160,9 @@ Status SidecarConfig::validate() const {
     return invalidArgument("--log-level: must be debug, info, warn or error");
   if (httpBackend != "beast" && httpBackend != "cpprest") {
     return invalidArgument("--http-backend: must be beast or cpprest");
+  }
+  if (ioModel != "thread" && ioModel != "shared") {
+    return invalidArgument("--io-model: must be thread or shared");
   }
   return {};
 }

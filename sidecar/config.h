@@ -36,6 +36,9 @@ struct SidecarConfig {
   Duration stopTimeout = std::chrono::seconds(30);  // one stop call at the app
   Duration appWaitTimeout = std::chrono::minutes(5);
   std::int64_t ioThreads = 2;
+  // How those threads run their event loops: "thread" (one loop per thread; a message stays on
+  // the thread that received it) or "shared" (one loop that every thread runs).
+  std::string ioModel = "thread";
   // Where the ShardMap comes from: "kube" (watch it through the API) or "manager" (poll the
   // operator's assignments endpoint; for environments without API access, and tests).
   std::string mapSource = "kube";

@@ -115,12 +115,24 @@ int run(int argc, char** argv) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(d);
   };
 
+  // One set of I/O threads for the app and peer APIs and every client of the data path, so that a
+  // forwarded message is received, sent on and answered without a hand-off between threads (see
+  // http/io_threads.h). Declared before everything that runs on it. cpprestsdk has its own pool.
+  std::unique_ptr<http::IoThreads> ioThreads;
+  if (backend == http::Backend::kBeast) {
+    ioThreads = std::make_unique<http::IoThreads>(http::IoThreadsOptions{
+        static_cast<int>(cfg.ioThreads),
+        cfg.ioModel == "shared" ? http::IoThreadsOptions::Model::kSharedContext
+                                : http::IoThreadsOptions::Model::kContextPerThread,
+        log.withFields({{"part", "http"}})});
+  }
+
   http::ClientOptions appClientOptions;
   appClientOptions.baseUrl = "http://127.0.0.1:" + std::to_string(cfg.appPort);
   appClientOptions.requestTimeout = ms(cfg.appTimeout);
   appClientOptions.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
   appClientOptions.userAgent = "kshard-sidecar";
-  appClientOptions.threads = static_cast<int>(cfg.ioThreads);
+  appClientOptions.ioThreads = ioThreads.get();
   // Keep as many idle connections as messages can be in flight: with the default 32, every
   // message beyond 32 at once opened a connection and closed it afterwards.
   appClientOptions.maxConnections = kMaxIdleConnections;
@@ -133,13 +145,13 @@ int run(int argc, char** argv) {
                           log.withFields({{"part", "entities"}}));
   RoutingTable table;
 
-  const auto peerFactory = [backend, &cfg, &log](const std::string& baseUrl) {
+  const auto peerFactory = [backend, &cfg, &log, io = ioThreads.get()](const std::string& baseUrl) {
     http::ClientOptions o;
     o.baseUrl = baseUrl;
     o.connectTimeout = std::chrono::seconds(2);
     o.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
     o.userAgent = "kshard-sidecar";
-    o.threads = 1;
+    o.ioThreads = io;
     o.maxConnections = kMaxIdleConnections;
     return makeClientOrDie(backend, o, log);
   };
@@ -211,7 +223,7 @@ int run(int argc, char** argv) {
 
   http::ServerOptions base;
   base.maxBodyBytes = static_cast<std::size_t>(cfg.maxBodyBytes);
-  base.threads = static_cast<int>(cfg.ioThreads);
+  base.ioThreads = ioThreads.get();
 
   http::ServerOptions appOptions = base;
   appOptions.host = "127.0.0.1";
@@ -234,6 +246,7 @@ int run(int argc, char** argv) {
   http::ServerOptions adminOptions;
   adminOptions.host = cfg.adminBindAddress;
   adminOptions.port = static_cast<std::uint16_t>(cfg.adminPort);
+  // Its own thread: /healthz and /metrics answer even while the data path's threads are busy.
   adminOptions.threads = 1;
   auto adminServer = http::makeServer(http::Backend::kBeast, adminOptions);
   http::addAdminRoutes(*adminServer, registry, [&]() -> std::string {
@@ -285,6 +298,7 @@ int run(int argc, char** argv) {
   } else {
     http::ClientOptions o;
     o.baseUrl = "http://" + cfg.managerAddress;
+    o.ioThreads = ioThreads.get();
     poller = std::make_unique<MapPoller>(makeClientOrDie(backend, o, log), scheduler,
                                          cfg.mapPollInterval, self, applier,
                                          log.withFields({{"part", "map-poll"}}));

@@ -104,8 +104,10 @@ void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Ep
     inFlight = entry.inFlight;
   }
   client->send(std::move(req), [inFlight, done = std::move(done)](StatusOr<http::Response> r) {
-    inFlight->fetch_sub(1);
     done(classify(std::move(r)));
+    // Counted down after the callback: a client dropped from another thread meanwhile would wait
+    // in its destructor for this callback, which may need a lock that thread holds.
+    inFlight->fetch_sub(1);
   });
 }
 

@@ -1,8 +1,8 @@
 // PeerHttpClient: the PeerClient over HTTP, with one keep-alive client per peer address.
 //
 // Clients for addresses that were not used recently are dropped once more than `maxPeers` exist
-// (pods come and go in a rolling update), but never while a request is in flight on them, and
-// never from a client's own I/O thread (forward() is called from server and scheduler threads).
+// (pods come and go in a rolling update), but never while a request is in flight on them (its
+// callback included).
 #pragma once
 
 #include <atomic>

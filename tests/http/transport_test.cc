@@ -1,5 +1,6 @@
 // Both adapters (cpprestsdk and Beast), server and client, over real sockets on 127.0.0.1. Every
-// test runs once per backend, the client and server of the same backend talking to each other.
+// test runs once per backend, the client and server of the same backend talking to each other, and
+// for Beast also with server and client sharing one set of I/O threads, in both of its models.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,12 +11,14 @@
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "http/beast_server.h"
 #include "http/factory.h"
 #include "http/free_port.h"
+#include "http/io_threads.h"
 #include "tests/http/test_support.h"
 
 namespace kshard::http {
@@ -38,8 +41,27 @@ Response textResponse(std::string body, int status = 200) {
   return r;
 }
 
-class TransportTest : public ::testing::TestWithParam<Backend> {
+// A backend, and for Beast optionally one set of I/O threads that the server and client share.
+struct Setup {
+  Backend backend;
+  std::optional<IoThreadsOptions::Model> shared;
+};
+
+std::string setupName(const ::testing::TestParamInfo<Setup>& p) {
+  std::string name(backendName(p.param.backend));
+  if (p.param.shared == IoThreadsOptions::Model::kContextPerThread) name += "_sharedLoopPerThread";
+  if (p.param.shared == IoThreadsOptions::Model::kSharedContext) name += "_sharedOneLoop";
+  return name;
+}
+
+class TransportTest : public ::testing::TestWithParam<Setup> {
  protected:
+  void SetUp() override {
+    if (GetParam().shared) {
+      io_ = std::make_unique<IoThreads>(IoThreadsOptions{2, *GetParam().shared, std::nullopt});
+    }
+  }
+
   void TearDown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -52,7 +74,8 @@ class TransportTest : public ::testing::TestWithParam<Backend> {
 
   Server& server(ServerOptions options = {}) {
     options.host = "127.0.0.1";
-    server_ = makeServer(GetParam(), std::move(options));
+    options.ioThreads = io_.get();
+    server_ = makeServer(GetParam().backend, std::move(options));
     return *server_;
   }
 
@@ -66,7 +89,8 @@ class TransportTest : public ::testing::TestWithParam<Backend> {
     if (options.baseUrl.empty()) {
       options.baseUrl = "http://127.0.0.1:" + std::to_string(server_->port());
     }
-    auto c = makeClient(GetParam(), std::move(options));
+    options.ioThreads = io_.get();
+    auto c = makeClient(GetParam().backend, std::move(options));
     EXPECT_TRUE(c.ok()) << c.status().toString();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -102,6 +126,7 @@ class TransportTest : public ::testing::TestWithParam<Backend> {
     };
   }
 
+  std::unique_ptr<IoThreads> io_;  // first: outlives the server and clients on it
   std::unique_ptr<Server> server_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -256,7 +281,7 @@ TEST_P(TransportTest, ClientReusesItsConnection) {
     ASSERT_TRUE(res.ok()) << res.status().toString();
     EXPECT_EQ(res->body, "pong");
   }
-  if (GetParam() == Backend::kBeast) {
+  if (GetParam().backend == Backend::kBeast) {
     EXPECT_EQ(beast.connectionsAccepted(), 1u);
   } else {
     // cpprestsdk returns a connection to its pool only when its request context is destroyed,
@@ -348,9 +373,9 @@ TEST_P(TransportTest, ConnectionRefusedIsUnavailable) {
   ASSERT_TRUE(port.ok());
   ClientOptions o;
   o.baseUrl = "http://127.0.0.1:" + std::to_string(*port);
-  auto c = makeClient(GetParam(), o);
-  ASSERT_TRUE(c.ok());
-  const StatusOr<Response> res = (*c)->sendSync(get("/"));
+  auto c = client(o);
+  ASSERT_NE(c, nullptr);
+  const StatusOr<Response> res = c->sendSync(get("/"));
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.status().code(), StatusCode::kUnavailable) << res.status().toString();
   EXPECT_NE(res.status().message().find(std::to_string(*port)), std::string::npos)
@@ -388,9 +413,9 @@ TEST_P(TransportTest, ChunkedResponseOverMaxResponseBytesIsResourceExhausted) {
 TEST_P(TransportTest, MalformedBaseUrlIsRejected) {
   ClientOptions o;
   o.baseUrl = "ftp://127.0.0.1:1";
-  EXPECT_EQ(makeClient(GetParam(), o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(makeClient(GetParam().backend, o).status().code(), StatusCode::kInvalidArgument);
   o.baseUrl = "http://127.0.0.1:1/path";
-  EXPECT_EQ(makeClient(GetParam(), o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(makeClient(GetParam().backend, o).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(TransportTest, StopWaitsForHandlersInFlightUpToGrace) {
@@ -418,9 +443,12 @@ TEST_P(TransportTest, StopWaitsForHandlersInFlightUpToGrace) {
   EXPECT_EQ(res->body, "finished");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
-                         ::testing::Values(Backend::kCppRest, Backend::kBeast),
-                         testing::backendTestName);
+INSTANTIATE_TEST_SUITE_P(
+    Backends, TransportTest,
+    ::testing::Values(Setup{Backend::kCppRest, std::nullopt}, Setup{Backend::kBeast, std::nullopt},
+                      Setup{Backend::kBeast, IoThreadsOptions::Model::kContextPerThread},
+                      Setup{Backend::kBeast, IoThreadsOptions::Model::kSharedContext}),
+    setupName);
 
 // cpprestsdk's listener drops pipelined requests and never times out a peer that sends nothing,
 // so these pin Beast only.

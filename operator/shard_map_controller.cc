@@ -354,11 +354,17 @@ std::optional<http::Response> ShardMapController::deferral(
                                                          {"at_most_ms", remaining.count()}});
   }
   protocol::UnregisterDeferred body;
-  body.message = "pod " + pod.name + " keeps its shards until the " +
-                 std::to_string(hold->startingPods) + " starting pod(s) of version " +
-                 (hold->version.empty() ? std::string("\"\"") : hold->version) +
-                 " have registered, for at most " + std::to_string(remaining.count() / 1000) +
-                 " s more; keep serving and ask again";
+  body.message =
+      hold->startingPods == 0
+          ? "pod " + pod.name + " keeps its shards for " +
+                std::to_string(remaining.count() / 1000) +
+                " s more, until pods created with its delete would be seen; keep serving and "
+                "ask again"
+          : "pod " + pod.name + " keeps its shards until the " +
+                std::to_string(hold->startingPods) + " starting pod(s) of version " +
+                (hold->version.empty() ? std::string("\"\"") : hold->version) +
+                " have registered, for at most " + std::to_string(remaining.count() / 1000) +
+                " s more; keep serving and ask again";
   body.retryAfterMs =
       std::chrono::duration_cast<std::chrono::milliseconds>(kHoldRetryAfter).count();
   body.deferredForMs = remaining.count();

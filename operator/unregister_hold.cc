@@ -33,10 +33,10 @@ std::optional<UnregisterHold> unregisterHold(const sharding::ShardMap& map,
   }
   const WallTime killedAt = *observed->deletionTimestamp;
   WallTime until = killedAt - map.spec.handoffTimeout - map.spec.pingTimeout - kHoldMargin;
+  std::optional<WallTime> deletedAt;
   if (observed->deletionGracePeriodSeconds) {
-    const WallTime deletedAt =
-        killedAt - std::chrono::seconds(*observed->deletionGracePeriodSeconds);
-    until = std::min(until, deletedAt + maxHold);
+    deletedAt = killedAt - std::chrono::seconds(*observed->deletionGracePeriodSeconds);
+    until = std::min(until, *deletedAt + maxHold);
   } else {
     until = std::min(until, now + maxHold);
   }
@@ -51,7 +51,13 @@ std::optional<UnregisterHold> unregisterHold(const sharding::ShardMap& map,
       hold.version = version;
     }
   }
-  if (hold.startingPods == 0) return std::nullopt;
+  if (hold.startingPods == 0) {
+    // The ReplicaSet creates a replacement at about the moment it deletes an old pod, and the
+    // informer may not show it yet (the sidecar's unregister can come within milliseconds of
+    // the delete): until kReplacementSettle after the delete, no starting pod proves nothing.
+    if (!deletedAt || now >= *deletedAt + kReplacementSettle) return std::nullopt;
+    hold.until = std::min(until, *deletedAt + kReplacementSettle);
+  }
   return hold;
 }
 

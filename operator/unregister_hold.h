@@ -12,9 +12,12 @@
 //     `--max-unregister-hold`, and early enough for the handoff to finish before the kubelet
 //     kills the pod (deletionTimestamp - handoffTimeout - pingTimeout - kHoldMargin).
 // Nothing else changes: a held pod takes no new shards (it is terminating), and its sidecar asks
-// again after the Retry-After the answer carries. A scale-down (no newer version), a pod not
-// being deleted (a drain asked by hand), or a StatefulSet update (the new pod is created only once
-// the old one is gone) is never held.
+// again after the Retry-After the answer carries. The ReplicaSet creates the replacement at about
+// the moment it deletes the old pod, and the informer may not show it yet when the unregister
+// comes (within milliseconds of the delete, end to end); so every deleted pod is held until
+// kReplacementSettle after its delete, even with no newer pod in sight. Beyond that, a
+// scale-down (no newer version), a pod not being deleted (a drain asked by hand), or a
+// StatefulSet update (the new pod is created only once the old one is gone) is not held.
 #pragma once
 
 #include <cstdint>
@@ -30,12 +33,16 @@ namespace kshard::manager {
 
 // Kept between the end of a hold and the kubelet's deadline, on top of the handoff's own time.
 inline constexpr Duration kHoldMargin = std::chrono::seconds(2);
+// How long after its delete a pod is held even when no newer pod is starting yet: time for the
+// replacements created with the delete to reach the informer.
+inline constexpr Duration kReplacementSettle = std::chrono::seconds(5);
 // How long a held sidecar waits before it asks again (the Retry-After of the answer).
 inline constexpr Duration kHoldRetryAfter = std::chrono::seconds(1);
 
 struct UnregisterHold {
   std::string version;            // the newest version among the starting pods
-  std::int64_t startingPods = 0;  // pods of a newer version than the leaving pod's, not registered
+  std::int64_t startingPods = 0;  // pods of a newer version than the leaving pod's, not
+                                  // registered; 0 in the first kReplacementSettle after the delete
   WallTime until;                 // the hold ends then at the latest
 };
 

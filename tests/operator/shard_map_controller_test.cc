@@ -396,12 +396,20 @@ TEST(ShardMapController, UnregisterHoldEndsAtItsMaximumWhenTheNewPodNeverRegiste
   ASSERT_TRUE(h.runUntil([&] { return shardsOf(h, "old-b").size() == 30u; }, 5s));
 }
 
-TEST(ShardMapController, UnregisterIsNotHeldInAScaleDown) {
+TEST(ShardMapController, AScaleDownIsHeldOnlyUntilReplacementsWouldBeSeen) {
   ControllerHarness h(30);
   startBalanced(h, {"a", "b"});
   h.startPod("c");  // a replacement of the same version is starting: nothing newer
   h.controller().podChanged("c");
   deletePodObject(h, "a", 105s);
+  // Right after the delete a newer pod may still be on its way to the informer.
+  const http::Response early = unregisterCall(h, "a");
+  ASSERT_EQ(early.status, 409) << early.body;
+  auto body = protocol::decodeUnregisterDeferred(early.body);
+  ASSERT_TRUE(body.ok()) << early.body;
+  EXPECT_EQ(body->startingPods, 0);
+  EXPECT_LE(body->deferredForMs, 5'000);
+  h.run(5s);
   EXPECT_EQ(unregisterCall(h, "a").status, 200);
 }
 

@@ -107,14 +107,40 @@ TEST(UnregisterHold, EndsAtTheMaximumAfterTheDelete) {
                    .has_value());
 }
 
-TEST(UnregisterHold, NoHoldWithoutANewerVersionStarting) {
+TEST(UnregisterHold, NoHoldWithoutANewerVersionStartingOnceReplacementsWouldBeSeen) {
   const auto map = mapWith({registered("old-a", "1.0.0")});
   const auto observed = deleted(pod("old-a", "1.0.0"), 105s);
+  const WallTime settled = kDeleted + kReplacementSettle;
   // A scale-down, or replacements of the same version.
-  EXPECT_FALSE(unregisterHold(map, map.status.pods[0], observed, {}, 60s, kDeleted).has_value());
-  EXPECT_FALSE(
-      unregisterHold(map, map.status.pods[0], observed, {"1.0.0", "0.9.0", ""}, 60s, kDeleted)
-          .has_value());
+  EXPECT_FALSE(unregisterHold(map, map.status.pods[0], observed, {}, 60s, settled).has_value());
+  EXPECT_FALSE(unregisterHold(map, map.status.pods[0], observed, {"1.0.0", "0.9.0", ""}, 60s,
+                              settled)
+                   .has_value());
+}
+
+TEST(UnregisterHold, RightAfterTheDeleteWaitsForReplacementsToBeSeen) {
+  const auto map = mapWith({registered("old-a", "1.0.0")});
+  const auto observed = deleted(pod("old-a", "1.0.0"), 105s);
+  // The ReplicaSet's new pod may not be in the informer yet: held until the settle time.
+  const auto hold = unregisterHold(map, map.status.pods[0], observed, {}, 60s, kDeleted + 1s);
+  ASSERT_TRUE(hold.has_value());
+  EXPECT_EQ(hold->startingPods, 0);
+  EXPECT_EQ(hold->until, kDeleted + kReplacementSettle);
+  // Once the new pod shows, the hold is for it (and longer).
+  const auto forNew =
+      unregisterHold(map, map.status.pods[0], observed, {"2.0.0"}, 60s, kDeleted + 1s);
+  ASSERT_TRUE(forNew.has_value());
+  EXPECT_EQ(forNew->startingPods, 1);
+  EXPECT_EQ(forNew->until, kDeleted + 60s);
+  // Without the grace period the delete's time is unknown: no settle.
+  PodInfo noGrace = observed;
+  noGrace.deletionGracePeriodSeconds.reset();
+  EXPECT_FALSE(unregisterHold(map, map.status.pods[0], noGrace, {}, 60s, kDeleted + 1s));
+  // The settle never outlasts the kubelet's deadline either.
+  const auto tight = deleted(pod("old-a", "1.0.0"), 37s);  // killed at +37: hold until +2
+  const auto shortHold = unregisterHold(map, map.status.pods[0], tight, {}, 60s, kDeleted + 1s);
+  ASSERT_TRUE(shortHold.has_value());
+  EXPECT_EQ(shortHold->until, kDeleted + 2s);
 }
 
 TEST(UnregisterHold, OnlyATerminatingPodIsHeld) {

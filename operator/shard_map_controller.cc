@@ -348,10 +348,13 @@ std::optional<http::Response> ShardMapController::deferral(
   }
   const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(hold->until - now);
   if (held_.emplace(pod.name, d_.scheduler.clock().now()).second) {
-    log_.info("unregister held while newer pods start", {{"pod", pod.name},
-                                                         {"version", hold->version},
-                                                         {"starting_pods", hold->startingPods},
-                                                         {"at_most_ms", remaining.count()}});
+    log_.info(hold->startingPods == 0
+                  ? "unregister held until pods created with its delete would be seen"
+                  : "unregister held while newer pods start",
+              {{"pod", pod.name},
+               {"version", hold->version},
+               {"starting_pods", hold->startingPods},
+               {"at_most_ms", remaining.count()}});
   }
   protocol::UnregisterDeferred body;
   body.message =

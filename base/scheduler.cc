@@ -39,11 +39,17 @@ ThreadScheduler::~ThreadScheduler() {
 
 Scheduler::TaskId ThreadScheduler::runAfter(Duration delay, Task task) {
   TaskId id;
+  bool earliest;
   {
     std::lock_guard lock(mu_);
-    id = queue_.push(clock_.now() + delay, std::move(task));
+    const SteadyTime due = clock_.now() + delay;
+    // The thread sleeps until the earliest task is due; a later task does not change that, so it
+    // is woken only for a new earliest one. (Waking it for every task cost a context switch per
+    // entity, whose idle timer is due minutes later.)
+    earliest = queue_.empty() || due < queue_.nextDue();
+    id = queue_.push(due, std::move(task));
   }
-  cv_.notify_all();
+  if (earliest) cv_.notify_one();
   return id;
 }
 

@@ -66,5 +66,25 @@ TEST(ThreadSchedulerTest, RunsTaskOnItsThread) {
       << "the scheduled task did not run within 10 s";
 }
 
+// The thread sleeps until its earliest task; a task scheduled later but due sooner must wake it.
+TEST(ThreadSchedulerTest, AnEarlierTaskScheduledLaterRunsFirst) {
+  ThreadScheduler s;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> order;
+  auto record = [&](int n) {
+    std::lock_guard lock(mu);
+    order.push_back(n);
+    cv.notify_all();
+  };
+  s.runAfter(seconds(3600), [&] { record(1); });
+  s.runAfter(seconds(1800), [&] { record(2); });
+  s.runAfter(milliseconds(1), [&] { record(3); });
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return !order.empty(); }))
+      << "a task due in 1 ms, scheduled after tasks due in 30 and 60 min, did not run within 10 s";
+  EXPECT_EQ(order, std::vector<int>{3});
+}
+
 }  // namespace
 }  // namespace kshard

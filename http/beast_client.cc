@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "http/beast_message.h"
 #include "http/beast_stream.h"
 #include "http/io_threads_impl.h"
 #include "http/origin.h"
@@ -38,7 +40,9 @@ struct Conn {
   Conn(std::size_t l, net::any_io_executor e, ssl::context* tls)
       : loop(l),
         exec(e),
-        stream(tls ? AnyStream(beast::tcp_stream(e), *tls) : AnyStream(beast::tcp_stream(e))) {}
+        stream(tls ? AnyStream(beast::tcp_stream(e), *tls) : AnyStream(beast::tcp_stream(e))) {
+    buffer.reserve(kReadBufferBytes);
+  }
   const std::size_t loop;  // of the I/O threads, whose idle list it returns to
   net::any_io_executor exec;
   AnyStream stream;
@@ -316,7 +320,8 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
         idempotent_(idempotent(request.method)),
         head_(request.method == Method::kHead),
         what_(std::string(methodName(request.method)) + " " + core.origin.url + request.target),
-        req_(toBeastRequest(core, request)),
+        wireHead_(requestHead(request, core.origin.hostHeader, core.options.userAgent)),
+        body_(std::move(request.body)),
         done_(std::move(done)) {}
 
   void start() {
@@ -371,16 +376,17 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   void write() {
     if (finished_) return;
     conn_->stream.tcp().expires_at(deadline_);
-    conn_->stream.visit([this](auto& s) {
-      bhttp::async_write(s, req_,
-                         [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                           if (self->finished_) return;
-                           if (ec) {
-                             self->fail(ec, Phase::kWrite);
-                             return;
-                           }
-                           self->read();
-                         });
+    const std::array<net::const_buffer, 2> buffers{net::buffer(wireHead_), net::buffer(body_)};
+    conn_->stream.visit([this, &buffers](auto& s) {
+      net::async_write(s, buffers,
+                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                         if (self->finished_) return;
+                         if (ec) {
+                           self->fail(ec, Phase::kWrite);
+                           return;
+                         }
+                         self->read();
+                       });
     });
   }
 
@@ -409,8 +415,10 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       fail(bhttp::error::body_limit, Phase::kRead);
       return;
     }
-    if (parser_->is_done()) {
-      onRead({});
+    // Usually the body came with the header, in the same read.
+    if (const beast::error_code e = parseBuffered(*parser_, conn_->buffer);
+        e || parser_->is_done()) {
+      onRead(e);
       return;
     }
     conn_->stream.visit([this](auto& s) {
@@ -427,12 +435,8 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       fail(ec, Phase::kRead);
       return;
     }
-    auto& msg = parser_->get();
-    Response response;
-    response.status = static_cast<int>(msg.result_int());
-    response.headers = toHeaders(msg);
-    response.body = std::move(msg.body());
-    if (msg.keep_alive() && !msg.need_eof()) {
+    Response response = std::move(parser_->get());
+    if (parser_->keep_alive() && !parser_->need_eof()) {
       conn_->stream.tcp().expires_never();
       conn_->buffer.clear();
       core_.putIdle(std::move(conn_));
@@ -474,12 +478,13 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   const bool idempotent_;
   const bool head_;
   const std::string what_;
-  bhttp::request<bhttp::string_body> req_;
+  const std::string wireHead_;  // the request line and fields
+  const std::string body_;
   ResponseCallback done_;
   std::size_t loop_ = 0;
   net::any_io_executor exec_;
   std::shared_ptr<Conn> conn_;
-  std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
+  std::optional<MessageParser<false>> parser_;
   bool retried_ = false;
   bool finished_ = false;
 };

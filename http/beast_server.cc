@@ -1,5 +1,6 @@
 #include "http/beast_server.h"
 
+#include <array>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "http/beast_message.h"
 #include "http/beast_stream.h"
 #include "http/io_threads_impl.h"
 #include "http/router.h"
@@ -112,7 +114,9 @@ class Session : public std::enable_shared_from_this<Session> {
         keepCore_(core.keepAlive()),
         exec_(stream.tcp().get_executor()),
         stream_(std::move(stream)),
-        remote_(std::move(remote)) {}
+        remote_(std::move(remote)) {
+    buffer_.reserve(kReadBufferBytes);
+  }
 
   ~Session() { core_.forget(this, busy_); }
 
@@ -154,7 +158,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void onBody(const beast::error_code& ec);
   void onReadError(const beast::error_code& ec);
   void dispatchRequest();
-  void writeMessage(std::shared_ptr<bhttp::response<bhttp::string_body>> msg, bool close);
+  // Writes out_ (an answer), then reads the next request or closes.
+  void writeMessage(bool close);
   void onWritten(const beast::error_code& ec, bool close);
   void sendError(int status, std::string_view code, std::string_view message);
   void pumpStream();
@@ -175,7 +180,7 @@ class Session : public std::enable_shared_from_this<Session> {
   AnyStream stream_;
   const std::string remote_;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<MessageParser<true>> parser_;
   State state_ = State::kHandshake;
   bool stopping_ = false;
   bool busy_ = false;
@@ -193,6 +198,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool lastChunkSent_ = false;
   bool closeAfterStream_ = false;
   std::array<char, 4096> drain_{};
+  // The answer being written: its head, then its body, in one gather write.
+  struct {
+    std::string head;
+    std::string body;
+  } out_;
 };
 
 // Posts every call to the session's strand, in the order made; the session drops calls that
@@ -279,9 +289,9 @@ void Session::onHeader(const beast::error_code& ec) {
     dispatchRequest();
     return;
   }
-  if (equalsIgnoreCase(toStd(parser_->get()[bhttp::field::expect]), "100-continue")) {
+  if (parser_->expectsContinue()) {
     auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
-                                                                     parser_->get().version());
+                                                                     parser_->version());
     stream_.visit([this, cont](auto& s) {
       bhttp::async_write(
           s, *cont, [self = shared_from_this(), cont](const beast::error_code& e, std::size_t) {
@@ -299,6 +309,11 @@ void Session::onHeader(const beast::error_code& ec) {
 }
 
 void Session::readBody() {
+  // Usually the body came with the header, in the same read.
+  if (const beast::error_code ec = parseBuffered(*parser_, buffer_); ec || parser_->is_done()) {
+    onBody(ec);
+    return;
+  }
   stream_.visit([this](auto& s) {
     bhttp::async_read(s, buffer_, *parser_,
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
@@ -338,29 +353,22 @@ void Session::onReadError(const beast::error_code& ec) {
 }
 
 void Session::dispatchRequest() {
-  auto& req = parser_->get();
   ++seq_;
   state_ = State::kHandling;
   setBusy(true);
-  keepAlive_ = req.keep_alive();
-  version_ = req.version();
+  keepAlive_ = parser_->keep_alive();
+  version_ = parser_->version();
   stream_.tcp().expires_never();  // the handler may take its time; the write has its own deadline
 
-  const std::optional<Method> method = parseMethod(toStd(req.method_string()));
+  const std::optional<Method> method = parser_->method();
   head_ = method == Method::kHead;
   if (!method) {
-    answer(seq_,
-           Response::error(501, "NotImplemented",
-                           "method " + std::string(req.method_string()) + " is not supported"));
+    answer(seq_, Response::error(501, "NotImplemented",
+                                 "method " + parser_->methodText() + " is not supported"));
     return;
   }
-  Request request;
+  Request request = std::move(parser_->get());
   request.method = *method;
-  request.target = std::string(req.target());
-  for (const auto& field : req) {
-    request.headers.add(std::string(field.name_string()), std::string(field.value()));
-  }
-  request.body = std::move(req.body());
   request.remoteAddress = remote_;
 
   const std::uint64_t seq = seq_;
@@ -402,26 +410,24 @@ unsigned validStatus(int status) {
 
 void Session::answer(std::uint64_t seq, Response response) {
   if (seq != seq_ || state_ != State::kHandling) return;
-  auto msg = std::make_shared<bhttp::response<bhttp::string_body>>();
-  msg->version(version_);
-  msg->result(validStatus(response.status));
-  const bool closeRequested = copyHeaders(response.headers, *msg);
-  msg->body() = std::move(response.body);
-  msg->prepare_payload();
-  if (head_) msg->body().clear();  // HEAD: Content-Length of the body that would have been sent
-  const bool close = !keepAlive_ || stopping_ || closeRequested;
-  msg->keep_alive(!close);
-  writeMessage(std::move(msg), close);
+  const int status = static_cast<int>(validStatus(response.status));
+  const bool close = !keepAlive_ || stopping_ || asksToClose(response.headers);
+  if (statusHasNoBody(status)) response.body.clear();
+  out_.head = responseHead(status, response.headers, response.body.size(), version_, close);
+  // HEAD: the Content-Length of the body that would have been sent, and no body.
+  out_.body = head_ ? std::string() : std::move(response.body);
+  writeMessage(close);
 }
 
-void Session::writeMessage(std::shared_ptr<bhttp::response<bhttp::string_body>> msg, bool close) {
+void Session::writeMessage(bool close) {
   state_ = State::kWriting;
   stream_.tcp().expires_after(core_.options.requestTimeout);
-  stream_.visit([this, &msg, close](auto& s) {
-    bhttp::async_write(
-        s, *msg, [self = shared_from_this(), msg, close](const beast::error_code& ec, std::size_t) {
-          self->onWritten(ec, close);
-        });
+  const std::array<net::const_buffer, 2> buffers{net::buffer(out_.head), net::buffer(out_.body)};
+  stream_.visit([this, &buffers, close](auto& s) {
+    net::async_write(s, buffers,
+                     [self = shared_from_this(), close](const beast::error_code& ec, std::size_t) {
+                       self->onWritten(ec, close);
+                     });
   });
 }
 
@@ -449,7 +455,7 @@ void Session::sendError(int status, std::string_view code, std::string_view mess
   state_ = State::kHandling;
   setBusy(true);
   keepAlive_ = false;
-  version_ = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+  version_ = parser_ && parser_->is_header_done() ? parser_->version() : 11;
   head_ = false;
   answer(seq_, Response::error(status, code, message));
 }

@@ -5,6 +5,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/ssl.hpp>
 #include <memory>
 #include <optional>
@@ -49,6 +51,29 @@ class AnyStream {
   std::optional<beast::tcp_stream> plain_;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
 };
+
+// What a connection's read buffer holds from the start: a message of this size (headers and body)
+// arrives in one read. Beast reads at most the buffer's free space, and no less than 512 bytes,
+// so an unreserved buffer took three reads, three timer updates and three trips through the event
+// loop for a 1 KiB message.
+constexpr std::size_t kReadBufferBytes = 8 * 1024;
+
+// Parses into `parser`, whose header is complete, the bytes `buffer` already holds, without I/O.
+// Beast's async_read would parse them too, but only after a trip through the event loop. Returns
+// what the parser reported; `need_more` (the message goes on beyond the buffer) is no error.
+template <bool isRequest>
+beast::error_code parseBuffered(boost::beast::http::basic_parser<isRequest>& parser,
+                                beast::flat_buffer& buffer) {
+  beast::error_code ec;
+  parser.eager(true);
+  while (!parser.is_done() && buffer.size() > 0) {
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == boost::beast::http::error::need_more) return {};
+    if (ec || used == 0) break;
+  }
+  return ec;
+}
 
 // Boost 1.74's Beast speaks boost::string_view; kshard speaks std::string_view.
 inline std::string_view toStd(beast::string_view s) { return {s.data(), s.size()}; }

@@ -91,7 +91,7 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
       own = std::make_unique<IoThreads>(
           IoThreadsOptions{options.threads, IoThreadsOptions::Model::kSharedContext, {}});
     }
-    idle.resize(io().loops());
+    for (std::size_t i = 0; i < io().loops(); ++i) loops.push_back(std::make_unique<Loop>());
   }
 
   IoThreads::Impl& io() { return own ? own->impl() : options.ioThreads->impl(); }
@@ -106,20 +106,25 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   std::shared_ptr<Conn> newConn(std::size_t loop, net::any_io_executor exec) {
     return std::make_shared<Conn>(loop, exec, tls ? &*tls : nullptr);
   }
-  bool track(Abortable* a, std::weak_ptr<Abortable> weak) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (closing) return false;
-    inflight.emplace(a, std::move(weak));
+  // Something in flight on loop `loop`, which the client's destruction must end. False when the
+  // client is closing.
+  bool track(std::size_t loop, Abortable* a, std::weak_ptr<Abortable> weak) {
+    Loop& l = *loops[loop];
+    std::lock_guard<std::mutex> lock(l.mu);
+    if (l.closing) return false;
+    l.inflight.emplace(a, std::move(weak));
     return true;
   }
-  void untrack(Abortable* a) {
-    std::lock_guard<std::mutex> lock(mu);
-    inflight.erase(a);
-    if (inflight.empty()) drained.notify_all();
+  void untrack(std::size_t loop, Abortable* a) {
+    Loop& l = *loops[loop];
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.inflight.erase(a);
+    if (l.inflight.empty()) l.drained.notify_all();
   }
-  bool isClosing() {
-    std::lock_guard<std::mutex> lock(mu);
-    return closing;
+  bool isClosing(std::size_t loop) {
+    Loop& l = *loops[loop];
+    std::lock_guard<std::mutex> lock(l.mu);
+    return l.closing;
   }
 
   // Connects `conn` (TCP, then TLS when the origin is https) and calls `done` on its strand.
@@ -131,17 +136,21 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   const std::string verifyName;
   std::optional<ssl::context> tls;
 
-  std::mutex mu;
-  std::condition_variable drained;  // inflight became empty
   struct Idle {
     std::shared_ptr<Conn> conn;
     Clock::time_point since;
   };
-  // One list per loop of the I/O threads, so that an exchange started on a thread of the set
-  // reuses a connection of that thread's loop and completes there.
-  std::vector<std::vector<Idle>> idle;
-  std::map<Abortable*, std::weak_ptr<Abortable>> inflight;
-  bool closing = false;
+  // What the client keeps per loop of the I/O threads: an exchange started on a thread of the
+  // set reuses a connection of that thread's loop and completes there, and the threads do not
+  // contend for one lock on every request.
+  struct Loop {
+    std::mutex mu;
+    std::condition_variable drained;  // inflight became empty
+    std::vector<Idle> idle;
+    std::map<Abortable*, std::weak_ptr<Abortable>> inflight;
+    bool closing = false;
+  };
+  std::vector<std::unique_ptr<Loop>> loops;
 
   // The client's own threads, when it was given none to share (ClientOptions::ioThreads).
   // Declared last: destroyed first, while what its leftover handlers reference still exists.
@@ -168,10 +177,11 @@ void closeOnStrand(const std::shared_ptr<Conn>& conn) {
 
 std::shared_ptr<Conn> BeastClient::Core::takeIdle(std::size_t loop, bool anyLoop) {
   const auto now = Clock::now();
-  std::lock_guard<std::mutex> lock(mu);
-  const std::size_t lists = anyLoop ? idle.size() : 1;
+  const std::size_t lists = anyLoop ? loops.size() : 1;
   for (std::size_t i = 0; i < lists; ++i) {
-    std::vector<Idle>& list = idle[(loop + i) % idle.size()];
+    Loop& l = *loops[(loop + i) % loops.size()];
+    std::lock_guard<std::mutex> lock(l.mu);
+    std::vector<Idle>& list = l.idle;
     while (!list.empty()) {
       Idle entry = std::move(list.back());
       list.pop_back();
@@ -187,9 +197,10 @@ std::shared_ptr<Conn> BeastClient::Core::takeIdle(std::size_t loop, bool anyLoop
 }
 
 void BeastClient::Core::putIdle(std::shared_ptr<Conn> conn) {
-  std::lock_guard<std::mutex> lock(mu);
-  std::vector<Idle>& list = idle[conn->loop];
-  if (closing || list.size() >= options.maxConnections) {
+  Loop& l = *loops[conn->loop];
+  std::lock_guard<std::mutex> lock(l.mu);
+  std::vector<Idle>& list = l.idle;
+  if (l.closing || list.size() >= options.maxConnections) {
     closeOnStrand(conn);
     return;
   }
@@ -337,7 +348,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     }
     // exec_ is set before the exchange becomes visible to the client's destructor, which posts
     // abort() to it.
-    if (!core_.track(this, weak_from_this())) {
+    if (!core_.track(loop_, this, weak_from_this())) {
       if (conn_ != nullptr) closeOnStrand(conn_);
       finish(cancelled(what_ + ": the client is shutting down"));
       return;
@@ -468,7 +479,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     ResponseCallback done = std::move(done_);
     done(std::move(result));
     // Untracked after the callback, so that the client's destructor returns after it.
-    core_.untrack(this);
+    core_.untrack(loop_, this);
   }
 
   BeastClient::Core& core_;
@@ -503,7 +514,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
 
   // Blocks until the status and headers arrived or the request failed.
   Status open() {
-    if (!core_->track(this, weak_from_this())) {
+    if (!core_->track(loop_, this, weak_from_this())) {
       return cancelled(what_ + ": the client is shutting down");
     }
     net::post(exec_, [self = shared_from_this()] { self->connect(); });
@@ -543,7 +554,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     }
     cv_.notify_all();
     // After the client shut down its I/O threads are gone and the connection is already closed.
-    if (core_->isClosing()) return;
+    if (core_->isClosing(loop_)) return;
     net::post(exec_, [self = shared_from_this()] { self->closeConn(); });
   }
 
@@ -559,7 +570,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
  private:
   void closeConn() {
     if (conn_) conn_->stream.close();
-    core_->untrack(this);
+    core_->untrack(loop_, this);
   }
 
   bool stopped() {
@@ -739,16 +750,14 @@ BeastClient::~BeastClient() {
   Core& c = *core_;
   std::vector<std::shared_ptr<Abortable>> live;
   std::vector<Core::Idle> idle;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.closing = true;
-    for (auto& [ptr, weak] : c.inflight) {
+  for (auto& l : c.loops) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    l->closing = true;
+    for (auto& [ptr, weak] : l->inflight) {
       if (auto a = weak.lock()) live.push_back(std::move(a));
     }
-    for (auto& list : c.idle) {
-      for (auto& entry : list) idle.push_back(std::move(entry));
-      list.clear();
-    }
+    for (auto& entry : l->idle) idle.push_back(std::move(entry));
+    l->idle.clear();
   }
   for (auto& a : live) a->abort();
   for (auto& entry : idle) closeOnStrand(entry.conn);
@@ -762,8 +771,11 @@ BeastClient::~BeastClient() {
   // Shared threads: wait for the callbacks of the aborted requests, unless this is one of those
   // threads (a callback that drops a client), which has to go on to run them.
   if (c.io().runsInThisThread()) return;
-  std::unique_lock<std::mutex> lock(c.mu);
-  c.drained.wait_for(lock, kAbortWait, [&c] { return c.inflight.empty(); });
+  const auto giveUp = Clock::now() + kAbortWait;
+  for (auto& l : c.loops) {
+    std::unique_lock<std::mutex> lock(l->mu);
+    l->drained.wait_until(lock, giveUp, [&l] { return l->inflight.empty(); });
+  }
 }
 
 void BeastClient::send(Request request, ResponseCallback done) {

@@ -40,13 +40,18 @@ struct Conn {
   Conn(std::size_t l, net::any_io_executor e, ssl::context* tls)
       : loop(l),
         exec(e),
-        stream(tls ? AnyStream(beast::tcp_stream(e), *tls) : AnyStream(beast::tcp_stream(e))) {
+        stream(tls ? AnyStream(beast::tcp_stream(e), *tls) : AnyStream(beast::tcp_stream(e))),
+        watchdog(e) {
     buffer.reserve(kReadBufferBytes);
   }
   const std::size_t loop;  // of the I/O threads, whose idle list it returns to
   net::any_io_executor exec;
   AnyStream stream;
   beast::flat_buffer buffer;
+  // An exchange's deadline: past it the connection closes and the exchange fails with a timeout.
+  // (Connecting and the TLS handshake use the stream's own timer, once per connection.)
+  Watchdog watchdog;
+  bool timedOut = false;
   bool reused = false;
 };
 
@@ -104,7 +109,14 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   std::shared_ptr<Conn> takeIdle(std::size_t loop, bool anyLoop);
   void putIdle(std::shared_ptr<Conn> conn);
   std::shared_ptr<Conn> newConn(std::size_t loop, net::any_io_executor exec) {
-    return std::make_shared<Conn>(loop, exec, tls ? &*tls : nullptr);
+    auto conn = std::make_shared<Conn>(loop, exec, tls ? &*tls : nullptr);
+    conn->watchdog.onExpire([weak = std::weak_ptr<Conn>(conn)] {
+      if (auto c = weak.lock()) {
+        c->timedOut = true;
+        c->stream.close();
+      }
+    });
+    return conn;
   }
   // Something in flight on loop `loop`, which the client's destruction must end. False when the
   // client is closing.
@@ -380,13 +392,15 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
                         self->fail(ec, phase);
                         return;
                       }
+                      // From here on the watchdog keeps the deadline.
+                      self->conn_->stream.tcp().expires_never();
                       self->write();
                     });
   }
 
   void write() {
     if (finished_) return;
-    conn_->stream.tcp().expires_at(deadline_);
+    conn_->watchdog.expiresAt(deadline_);
     const std::array<net::const_buffer, 2> buffers{net::buffer(wireHead_), net::buffer(body_)};
     conn_->stream.visit([this, &buffers](auto& s) {
       net::async_write(s, buffers,
@@ -448,7 +462,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     }
     Response response = std::move(parser_->get());
     if (parser_->keep_alive() && !parser_->need_eof()) {
-      conn_->stream.tcp().expires_never();
+      conn_->watchdog.never();
       conn_->buffer.clear();
       core_.putIdle(std::move(conn_));
     } else {
@@ -457,7 +471,9 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     finish(std::move(response));
   }
 
-  void fail(const beast::error_code& ec, Phase phase) {
+  void fail(beast::error_code ec, Phase phase) {
+    // The watchdog closed the connection: whatever the operation reported, the deadline passed.
+    if (conn_->timedOut) ec = beast::error::timeout;
     const bool nothingReceived = phase != Phase::kRead || !parser_ || !parser_->got_some();
     // A server may close an idle keep-alive connection just as we reuse it; the request never
     // reached a handler, so an idempotent one goes again, once, on a fresh connection.

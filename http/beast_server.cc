@@ -114,7 +114,8 @@ class Session : public std::enable_shared_from_this<Session> {
         keepCore_(core.keepAlive()),
         exec_(stream.tcp().get_executor()),
         stream_(std::move(stream)),
-        remote_(std::move(remote)) {
+        remote_(std::move(remote)),
+        watchdog_(exec_) {
     buffer_.reserve(kReadBufferBytes);
   }
 
@@ -179,6 +180,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const net::any_io_executor exec_;
   AnyStream stream_;
   const std::string remote_;
+  // The deadline of the current read or write, or of the idle wait; past it the connection closes.
+  Watchdog watchdog_;
   beast::flat_buffer buffer_;
   std::optional<MessageParser<true>> parser_;
   State state_ = State::kHandshake;
@@ -242,12 +245,15 @@ class BeastStreamWriter : public StreamWriter {
 };
 
 void Session::begin() {
+  watchdog_.onExpire([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->closeNow();
+  });
   if (!stream_.isTls()) {
     readHeader();
     return;
   }
   state_ = State::kHandshake;
-  stream_.tcp().expires_after(core_.options.requestTimeout);
+  watchdog_.expiresAfter(core_.options.requestTimeout);
   stream_.tls().async_handshake(ssl::stream_base::server,
                                 [self = shared_from_this()](const beast::error_code& ec) {
                                   if (self->state_ == State::kClosed) return;
@@ -270,7 +276,7 @@ void Session::readHeader() {
   parser_->body_limit(core_.options.maxBodyBytes);
   // One deadline for the whole request, headers and body; on an idle keep-alive connection it is
   // the idle timeout.
-  stream_.tcp().expires_after(core_.options.requestTimeout);
+  watchdog_.expiresAfter(core_.options.requestTimeout);
   stream_.visit([this](auto& s) {
     bhttp::async_read_header(s, buffer_, *parser_,
                              [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
@@ -347,8 +353,8 @@ void Session::onReadError(const beast::error_code& ec) {
     sendError(400, "InvalidArgument", "malformed HTTP request: " + ec.message());
     return;
   }
-  // The peer closed, reset, or did not send a whole request in time (Beast has closed the socket
-  // on that timeout): nothing can be answered.
+  // The peer closed or reset: nothing can be answered. (A request not sent in time never gets
+  // here: the watchdog closed the session, and the handlers return on a closed session.)
   closeNow();
 }
 
@@ -358,7 +364,7 @@ void Session::dispatchRequest() {
   setBusy(true);
   keepAlive_ = parser_->keep_alive();
   version_ = parser_->version();
-  stream_.tcp().expires_never();  // the handler may take its time; the write has its own deadline
+  watchdog_.never();  // the handler may take its time; the write has its own deadline
 
   const std::optional<Method> method = parser_->method();
   head_ = method == Method::kHead;
@@ -421,7 +427,7 @@ void Session::answer(std::uint64_t seq, Response response) {
 
 void Session::writeMessage(bool close) {
   state_ = State::kWriting;
-  stream_.tcp().expires_after(core_.options.requestTimeout);
+  watchdog_.expiresAfter(core_.options.requestTimeout);
   const std::array<net::const_buffer, 2> buffers{net::buffer(out_.head), net::buffer(out_.body)};
   stream_.visit([this, &buffers, close](auto& s) {
     net::async_write(s, buffers,
@@ -469,7 +475,7 @@ void Session::lingerClose() {
   setBusy(false);
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  stream_.tcp().expires_after(kLingerTime);
+  watchdog_.expiresAfter(kLingerTime);
   linger();
 }
 
@@ -513,7 +519,7 @@ void Session::beginStream(std::uint64_t seq, int status, Headers headers,
   msg->keep_alive(!closeAfterStream_);
   auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*msg);
   streamWriting_ = true;
-  stream_.tcp().expires_after(core_.options.requestTimeout);
+  watchdog_.expiresAfter(core_.options.requestTimeout);
   stream_.visit([this, &msg, &serializer](auto& s) {
     bhttp::async_write_header(
         s, *serializer,
@@ -549,14 +555,14 @@ void Session::pumpStream() {
     current_ = std::move(chunks_.front());
     chunks_.pop_front();
     streamWriting_ = true;
-    stream_.tcp().expires_after(core_.options.requestTimeout);
+    watchdog_.expiresAfter(core_.options.requestTimeout);
     stream_.visit([this, &done](auto& s) {
       net::async_write(s, bhttp::make_chunk(net::buffer(current_)), done);
     });
   } else if (finishRequested_ && !lastChunkSent_) {
     lastChunkSent_ = true;
     streamWriting_ = true;
-    stream_.tcp().expires_after(core_.options.requestTimeout);
+    watchdog_.expiresAfter(core_.options.requestTimeout);
     stream_.visit([&done](auto& s) { net::async_write(s, bhttp::make_chunk_last(), done); });
   }
 }
@@ -569,7 +575,7 @@ void Session::onStreamWritten(const beast::error_code& ec) {
     return;
   }
   // Between chunks the stream may stay quiet for as long as the handler likes (a watch).
-  stream_.tcp().expires_never();
+  watchdog_.never();
   if (lastChunkSent_) {
     streamState_->open = false;
     streamState_.reset();

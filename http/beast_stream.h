@@ -3,11 +3,15 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/ssl.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +54,62 @@ class AnyStream {
  private:
   std::optional<beast::tcp_stream> plain_;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
+};
+
+// A connection's deadline that costs nothing to move. Beast's stream arms a timer before every
+// read and write and cancels it after, and each cancelled wait still runs a handler: four per
+// message and connection. This keeps one timer per connection, armed when it has no earlier wait
+// pending and re-armed only when it fires before the deadline, which has moved on meanwhile.
+// Everything runs on the connection's executor, the timer's handler included; once the deadline
+// passes, the callback given to onExpire() runs there (it closes the connection).
+class Watchdog {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Watchdog(const net::any_io_executor& exec) : state_(std::make_shared<State>(exec)) {}
+  ~Watchdog() { state_->timer.cancel(); }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void onExpire(std::function<void()> fn) { state_->onExpire = std::move(fn); }
+  void expiresAt(Clock::time_point t) {
+    state_->deadline = t;
+    if (!state_->armed || t < state_->armedFor) arm(state_, t);
+  }
+  void expiresAfter(Clock::duration d) { expiresAt(Clock::now() + d); }
+  void never() { state_->deadline = Clock::time_point::max(); }
+
+ private:
+  struct State {
+    explicit State(const net::any_io_executor& exec) : timer(exec) {}
+    net::steady_timer timer;
+    Clock::time_point deadline = Clock::time_point::max();
+    Clock::time_point armedFor{};
+    bool armed = false;
+    std::uint64_t generation = 0;  // of the pending wait; an older wait's handler does nothing
+    std::function<void()> onExpire;
+  };
+
+  static void arm(const std::shared_ptr<State>& s, Clock::time_point t) {
+    s->armed = true;
+    s->armedFor = t;
+    const std::uint64_t generation = ++s->generation;
+    s->timer.expires_at(t);  // a pending wait ends with operation_aborted
+    s->timer.async_wait([weak = std::weak_ptr<State>(s), generation](const beast::error_code& ec) {
+      const auto state = weak.lock();
+      if (!state || state->generation != generation) return;
+      state->armed = false;
+      if (ec || state->deadline == Clock::time_point::max()) return;
+      if (Clock::now() < state->deadline) {
+        arm(state, state->deadline);
+        return;
+      }
+      state->deadline = Clock::time_point::max();
+      if (state->onExpire) state->onExpire();
+    });
+  }
+
+  std::shared_ptr<State> state_;
 };
 
 // What a connection's read buffer holds from the start: a message of this size (headers and body)

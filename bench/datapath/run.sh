@@ -28,9 +28,9 @@
 #
 # Settings (environment): DURATION (s per wrk and per fortio point, 20), ROUNDS (3), WARMUP (s of
 # wrk before each topology's points, 3), WRK_THREADS (2), WRK_CONNECTIONS ("16 32 64"), QPS (1000),
-# FORTIO_CONNECTIONS (16), ENTITY_IDS (10000), SHARDS (300), NGINX_WORKERS (auto),
-# SIDECAR and STUB_APP (executables to use instead of building them), FORTIO (a fortio to use
-# instead of installing it), OUT (build/bench/datapath).
+# FORTIO_CONNECTIONS (16), FORTIO_RESOLUTION (s, 0.00001), ENTITY_IDS (10000), SHARDS (300),
+# NGINX_WORKERS (auto), SIDECAR and STUB_APP (executables to use instead of building them), FORTIO
+# (a fortio to use instead of installing it), OUT (build/bench/datapath).
 #
 # Output in OUT: results.md (the tables), raw wrk and fortio output per round and topology, and
 # the logs of every process (kept when the run fails).
@@ -49,6 +49,9 @@ fortio_connections=${FORTIO_CONNECTIONS:-16}
 entity_ids=${ENTITY_IDS:-10000}
 shards=${SHARDS:-300}
 nginx_workers=${NGINX_WORKERS:-auto}
+# fortio's histogram starts with buckets of this many seconds; its default (1 ms) is coarser than
+# the figures measured here, whose percentiles it would interpolate inside one bucket.
+fortio_resolution=${FORTIO_RESOLUTION:-0.00001}
 # fortio 1.69 and later import grol.io/grol, whose module zip proxy.golang.org does not serve
 # from this machine (403); 1.68.2 is the last release without it.
 fortio_version=${FORTIO_VERSION:-v1.68.2}
@@ -317,6 +320,7 @@ fortio_point() {
   local before after
   before=$(usage ${proxies[$t]})
   "$fortio" load -quiet -qps "$qps" -c "$fortio_connections" -t "${duration}s" -payload-size 1024 \
+    -r "$fortio_resolution" \
     -H "Content-Type: application/octet-stream" -p 50,90,99 -json "$file" \
     "${url[$t]}/v1/entities/bench/{uuid}" >"$out/fortio-$t-$r.log" 2>&1
   after=$(usage ${proxies[$t]})

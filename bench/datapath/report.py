@@ -4,6 +4,7 @@
 Input: one line per point,
   wrk ROUND TOPOLOGY CONNECTIONS REQUESTS_PER_S ERRORS PROXY_CPU_US PROXY_SWITCHES APP_CPU_US
   fortio ROUND TOPOLOGY P50_MS P90_MS P99_MS REQUESTS_PER_S ERRORS PROXY_CPU_US PROXY_SWITCHES
+  fortio-uniform ... (the same, with the connections' requests spread evenly: fortio -uniform)
 with TOPOLOGY one of direct, nginx, sidecar, owner (one sidecar, which owns the entity; not a
 topology of the issue, it splits the sidecar pair's cost). The figures per request are the CPU time of the two
 proxies together, their context switches, and (wrk) the app's CPU time.
@@ -25,7 +26,7 @@ LABELS = {
 }
 GOAL_P50_MS, GOAL_P99_MS = 0.5, 2.0
 
-wrk, fortio = [], []
+wrk, fortio, uniform = [], [], []
 with open(sys.argv[1]) as f:
     for line in f:
         kind, *v = line.split()
@@ -33,8 +34,8 @@ with open(sys.argv[1]) as f:
             wrk.append({"round": int(v[0]), "topology": v[1], "connections": int(v[2]),
                         "rps": float(v[3]), "errors": int(v[4]), "proxy_cpu": float(v[5]),
                         "proxy_switches": float(v[6]), "app_cpu": float(v[7])})
-        elif kind == "fortio":
-            fortio.append({"round": int(v[0]), "topology": v[1], "p50": float(v[2]),
+        elif kind in ("fortio", "fortio-uniform"):
+            (fortio if kind == "fortio" else uniform).append({"round": int(v[0]), "topology": v[1], "p50": float(v[2]),
                            "p90": float(v[3]), "p99": float(v[4]), "rps": float(v[5]),
                            "errors": int(v[6]), "proxy_cpu": float(v[7]),
                            "proxy_switches": float(v[8])})
@@ -56,8 +57,9 @@ def median_peak(topology, key="rps"):
     return statistics.median(x[key] for x in peaks(topology))
 
 
-def med(topology, key):
-    return statistics.median(x[key] for x in fortio if x["topology"] == topology)
+def med(topology, key, points=None):
+    return statistics.median(x[key] for x in (fortio if points is None else points)
+                             if x["topology"] == topology)
 
 
 def errors(topology):
@@ -94,7 +96,32 @@ print()
 print(f"- (c) peak ≥ (b) peak: {c:,.0f} vs {b:,.0f} requests/s, {c / b:.2f}×: {verdict(c >= b)}")
 print(f"- added p50 ≤ {GOAL_P50_MS} ms: {a50:+.3f} ms: {verdict(a50 <= GOAL_P50_MS)}")
 print(f"- added p99 ≤ {GOAL_P99_MS:.0f} ms: {a99:+.3f} ms: {verdict(a99 <= GOAL_P99_MS)}")
+if uniform:
+    u50 = med("sidecar", "p50", uniform) - med("direct", "p50", uniform)
+    u99 = med("sidecar", "p99", uniform) - med("direct", "p99", uniform)
+    print(f"- the same latency goals with the requests spread evenly (fortio -uniform): added p50 "
+          f"{u50:+.3f} ms, {verdict(u50 <= GOAL_P50_MS)}; added p99 {u99:+.3f} ms, "
+          f"{verdict(u99 <= GOAL_P99_MS)}")
 print()
+if uniform:
+    print("Latency with the connections' requests spread evenly over time (fortio -uniform; above, "
+          "fortio's default, all connections send together):")
+    print()
+    print("| topology | p50 ms | p90 ms | p99 ms | added p50 ms | added p99 ms "
+          "| proxies' CPU µs / request | context switches / request |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for t, label in LABELS.items():
+        if not any(x["topology"] == t for x in uniform):
+            continue
+        added50 = "" if t == "direct" else \
+            f"{med(t, 'p50', uniform) - med('direct', 'p50', uniform):+.3f}"
+        added99 = "" if t == "direct" else \
+            f"{med(t, 'p99', uniform) - med('direct', 'p99', uniform):+.3f}"
+        cost = "– | –" if t == "direct" else \
+            f"{med(t, 'proxy_cpu', uniform):.1f} | {med(t, 'proxy_switches', uniform):.2f}"
+        print(f"| {label} | {med(t, 'p50', uniform):.3f} | {med(t, 'p90', uniform):.3f} "
+              f"| {med(t, 'p99', uniform):.3f} | {added50} | {added99} | {cost} |")
+    print()
 print("What one request costs (medians): CPU time of the proxies together and their context")
 print(f"switches, at each topology's peak (wrk) and at {statistics.median(x['rps'] for x in fortio):,.0f} "
       "requests/s (fortio); the app's CPU time at the peak.")
@@ -122,9 +149,11 @@ for x in wrk:
 print()
 print("Every fortio point:")
 print()
-print("| round | topology | p50 ms | p90 ms | p99 ms | requests/s | errors "
+print("| round | topology | pacing | p50 ms | p90 ms | p99 ms | requests/s | errors "
       "| proxies' CPU µs / req | switches / req |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for x in fortio:
-    print(f"| {x['round']} | {x['topology']} | {x['p50']:.3f} | {x['p90']:.3f} | {x['p99']:.3f} "
-          f"| {x['rps']:,.0f} | {x['errors']} | {x['proxy_cpu']:.1f} | {x['proxy_switches']:.2f} |")
+print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for pacing, points in (("together", fortio), ("uniform", uniform)):
+    for x in points:
+        print(f"| {x['round']} | {x['topology']} | {pacing} | {x['p50']:.3f} | {x['p90']:.3f} "
+              f"| {x['p99']:.3f} | {x['rps']:,.0f} | {x['errors']} | {x['proxy_cpu']:.1f} "
+              f"| {x['proxy_switches']:.2f} |")

@@ -313,16 +313,21 @@ wrk_point() {
     }' "$file"
 }
 
-# fortio_point TOPOLOGY ROUND: latency at $qps; prints "p50 p90 p99 qps errors proxy_cpu_us
-# proxy_switches" (ms; the last two per request).
+# fortio_point TOPOLOGY ROUND [uniform]: latency at $qps; prints "p50 p90 p99 qps errors
+# proxy_cpu_us proxy_switches" (ms; the last two per request). By default fortio's connections
+# send together (each connection's first request at the same instant, then one per connection
+# every connections/QPS seconds), so every 16 ms 16 requests arrive at once; "uniform" spreads
+# the connections' requests evenly over that interval instead (fortio -uniform).
 fortio_point() {
-  local t=$1 r=$2 file=$out/fortio-$1-$2.json
+  local t=$1 r=$2 pacing=${3:-}
+  local name=fortio${pacing:+-$pacing}-$t-$r
+  local file=$out/$name.json
   local before after
   before=$(usage ${proxies[$t]})
   "$fortio" load -quiet -qps "$qps" -c "$fortio_connections" -t "${duration}s" -payload-size 1024 \
-    -r "$fortio_resolution" \
+    -r "$fortio_resolution" ${pacing:+-$pacing} \
     -H "Content-Type: application/octet-stream" -p 50,90,99 -json "$file" \
-    "${url[$t]}/v1/entities/bench/{uuid}" >"$out/fortio-$t-$r.log" 2>&1
+    "${url[$t]}/v1/entities/bench/{uuid}" >"$out/$name.log" 2>&1
   after=$(usage ${proxies[$t]})
   python3 - "$file" "$before" "$after" <<'EOF'
 import json, sys
@@ -337,7 +342,7 @@ EOF
 }
 
 log "$rounds round(s); per topology: wrk ${duration} s at each of $wrk_connections connections," \
-  "fortio ${duration} s at $qps requests/s"
+  "fortio ${duration} s at $qps requests/s, with its connections sending together, then spread evenly"
 results=$out/rounds.txt
 : >"$results"
 for r in $(seq 1 "$rounds"); do
@@ -354,6 +359,10 @@ for r in $(seq 1 "$rounds"); do
     log "round $r $t, $actual requests/s: p50 $p50 ms, p90 $p90 ms, p99 $p99 ms ($errors errors);" \
       "per request: proxies $proxy_cpu µs CPU and $proxy_switches context switches"
     echo "fortio $r $t $p50 $p90 $p99 $actual $errors $proxy_cpu $proxy_switches" >>"$results"
+    read -r p50 p90 p99 actual errors proxy_cpu proxy_switches < <(fortio_point "$t" "$r" uniform)
+    log "round $r $t, $actual requests/s spread evenly: p50 $p50 ms, p90 $p90 ms, p99 $p99 ms" \
+      "($errors errors); per request: proxies $proxy_cpu µs CPU and $proxy_switches context switches"
+    echo "fortio-uniform $r $t $p50 $p90 $p99 $actual $errors $proxy_cpu $proxy_switches" >>"$results"
   done
 done
 

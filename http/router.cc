@@ -1,6 +1,7 @@
 #include "http/router.h"
 
 #include <cassert>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
@@ -26,6 +27,11 @@ std::vector<std::string_view> splitPath(std::string_view path) {
     start = slash + 1;
   }
 }
+
+// Which segments of a path a route captured, one bit each: routes have at most kMaxSegments
+// segments, so a longer path matches none.
+using CaptureMask = std::uint64_t;
+constexpr std::size_t kMaxSegments = 64;
 
 bool isCapture(std::string_view segment) {
   return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
@@ -53,7 +59,9 @@ void Router::add(Method method, std::string_view pattern, Handler handler) {
   assert(!pattern.empty() && pattern.front() == '/' && "route patterns are absolute paths");
   Node* node = root_.get();
   std::vector<std::string> names;
-  for (const std::string_view segment : splitPath(pattern)) {
+  const std::vector<std::string_view> segments = splitPath(pattern);
+  assert(segments.size() <= kMaxSegments && "a route has at most 64 segments");
+  for (const std::string_view segment : segments) {
     if (isCapture(segment)) {
       names.emplace_back(segment.substr(1, segment.size() - 2));
       if (node->capture == nullptr) node->capture = std::make_unique<Node>();
@@ -93,43 +101,44 @@ void Router::dispatch(Request request, Responder responder) const {
   }
 
   std::vector<std::string> segments;
+  segments.reserve(8);
   for (const std::string_view raw : splitPath(path)) {
-    std::string decoded;
-    if (!percentDecode(raw, decoded)) {
+    if (!percentDecode(raw, segments.emplace_back())) {
       responder.send(
           Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
       return;
     }
-    segments.push_back(std::move(decoded));
   }
 
   // Every node the path reaches, literal branches first, so the first candidate that has the
-  // method is the most specific route.
-  std::vector<std::pair<const Node*, std::vector<std::string>>> candidates;
-  std::vector<std::string> captures;
-  auto walk = [&](auto&& self, const Node* node, std::size_t index) -> void {
-    if (index == segments.size()) {
-      if (!node->routes.empty()) candidates.emplace_back(node, captures);
-      return;
-    }
-    const std::string& segment = segments[index];
-    if (const auto it = node->literals.find(segment); it != node->literals.end()) {
-      self(self, it->second.get(), index + 1);
-    }
-    if (node->capture != nullptr && !segment.empty()) {
-      captures.push_back(segment);
-      self(self, node->capture.get(), index + 1);
-      captures.pop_back();
-    }
-  };
-  walk(walk, root_.get(), 0);
+  // method is the most specific route; with each, which segments it captured (bit i: segment i).
+  std::vector<std::pair<const Node*, CaptureMask>> candidates;
+  if (segments.size() <= kMaxSegments) {
+    auto walk = [&](auto&& self, const Node* node, std::size_t index, CaptureMask mask) -> void {
+      if (index == segments.size()) {
+        if (!node->routes.empty()) candidates.emplace_back(node, mask);
+        return;
+      }
+      const std::string& segment = segments[index];
+      if (const auto it = node->literals.find(segment); it != node->literals.end()) {
+        self(self, it->second.get(), index + 1, mask);
+      }
+      if (node->capture != nullptr && !segment.empty()) {
+        self(self, node->capture.get(), index + 1, mask | (CaptureMask{1} << index));
+      }
+    };
+    walk(walk, root_.get(), 0, 0);
+  }
 
-  for (auto& [node, values] : candidates) {
+  for (const auto& [node, mask] : candidates) {
     const auto route = node->routes.find(request.method);
     if (route == node->routes.end()) continue;
     request.params.clear();
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      request.params[route->second.captureNames[i]] = std::move(values[i]);
+    std::size_t name = 0;
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      if (mask & (CaptureMask{1} << i)) {
+        request.params[route->second.captureNames[name++]] = std::move(segments[i]);
+      }
     }
     try {
       route->second.handler(std::move(request), std::move(responder));

@@ -55,6 +55,22 @@ TEST_F(RouterTest, CaptureMatchesExactlyOneSegment) {
   EXPECT_EQ(dispatch(Method::kPost, "/v1/entities/counter/").status, 404);
 }
 
+TEST_F(RouterTest, CapturesBetweenLiteralsLandInTheirNames) {
+  addNamed(Method::kGet, "/{a}/x/{b}/y/{c}", "three");
+  EXPECT_EQ(dispatch(Method::kGet, "/1/x/2/y/3").body, "three");
+  EXPECT_EQ(last_.param("a"), "1");
+  EXPECT_EQ(last_.param("b"), "2");
+  EXPECT_EQ(last_.param("c"), "3");
+}
+
+TEST_F(RouterTest, APathLongerThanAnyRouteIsNotFound) {
+  addNamed(Method::kGet, "/{a}/{b}", "two");
+  std::string target;
+  for (int i = 0; i < 100; ++i) target += "/s";
+  EXPECT_EQ(dispatch(Method::kGet, target).status, 404);
+  EXPECT_EQ(dispatch(Method::kGet, "/s/t").body, "two");
+}
+
 TEST_F(RouterTest, LiteralSegmentBeatsCapture) {
   addNamed(Method::kPost, "/v1/shards/{op}", "capture");
   addNamed(Method::kPost, "/v1/shards/assign", "literal");

@@ -4,7 +4,6 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
-#include <array>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <condition_variable>
@@ -277,24 +276,9 @@ void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point 
 
 namespace {
 
-bhttp::request<bhttp::string_body> toBeastRequest(const BeastClient::Core& core, Request& r) {
-  bhttp::request<bhttp::string_body> req;
-  req.method_string(toBeast(methodName(r.method)));
-  req.target(toBeast(r.target.empty() ? std::string_view("/") : std::string_view(r.target)));
-  req.version(11);
-  for (const auto& [name, value] : r.headers) {
-    if (isFramingHeader(name)) continue;
-    req.insert(toBeast(name), toBeast(value));
-  }
-  if (req.find(bhttp::field::host) == req.end())
-    req.set(bhttp::field::host, core.origin.hostHeader);
-  if (req.find(bhttp::field::user_agent) == req.end() && !core.options.userAgent.empty()) {
-    req.set(bhttp::field::user_agent, core.options.userAgent);
-  }
-  req.body() = std::move(r.body);
-  req.prepare_payload();
-  req.keep_alive(true);
-  return req;
+// The request line and fields of `r` as this client sends them (http/beast_message.h).
+std::string wireHead(const BeastClient::Core& core, const Request& r) {
+  return requestHead(r, core.origin.hostHeader, core.options.userAgent);
 }
 
 Headers toHeaders(const bhttp::fields& fields) {
@@ -343,7 +327,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
         idempotent_(idempotent(request.method)),
         head_(request.method == Method::kHead),
         what_(std::string(methodName(request.method)) + " " + core.origin.url + request.target),
-        wireHead_(requestHead(request, core.origin.hostHeader, core.options.userAgent)),
+        wireHead_(wireHead(core, request)),
         body_(std::move(request.body)),
         done_(std::move(done)) {}
 
@@ -401,18 +385,15 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   void write() {
     if (finished_) return;
     conn_->watchdog.expiresAt(deadline_);
-    const std::array<net::const_buffer, 2> buffers{net::buffer(wireHead_), net::buffer(body_)};
-    conn_->stream.visit([this, &buffers](auto& s) {
-      net::async_write(s, buffers,
-                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                         if (self->finished_) return;
-                         if (ec) {
-                           self->fail(ec, Phase::kWrite);
-                           return;
-                         }
-                         self->read();
-                       });
-    });
+    asyncWriteMessage(conn_->stream, wireHead_, body_,
+                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                        if (self->finished_) return;
+                        if (ec) {
+                          self->fail(ec, Phase::kWrite);
+                          return;
+                        }
+                        self->read();
+                      });
   }
 
   void read() {
@@ -524,7 +505,8 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
         timeout_(request.timeout.count() > 0 ? request.timeout : core_->options.requestTimeout),
         deadline_(Clock::now() + timeout_),
         what_(std::string(methodName(request.method)) + " " + core_->origin.url + request.target),
-        req_(toBeastRequest(*core_, request)),
+        wireHead_(wireHead(*core_, request)),
+        body_(std::move(request.body)),
         loop_(core_->io().pick()),
         exec_(core_->io().connectionExecutor(loop_)) {}
 
@@ -619,18 +601,16 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
 
   void write() {
     conn_->stream.tcp().expires_at(deadline_);
-    conn_->stream.visit([this](auto& s) {
-      bhttp::async_write(
-          s, req_, [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-            if (self->stopped()) return;
-            if (ec) {
-              self->fail(
-                  transportError(*self->core_, self->what_, ec, Phase::kWrite, self->timeout_));
-              return;
-            }
-            self->readHeader();
-          });
-    });
+    asyncWriteMessage(conn_->stream, wireHead_, body_,
+                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                        if (self->stopped()) return;
+                        if (ec) {
+                          self->fail(transportError(*self->core_, self->what_, ec, Phase::kWrite,
+                                                    self->timeout_));
+                          return;
+                        }
+                        self->readHeader();
+                      });
   }
 
   void readHeader() {
@@ -711,7 +691,8 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
   const std::string what_;
-  bhttp::request<bhttp::string_body> req_;
+  const std::string wireHead_;  // the request line and fields
+  const std::string body_;
   const std::size_t loop_;
   const net::any_io_executor exec_;
   std::shared_ptr<Conn> conn_;

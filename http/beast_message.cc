@@ -31,6 +31,12 @@ void appendField(std::string& out, std::string_view name, std::string_view value
   out.append("\r\n");
 }
 
+void appendContentLength(std::string& out, std::size_t length) {
+  out.append("Content-Length: ");
+  appendNumber(out, length);
+  out.append("\r\n");
+}
+
 std::size_t fieldsSize(const Headers& headers) {
   std::size_t n = 0;
   for (const auto& [name, value] : headers) n += name.size() + value.size() + 4;
@@ -73,11 +79,7 @@ std::string requestHead(const Request& request, std::string_view host, std::stri
   // As Beast's prepare_payload: a length whenever there is a body or the method expects one.
   const bool expectsBody = request.method == Method::kPost || request.method == Method::kPut ||
                            request.method == Method::kPatch || request.method == Method::kOptions;
-  if (!request.body.empty() || expectsBody) {
-    out.append("Content-Length: ");
-    appendNumber(out, request.body.size());
-    out.append("\r\n");
-  }
+  if (!request.body.empty() || expectsBody) appendContentLength(out, request.body.size());
   out.append("\r\n");
   return out;
 }
@@ -99,11 +101,7 @@ std::string responseHead(int status, const Headers& headers, std::size_t bodySiz
     }
     appendField(out, name, value);
   }
-  if (!statusHasNoBody(status)) {
-    out.append("Content-Length: ");
-    appendNumber(out, bodySize);
-    out.append("\r\n");
-  }
+  if (!statusHasNoBody(status)) appendContentLength(out, bodySize);
   if (version == 10 && !close) out.append("Connection: keep-alive\r\n");
   if (version != 10 && close) out.append("Connection: close\r\n");
   out.append("\r\n");

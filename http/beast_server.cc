@@ -1,6 +1,5 @@
 #include "http/beast_server.h"
 
-#include <array>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
@@ -401,13 +400,10 @@ void Session::dispatchRequest() {
 
 template <typename Message>
 bool copyHeaders(const Headers& from, Message& to) {
-  bool close = false;
   for (const auto& [name, value] : from) {
-    if (isFramingHeader(name)) continue;
-    if (equalsIgnoreCase(name, "Connection") && equalsIgnoreCase(value, "close")) close = true;
-    to.insert(toBeast(name), toBeast(value));
+    if (!isFramingHeader(name)) to.insert(toBeast(name), toBeast(value));
   }
-  return close;
+  return asksToClose(from);
 }
 
 unsigned validStatus(int status) {
@@ -428,13 +424,10 @@ void Session::answer(std::uint64_t seq, Response response) {
 void Session::writeMessage(bool close) {
   state_ = State::kWriting;
   watchdog_.expiresAfter(core_.options.requestTimeout);
-  const std::array<net::const_buffer, 2> buffers{net::buffer(out_.head), net::buffer(out_.body)};
-  stream_.visit([this, &buffers, close](auto& s) {
-    net::async_write(s, buffers,
-                     [self = shared_from_this(), close](const beast::error_code& ec, std::size_t) {
-                       self->onWritten(ec, close);
-                     });
-  });
+  asyncWriteMessage(stream_, out_.head, out_.body,
+                    [self = shared_from_this(), close](const beast::error_code& ec, std::size_t) {
+                      self->onWritten(ec, close);
+                    });
 }
 
 void Session::onWritten(const beast::error_code& ec, bool close) {

@@ -2,6 +2,7 @@
 // carry TLS, so one session or connection type serves both. Never include it from a public header.
 #pragma once
 
+#include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace kshard::http::beast_detail {
 
@@ -111,6 +113,16 @@ class Watchdog {
 
   std::shared_ptr<State> state_;
 };
+
+// Writes a message kept as its head (start line and fields) and its body, in one gather write,
+// and calls `done(error_code, bytes)`. Both strings must live until then.
+template <typename Handler>
+void asyncWriteMessage(AnyStream& stream, const std::string& head, const std::string& body,
+                       Handler&& done) {
+  const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(body)};
+  stream.visit(
+      [&buffers, &done](auto& s) { net::async_write(s, buffers, std::forward<Handler>(done)); });
+}
 
 // What a connection's read buffer holds from the start: a message of this size (headers and body)
 // arrives in one read. Beast reads at most the buffer's free space, and no less than 512 bytes,

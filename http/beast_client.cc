@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <condition_variable>
@@ -52,6 +53,13 @@ struct Conn {
   Watchdog watchdog;
   bool timedOut = false;
   bool reused = false;
+  // Plain connections (not TLS) learn that the server sent something by a wait for readability
+  // instead of a read that may find nothing: an exchange arms it before it writes its request, and
+  // after the response it stays armed while the connection is pooled, where it firing means the
+  // server closed the connection or sent bytes nobody asked for. Strand only.
+  bool watching = false;             // the wait is pending
+  bool readable = false;             // it completed, and nobody has read since
+  std::function<void()> onReadable;  // the exchange waiting for its response, if any
 };
 
 // Something in flight that the client's destruction must end.
@@ -107,6 +115,11 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   // An idle connection of loop `loop` (or, with `anyLoop`, of any loop, `loop`'s first), or null.
   std::shared_ptr<Conn> takeIdle(std::size_t loop, bool anyLoop);
   void putIdle(std::shared_ptr<Conn> conn);
+  // Closes `conn` if it is pooled (its wait for readability fired there). On its strand.
+  void dropIdle(const std::shared_ptr<Conn>& conn);
+  // Arms `conn`'s wait for readability (Conn::watching), unless it is pending. On its strand.
+  void watch(const std::shared_ptr<Conn>& conn);
+  std::size_t idleCount();
   std::shared_ptr<Conn> newConn(std::size_t loop, net::any_io_executor exec) {
     auto conn = std::make_shared<Conn>(loop, exec, tls ? &*tls : nullptr);
     conn->watchdog.onExpire([weak = std::weak_ptr<Conn>(conn)] {
@@ -170,14 +183,15 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
 
 namespace {
 
-// True when a pooled connection still looks usable: no FIN or stray bytes from the server.
+// True when a pooled TLS connection still looks usable: no FIN or stray bytes from the server.
+// (A plain connection's wait for readability tells its pool the same without a system call.)
 bool looksAlive(Conn& conn) {
+  if (!conn.stream.isTls()) return true;
   char byte = 0;
   const ssize_t n = ::recv(conn.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
-  // Pending bytes on a TLS connection can be a session ticket; on plain HTTP they are a protocol
-  // error. Zero is an orderly close.
-  return n > 0 && conn.stream.isTls();
+  // Pending bytes can be a session ticket. Zero is an orderly close.
+  return n > 0;
 }
 
 void closeOnStrand(const std::shared_ptr<Conn>& conn) {
@@ -216,6 +230,45 @@ void BeastClient::Core::putIdle(std::shared_ptr<Conn> conn) {
     return;
   }
   list.push_back(Idle{std::move(conn), Clock::now()});
+}
+
+void BeastClient::Core::dropIdle(const std::shared_ptr<Conn>& conn) {
+  {
+    Loop& l = *loops[conn->loop];
+    std::lock_guard<std::mutex> lock(l.mu);
+    auto it = std::find_if(l.idle.begin(), l.idle.end(),
+                           [&conn](const Idle& entry) { return entry.conn == conn; });
+    if (it == l.idle.end()) return;  // taken by an exchange, which sees Conn::readable
+    l.idle.erase(it);
+  }
+  conn->stream.close();
+}
+
+void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
+  if (conn->watching || conn->stream.isTls()) return;
+  conn->watching = true;
+  auto fired = [conn, core = weak_from_this()](const beast::error_code&) {
+    // Whatever came (bytes, a close, an error), the next read reports it.
+    conn->watching = false;
+    conn->readable = true;
+    if (conn->onReadable) {
+      std::function<void()> notify = std::move(conn->onReadable);
+      conn->onReadable = nullptr;
+      notify();
+    } else if (auto c = core.lock()) {
+      c->dropIdle(conn);
+    }
+  };
+  conn->stream.socket().async_wait(tcp::socket::wait_read, std::move(fired));
+}
+
+std::size_t BeastClient::Core::idleCount() {
+  std::size_t n = 0;
+  for (auto& l : loops) {
+    std::lock_guard<std::mutex> lock(l->mu);
+    n += l->idle.size();
+  }
+  return n;
 }
 
 void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point deadline,
@@ -361,13 +414,14 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   void abort() override {
     net::post(exec_, [self = shared_from_this()] {
       if (self->finished_) return;
-      if (self->conn_) self->conn_->stream.close();
+      if (self->conn_) self->abandonConn();
       self->finish(cancelled(self->what_ + ": the client is shutting down"));
     });
   }
 
  private:
   void connect() {
+    written_ = false;
     conn_ = core_.newConn(loop_, exec_);
     core_.establish(conn_, deadline_,
                     [self = shared_from_this()](beast::error_code ec, Phase phase) {
@@ -384,7 +438,21 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
 
   void write() {
     if (finished_) return;
+    if (conn_->readable) {
+      // The pooled connection's wait fired after the exchange took it, before its handler could
+      // drop it: the server closed it or sent something. Nothing was written yet, so any request
+      // may go on a new connection.
+      abandonConn();
+      connect();
+      return;
+    }
     conn_->watchdog.expiresAt(deadline_);
+    // Armed before the request goes out, the wait cannot miss the response: waiting for it only
+    // after the write could find its arrival already reported, and wait forever.
+    if (!conn_->stream.isTls()) {
+      conn_->onReadable = [self = shared_from_this()] { self->onReadable(); };
+      core_.watch(conn_);
+    }
     asyncWriteMessage(conn_->stream, wireHead_, body_,
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
                         if (self->finished_) return;
@@ -392,11 +460,22 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
                           self->fail(ec, Phase::kWrite);
                           return;
                         }
-                        self->read();
+                        self->written_ = true;
+                        // TLS connections are not watched: they read at once.
+                        if (self->conn_->readable || self->conn_->stream.isTls()) self->read();
                       });
   }
 
+  // The server sent something: the response, unless the request is still being written (a
+  // server may answer early, then the write's end starts the read).
+  void onReadable() {
+    if (finished_ || !written_) return;
+    read();
+  }
+
   void read() {
+    conn_->readable = false;
+    conn_->onReadable = nullptr;
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(core_.options.maxResponseBytes);
@@ -406,6 +485,12 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
                                [self = shared_from_this()](const beast::error_code& ec,
                                                            std::size_t) { self->onHeader(ec); });
     });
+  }
+
+  // Closes the exchange's connection, whose wait (if pending) no longer reports to it.
+  void abandonConn() {
+    conn_->onReadable = nullptr;
+    conn_->stream.close();
   }
 
   void onHeader(const beast::error_code& ec) {
@@ -442,9 +527,10 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       return;
     }
     Response response = std::move(parser_->get());
-    if (parser_->keep_alive() && !parser_->need_eof()) {
+    // Bytes after the response were never asked for: the connection is out of step.
+    if (parser_->keep_alive() && !parser_->need_eof() && conn_->buffer.size() == 0) {
       conn_->watchdog.never();
-      conn_->buffer.clear();
+      core_.watch(conn_);
       core_.putIdle(std::move(conn_));
     } else {
       conn_->stream.close();
@@ -461,12 +547,12 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     if (conn_->reused && !retried_ && idempotent_ && nothingReceived &&
         ec != beast::error::timeout && ec != bhttp::error::body_limit) {
       retried_ = true;
-      conn_->stream.close();
+      abandonConn();
       parser_.reset();
       connect();
       return;
     }
-    conn_->stream.close();
+    abandonConn();
     finish(transportError(core_, what_, ec, phase, timeout_));
   }
 
@@ -493,6 +579,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   net::any_io_executor exec_;
   std::shared_ptr<Conn> conn_;
   std::optional<MessageParser<false>> parser_;
+  bool written_ = false;  // the request went out on conn_
   bool retried_ = false;
   bool finished_ = false;
 };
@@ -774,6 +861,8 @@ BeastClient::~BeastClient() {
     l->drained.wait_until(lock, giveUp, [&l] { return l->inflight.empty(); });
   }
 }
+
+std::size_t BeastClient::idleConnections() const { return core_->idleCount(); }
 
 void BeastClient::send(Request request, ResponseCallback done) {
   std::make_shared<Exchange>(*core_, std::move(request), std::move(done))->start();

@@ -6,8 +6,9 @@
 // and other clients (ClientOptions::ioThreads); callbacks run on them and must not block.
 // Idle connections are pooled (up to maxConnections, each for at most idleTimeout; with shared
 // threads of one loop per thread, up to maxConnections per thread, so that a request sent from
-// one of them reuses a connection of its own thread) and checked before reuse, so a connection
-// the server closed while idle is not used. Streams opened with openStream() must be destroyed
+// one of them reuses a connection of its own thread). A connection the server closes while it is
+// pooled leaves the pool: a plain one when its wait for readability fires, a TLS one when it is
+// checked before reuse. Streams opened with openStream() must be destroyed
 // before their client; destroying the client cancels them and fails requests in flight with
 // Cancelled, and returns once their callbacks ran (except on one of the shared threads, which
 // must go on to run them).
@@ -29,6 +30,9 @@ class BeastClient : public Client {
 
   void send(Request request, ResponseCallback done) override;
   StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) override;
+
+  // How many connections are pooled, idle, now.
+  std::size_t idleConnections() const;
 
   struct Core;
 

@@ -27,6 +27,33 @@ inline std::string backendTestName(const ::testing::TestParamInfo<Backend>& p) {
   return std::string(backendName(p.param));
 }
 
+// Sends all of `data` on the connected socket `fd`; false when the peer is gone.
+inline bool sendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// A socket listening on 127.0.0.1, on a port the kernel picks, with `backlog`; its address in
+// `addr`. -1 when any step failed.
+inline int listenOnLoopback(int backlog, sockaddr_in& addr) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  addr = sockaddr_in{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A plain TCP connection to 127.0.0.1:port.
 class RawConnection {
  public:
@@ -46,14 +73,7 @@ class RawConnection {
 
   bool connected() const { return connected_; }
 
-  bool send(std::string_view data) {
-    while (!data.empty()) {
-      const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
-  }
+  bool send(std::string_view data) { return sendAll(fd_, data); }
 
   // Reads until `received` contains `marker` (or, with an empty marker, until the peer closes),
   // the peer closes, or `timeout` passes. Returns everything received so far.

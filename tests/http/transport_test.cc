@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -479,14 +480,9 @@ TEST(BeastServerTest, PipelinedRequestsAreAnsweredInOrder) {
 // 504 at once although the shard had a new owner a moment later.
 TEST(BeastClientTest, ConnectTimeoutIsUnavailableBecauseNothingWasSent) {
   // A listener that never accepts, its queue filled: the kernel drops further SYNs.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(listener, 0), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int listener = testing::listenOnLoopback(0, addr);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
   std::vector<int> fillers;
   for (int i = 0; i < 4; ++i) {
     fillers.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));

@@ -480,11 +480,84 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(core_.options.maxResponseBytes);
     if (head_) parser_->skip(true);
+    if (!conn_->stream.isTls()) {
+      readNow();
+      return;
+    }
     conn_->stream.visit([this](auto& s) {
       bhttp::async_read_header(s, conn_->buffer, *parser_,
                                [self = shared_from_this()](const beast::error_code& ec,
                                                            std::size_t) { self->onHeader(ec); });
     });
+  }
+
+  // A plain connection's response: the wait said bytes are there, so they are read and parsed
+  // here, without a trip through the event loop and Beast's composed read. When the socket runs
+  // dry before the response ends, an asynchronous read (which tries at once, then waits) goes on.
+  void readNow() {
+    tcp::socket& socket = conn_->stream.socket();
+    beast::error_code ec;
+    if (!socket.non_blocking()) socket.non_blocking(true, ec);
+    if (ec) {
+      fail(ec, Phase::kRead);
+      return;
+    }
+    for (;;) {
+      const std::size_t n = socket.read_some(conn_->buffer.prepare(readSize()), ec);
+      if (ec == net::error::would_block) {
+        socket.async_read_some(
+            conn_->buffer.prepare(readSize()),
+            [self = shared_from_this()](const beast::error_code& e, std::size_t got) {
+              if (self->finished_) return;
+              if (self->consume(e, got)) self->readNow();
+            });
+        return;
+      }
+      if (!consume(ec, n)) return;
+    }
+  }
+
+  std::size_t readSize() { return beast::read_size(conn_->buffer, 64 * 1024); }
+
+  // Parses `n` bytes just read (or handles the read's error); true when the response goes on.
+  bool consume(beast::error_code ec, std::size_t n) {
+    if (ec == net::error::eof) {
+      // The server closed: the end of a body that runs to the close, or a cut-off response.
+      if (!parser_->got_some()) {
+        onRead(bhttp::error::end_of_stream);
+        return false;
+      }
+      ec = {};
+      parser_->put_eof(ec);  // partial_message unless the message is complete
+      onRead(ec);
+      return false;
+    }
+    if (ec) {
+      fail(ec, Phase::kRead);
+      return false;
+    }
+    conn_->buffer.commit(n);
+    const bool hadHeader = parser_->is_header_done();
+    if (const beast::error_code e = parseBuffered(*parser_, conn_->buffer); e) {
+      fail(e, Phase::kRead);
+      return false;
+    }
+    if (!hadHeader && parser_->is_header_done() && declaredTooLarge()) {
+      fail(bhttp::error::body_limit, Phase::kRead);
+      return false;
+    }
+    if (parser_->is_done()) {
+      onRead({});
+      return false;
+    }
+    return true;
+  }
+
+  // Boost 1.74's parser does not apply body_limit to a response's Content-Length, so the declared
+  // length is checked once the header is in, before any of the body is read.
+  bool declaredTooLarge() const {
+    const boost::optional<std::uint64_t> length = parser_->content_length();
+    return length && *length > core_.options.maxResponseBytes;
   }
 
   // Closes the exchange's connection, whose wait (if pending) no longer reports to it.
@@ -499,10 +572,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       fail(ec, Phase::kRead);
       return;
     }
-    // Boost 1.74's parser does not apply body_limit to a response's Content-Length, so the
-    // declared length is checked here, before any of the body is read.
-    const boost::optional<std::uint64_t> length = parser_->content_length();
-    if (length && *length > core_.options.maxResponseBytes) {
+    if (declaredTooLarge()) {
       fail(bhttp::error::body_limit, Phase::kRead);
       return;
     }

@@ -292,5 +292,107 @@ TEST(BeastClientPool, AServerThatNeverAnswersTimesOutAndItsConnectionIsNotPooled
   EXPECT_EQ(client->idleConnections(), 0u);
 }
 
+// --- Reading a response: its framing and its ends ----------------------------------------------
+
+// Sends `answer` to every request until the client closes; `thenClose` closes after the first.
+ScriptedServer::Script answering(std::string answer, bool thenClose) {
+  return [answer = std::move(answer), thenClose](Peer& peer, int) {
+    while (peer.readRequest()) {
+      if (!peer.write(answer) || thenClose) return;
+    }
+  };
+}
+
+TEST(BeastClientRead, ABodyThatRunsToTheCloseIsReadWholeAndItsConnectionIsNotPooled) {
+  ScriptedServer server(
+      answering("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(50000, 'z'), true));
+  auto client = clientFor(server);
+  StatusOr<Response> r = client->sendSync(post("x"));
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->body, std::string(50000, 'z'));
+  EXPECT_EQ(client->idleConnections(), 0u);
+}
+
+TEST(BeastClientRead, AResponseCutOffByTheCloseFails) {
+  ScriptedServer server(
+      answering("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b", true));
+  auto client = clientFor(server);
+  StatusOr<Response> r = client->sendSync(post("x"));
+  ASSERT_FALSE(r.ok()) << "a cut-off body was taken for a response: " << r->body;
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().toString();
+  EXPECT_NE(r.status().message().find("reading the response"), std::string::npos)
+      << r.status().toString();
+}
+
+TEST(BeastClientRead, AServerThatClosesWithoutAnsweringFails) {
+  ScriptedServer server([](Peer& peer, int) { peer.readRequest(); });
+  auto client = clientFor(server);
+  StatusOr<Response> r = client->sendSync(post("x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().toString();
+  EXPECT_NE(r.status().message().find("reading the response"), std::string::npos)
+      << r.status().toString();
+  EXPECT_EQ(server.accepted(), 1) << "a POST was sent twice";
+}
+
+TEST(BeastClientRead, AChunkedResponseInPiecesIsReadWhole) {
+  ScriptedServer server([](Peer& peer, int) {
+    while (peer.readRequest()) {
+      peer.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+      std::this_thread::sleep_for(milliseconds(2));  // separate segments, separate reads
+      peer.write("6\r\n world\r\n");
+      std::this_thread::sleep_for(milliseconds(2));
+      peer.write("0\r\n\r\n");
+    }
+  });
+  auto client = clientFor(server);
+  for (int i = 0; i < 2; ++i) {
+    StatusOr<Response> r = client->sendSync(post("x"));
+    ASSERT_TRUE(r.ok()) << "request " << i << ": " << r.status().toString();
+    EXPECT_EQ(r->body, "hello world");
+  }
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+TEST(BeastClientRead, AnAnswerToHeadHasNoBodyWhateverItsLength) {
+  ScriptedServer server(answering("HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", false));
+  auto client = clientFor(server);
+  for (int i = 0; i < 2; ++i) {
+    Request head;
+    head.method = Method::kHead;
+    head.target = "/";
+    StatusOr<Response> r = client->sendSync(std::move(head));
+    ASSERT_TRUE(r.ok()) << "request " << i << ": " << r.status().toString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_TRUE(r->body.empty());
+  }
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+TEST(BeastClientRead, AHeaderOverTheLimitFails) {
+  ScriptedServer server(answering(
+      "HTTP/1.1 200 OK\r\nX-Big: " + std::string(70000, 'h') + "\r\nContent-Length: 0\r\n\r\n",
+      false));
+  auto client = clientFor(server);
+  StatusOr<Response> r = client->sendSync(post("x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().toString();
+  EXPECT_NE(r.status().message().find("header"), std::string::npos) << r.status().toString();
+}
+
+TEST(BeastClientRead, ADeclaredLengthOverMaxResponseBytesFailsBeforeTheBodyIsRead) {
+  ScriptedServer server(answering(
+      "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + std::string(1000, 'b'), false));
+  ClientOptions o;
+  o.baseUrl = server.url();
+  o.requestTimeout = kWait;
+  o.maxResponseBytes = 4096;
+  auto client = BeastClient::create(o);
+  ASSERT_TRUE(client.ok());
+  StatusOr<Response> r = (*client)->sendSync(post("x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().toString();
+}
+
 }  // namespace
 }  // namespace kshard::http

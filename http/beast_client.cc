@@ -480,81 +480,25 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(core_.options.maxResponseBytes);
     if (head_) parser_->skip(true);
-    if (!conn_->stream.isTls()) {
-      readNow();
-      return;
-    }
-    conn_->stream.visit([this](auto& s) {
-      bhttp::async_read_header(s, conn_->buffer, *parser_,
-                               [self = shared_from_this()](const beast::error_code& ec,
-                                                           std::size_t) { self->onHeader(ec); });
-    });
-  }
-
-  // A plain connection's response: the wait said bytes are there, so they are read and parsed
-  // here, without a trip through the event loop and Beast's composed read. When the socket runs
-  // dry before the response ends, an asynchronous read (which tries at once, then waits) goes on.
-  void readNow() {
-    tcp::socket& socket = conn_->stream.socket();
-    beast::error_code ec;
-    if (!socket.non_blocking()) socket.non_blocking(true, ec);
-    if (ec) {
-      fail(ec, Phase::kRead);
-      return;
-    }
-    for (;;) {
-      const std::size_t n = socket.read_some(conn_->buffer.prepare(readSize()), ec);
-      if (ec == net::error::would_block) {
-        socket.async_read_some(
-            conn_->buffer.prepare(readSize()),
-            [self = shared_from_this()](const beast::error_code& e, std::size_t got) {
-              if (self->finished_) return;
-              if (self->consume(e, got)) self->readNow();
-            });
+    parser_->eager(true);
+    // A plain connection's wait said bytes are there: they are read at once.
+    const bool readable = !conn_->stream.isTls();
+    if (readable && !conn_->stream.socket().non_blocking()) {
+      beast::error_code ec;
+      conn_->stream.socket().non_blocking(true, ec);
+      if (ec) {
+        fail(ec, Phase::kRead);
         return;
       }
-      if (!consume(ec, n)) return;
     }
-  }
-
-  std::size_t readSize() { return beast::read_size(conn_->buffer, 64 * 1024); }
-
-  // Parses `n` bytes just read (or handles the read's error); true when the response goes on.
-  bool consume(beast::error_code ec, std::size_t n) {
-    if (ec == net::error::eof) {
-      // The server closed: the end of a body that runs to the close, or a cut-off response.
-      if (!parser_->got_some()) {
-        onRead(bhttp::error::end_of_stream);
-        return false;
-      }
-      ec = {};
-      parser_->put_eof(ec);  // partial_message unless the message is complete
-      onRead(ec);
-      return false;
-    }
-    if (ec) {
-      fail(ec, Phase::kRead);
-      return false;
-    }
-    conn_->buffer.commit(n);
-    const bool hadHeader = parser_->is_header_done();
-    if (const beast::error_code e = parseBuffered(*parser_, conn_->buffer); e) {
-      fail(e, Phase::kRead);
-      return false;
-    }
-    if (!hadHeader && parser_->is_header_done() && declaredTooLarge()) {
-      fail(bhttp::error::body_limit, Phase::kRead);
-      return false;
-    }
-    if (parser_->is_done()) {
-      onRead({});
-      return false;
-    }
-    return true;
+    asyncReadUntil(
+        conn_->stream, conn_->buffer, *parser_,
+        [this](const auto& p) { return p.is_done() || (p.is_header_done() && declaredTooLarge()); },
+        [self = shared_from_this()](const beast::error_code& ec) { self->onRead(ec); }, readable);
   }
 
   // Boost 1.74's parser does not apply body_limit to a response's Content-Length, so the declared
-  // length is checked once the header is in, before any of the body is read.
+  // length is checked as soon as the header is in, before the body is waited for.
   bool declaredTooLarge() const {
     const boost::optional<std::uint64_t> length = parser_->content_length();
     return length && *length > core_.options.maxResponseBytes;
@@ -566,34 +510,10 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     conn_->stream.close();
   }
 
-  void onHeader(const beast::error_code& ec) {
-    if (finished_) return;
-    if (ec) {
-      fail(ec, Phase::kRead);
-      return;
-    }
-    if (declaredTooLarge()) {
-      fail(bhttp::error::body_limit, Phase::kRead);
-      return;
-    }
-    // Usually the body came with the header, in the same read.
-    if (const beast::error_code e = parseBuffered(*parser_, conn_->buffer);
-        e || parser_->is_done()) {
-      onRead(e);
-      return;
-    }
-    conn_->stream.visit([this](auto& s) {
-      bhttp::async_read(s, conn_->buffer, *parser_,
-                        [self = shared_from_this()](const beast::error_code& e, std::size_t) {
-                          self->onRead(e);
-                        });
-    });
-  }
-
   void onRead(const beast::error_code& ec) {
     if (finished_) return;
-    if (ec) {
-      fail(ec, Phase::kRead);
+    if (ec || declaredTooLarge()) {
+      fail(ec ? ec : bhttp::error::body_limit, Phase::kRead);
       return;
     }
     Response response = std::move(parser_->get());
@@ -757,17 +677,25 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   }
 
   void write() {
-    conn_->stream.tcp().expires_at(deadline_);
+    // Until the headers are in, the connection's watchdog keeps the deadline.
+    conn_->stream.tcp().expires_never();
+    conn_->watchdog.expiresAt(deadline_);
     asyncWriteMessage(conn_->stream, wireHead_, body_,
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
                         if (self->stopped()) return;
                         if (ec) {
-                          self->fail(transportError(*self->core_, self->what_, ec, Phase::kWrite,
-                                                    self->timeout_));
+                          self->failIo(ec, Phase::kWrite);
                           return;
                         }
                         self->readHeader();
                       });
+  }
+
+  // A failed write or header read; past the deadline, whatever the operation reported, it is the
+  // watchdog that closed the connection.
+  void failIo(beast::error_code ec, Phase phase) {
+    if (conn_->timedOut) ec = beast::error::timeout;
+    fail(transportError(*core_, what_, ec, phase, timeout_));
   }
 
   void readHeader() {
@@ -780,8 +708,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
           [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
             if (self->stopped()) return;
             if (ec) {
-              self->fail(
-                  transportError(*self->core_, self->what_, ec, Phase::kRead, self->timeout_));
+              self->failIo(ec, Phase::kRead);
               return;
             }
             self->onHeader();
@@ -799,7 +726,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     }
     cv_.notify_all();
     // The body has no deadline: read() has its own timeout, and cancel() ends it.
-    conn_->stream.tcp().expires_never();
+    conn_->watchdog.never();
     readBody();
   }
 

@@ -276,12 +276,10 @@ void Session::readHeader() {
   // One deadline for the whole request, headers and body; on an idle keep-alive connection it is
   // the idle timeout.
   watchdog_.expiresAfter(core_.options.requestTimeout);
-  stream_.visit([this](auto& s) {
-    bhttp::async_read_header(s, buffer_, *parser_,
-                             [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                               self->onHeader(ec);
-                             });
-  });
+  parser_->eager(false);
+  asyncReadUntil(
+      stream_, buffer_, *parser_, [](const auto& p) { return p.is_header_done(); },
+      [self = shared_from_this()](const beast::error_code& ec) { self->onHeader(ec); });
 }
 
 void Session::onHeader(const beast::error_code& ec) {
@@ -314,17 +312,11 @@ void Session::onHeader(const beast::error_code& ec) {
 }
 
 void Session::readBody() {
-  // Usually the body came with the header, in the same read.
-  if (const beast::error_code ec = parseBuffered(*parser_, buffer_); ec || parser_->is_done()) {
-    onBody(ec);
-    return;
-  }
-  stream_.visit([this](auto& s) {
-    bhttp::async_read(s, buffer_, *parser_,
-                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                        self->onBody(ec);
-                      });
-  });
+  // Usually the body came with the header, in the same read, and is parsed without I/O.
+  parser_->eager(true);
+  asyncReadUntil(
+      stream_, buffer_, *parser_, [](const auto& p) { return p.is_done(); },
+      [self = shared_from_this()](const beast::error_code& ec) { self->onBody(ec); });
 }
 
 void Session::onBody(const beast::error_code& ec) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace kshard::http::beast_detail {
@@ -43,6 +44,18 @@ class AnyStream {
       fn(*tls_);
     } else {
       fn(*plain_);
+    }
+  }
+
+  // Calls `fn` with what reads and writes go through when a Watchdog keeps the deadline: the TLS
+  // stream, or for a plain connection the socket itself, below the Beast stream's own timer (whose
+  // operation layers, work guards and executor copies cost more than the system call they wrap).
+  template <typename Fn>
+  void visitIo(Fn&& fn) {
+    if (tls_) {
+      fn(*tls_);
+    } else {
+      fn(plain_->socket());
     }
   }
 
@@ -120,31 +133,121 @@ template <typename Handler>
 void asyncWriteMessage(AnyStream& stream, const std::string& head, const std::string& body,
                        Handler&& done) {
   const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(body)};
-  stream.visit(
+  stream.visitIo(
       [&buffers, &done](auto& s) { net::async_write(s, buffers, std::forward<Handler>(done)); });
 }
 
 // What a connection's read buffer holds from the start: a message of this size (headers and body)
-// arrives in one read. Beast reads at most the buffer's free space, and no less than 512 bytes,
-// so an unreserved buffer took three reads, three timer updates and three trips through the event
-// loop for a 1 KiB message.
+// arrives in one read. A read asks for at most the buffer's free space, and no less than 512
+// bytes (beast::read_size), so an unreserved buffer took three reads and three trips through the
+// event loop for a 1 KiB message.
 constexpr std::size_t kReadBufferBytes = 8 * 1024;
 
-// Parses into `parser`, whose header is complete, the bytes `buffer` already holds, without I/O.
-// Beast's async_read would parse them too, but only after a trip through the event loop. Returns
-// what the parser reported; `need_more` (the message goes on beyond the buffer) is no error.
-template <bool isRequest>
-beast::error_code parseBuffered(boost::beast::http::basic_parser<isRequest>& parser,
-                                beast::flat_buffer& buffer) {
-  beast::error_code ec;
-  parser.eager(true);
-  while (!parser.is_done() && buffer.size() > 0) {
-    const std::size_t used = parser.put(buffer.data(), ec);
-    buffer.consume(used);
-    if (ec == boost::beast::http::error::need_more) return {};
-    if (ec || used == 0) break;
+// Reads into `buffer` and parses into `parser` until `done(parser)` holds, then calls
+// `handler(error_code)`. What the buffer already holds is parsed first; each read is one
+// async_read_some on stream.visitIo(), instead of Beast's composed read operations. The parser's
+// eager setting is the caller's: not eager, it stops after the header. Errors are Beast's: the
+// parser's, end_of_stream when the peer closed before sending anything, partial_message when it
+// closed in the middle of a message, or the read's.
+//
+// With `readable` (a plain connection whose wait for readability fired), the bytes are read at
+// once, without a trip through the event loop, until the socket runs dry; the socket must be in
+// non-blocking mode.
+template <bool isRequest, typename Done, typename Handler>
+class ReadUntil {
+ public:
+  using Parser = boost::beast::http::basic_parser<isRequest>;
+  ReadUntil(AnyStream& stream, beast::flat_buffer& buffer, Parser& parser, Done done,
+            Handler handler)
+      : stream_(stream),
+        buffer_(buffer),
+        parser_(parser),
+        done_(std::move(done)),
+        handler_(std::move(handler)) {}
+
+  void start(bool readable) {
+    readable_ = readable && !stream_.isTls();
+    if (parse()) next();
   }
-  return ec;
+
+  void operator()(const beast::error_code& ec, std::size_t n) {
+    if (consume(ec, n)) next();
+  }
+
+ private:
+  // Reads on: at once while the socket is known to hold bytes, then asynchronously.
+  void next() {
+    while (readable_) {
+      beast::error_code ec;
+      const std::size_t n = stream_.socket().read_some(buffer_.prepare(readSize()), ec);
+      if (ec == net::error::would_block) {
+        readable_ = false;
+        break;
+      }
+      if (!consume(ec, n)) return;
+    }
+    const std::size_t size = readSize();
+    stream_.visitIo(
+        [this, size](auto& s) { s.async_read_some(buffer_.prepare(size), std::move(*this)); });
+  }
+
+  // Takes in a read's outcome; false once the handler was called.
+  bool consume(beast::error_code ec, std::size_t n) {
+    if (ec == net::error::eof) {
+      if (!parser_.got_some()) {
+        handler_(beast::error_code(boost::beast::http::error::end_of_stream));
+        return false;
+      }
+      ec = {};
+      parser_.put_eof(ec);  // partial_message unless the message is complete
+      handler_(ec);
+      return false;
+    }
+    if (ec) {
+      handler_(ec);
+      return false;
+    }
+    buffer_.commit(n);
+    return parse();
+  }
+
+  // Parses what the buffer holds; false once the handler was called.
+  bool parse() {
+    beast::error_code ec;
+    while (!done_(parser_) && buffer_.size() > 0) {
+      const std::size_t used = parser_.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == boost::beast::http::error::need_more) {
+        ec = {};
+        break;
+      }
+      if (ec || used == 0) break;
+    }
+    if (ec || done_(parser_)) {
+      handler_(ec);
+      return false;
+    }
+    return true;
+  }
+
+  std::size_t readSize() { return beast::read_size(buffer_, 64 * 1024); }
+
+  AnyStream& stream_;
+  beast::flat_buffer& buffer_;
+  Parser& parser_;
+  Done done_;
+  Handler handler_;
+  bool readable_ = false;
+};
+
+// See ReadUntil.
+template <bool isRequest, typename Done, typename Handler>
+void asyncReadUntil(AnyStream& stream, beast::flat_buffer& buffer,
+                    boost::beast::http::basic_parser<isRequest>& parser, Done done,
+                    Handler&& handler, bool readable = false) {
+  ReadUntil<isRequest, Done, std::decay_t<Handler>>(stream, buffer, parser, std::move(done),
+                                                    std::forward<Handler>(handler))
+      .start(readable);
 }
 
 // Boost 1.74's Beast speaks boost::string_view; kshard speaks std::string_view.

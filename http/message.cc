@@ -129,9 +129,14 @@ bool percentDecode(std::string_view in, std::string& out, bool plusIsSpace) {
 }
 
 std::string percentEncode(std::string_view in) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
-  out.reserve(in.size());
+  appendPercentEncoded(out, in);
+  return out;
+}
+
+void appendPercentEncoded(std::string& out, std::string_view in) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  out.reserve(out.size() + in.size());
   for (const char ch : in) {
     const auto c = static_cast<unsigned char>(ch);
     if (isUnreserved(c)) {
@@ -142,7 +147,6 @@ std::string percentEncode(std::string_view in) {
       out.push_back(kHex[c & 0x0F]);
     }
   }
-  return out;
 }
 
 }  // namespace kshard::http

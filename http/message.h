@@ -35,6 +35,12 @@ class Headers {
   // Replaces every field of that name.
   void set(std::string name, std::string value);
   void remove(std::string_view name);
+  // Removes every field for which `pred(name)` holds.
+  template <typename Pred>
+  void removeIf(Pred pred) {
+    std::erase_if(entries_, [&pred](const Entry& e) { return pred(std::string_view(e.first)); });
+  }
+  void reserve(std::size_t n) { entries_.reserve(n); }
   std::optional<std::string_view> get(std::string_view name) const;
   bool has(std::string_view name) const { return get(name).has_value(); }
 
@@ -82,5 +88,7 @@ struct Response {
 bool percentDecode(std::string_view in, std::string& out, bool plusIsSpace = false);
 // Percent-encodes everything outside RFC 3986's unreserved set, so an entity id is one segment.
 std::string percentEncode(std::string_view in);
+// The same, appended to `out`.
+void appendPercentEncoded(std::string& out, std::string_view in);
 
 }  // namespace kshard::http

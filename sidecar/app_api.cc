@@ -59,7 +59,7 @@ void AppApi::send(http::Request request, http::Responder responder) {
   }
   m.shard = *shard;
   m.mode = *mode;
-  m.headers = passThroughHeaders(request.headers);
+  m.headers = passThroughHeaders(std::move(request.headers));
   m.body = std::move(request.body);
   // std::function needs a copyable target; the Responder is move-only.
   auto res = std::make_shared<http::Responder>(std::move(responder));

@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include "protocol/wire.h"
+#include "sidecar/entity_request.h"
 
 namespace kshard::sidecar {
 namespace {
@@ -14,7 +15,7 @@ std::chrono::milliseconds toMillis(Duration d) {
 }  // namespace
 
 std::string entityCallbackPath(const EntityKey& key) {
-  return "/kshard/entities/" + http::percentEncode(key.type) + "/" + http::percentEncode(key.id);
+  return entityPath("/kshard/entities/", key);
 }
 
 bool isHopByHopHeader(std::string_view name) {
@@ -44,9 +45,8 @@ void AppHost::deliver(Message message, Epoch epoch,
   http::Request req;
   req.method = http::Method::kPost;
   req.target = entityCallbackPath(message.key);
-  for (const auto& [name, value] : message.headers) {
-    if (!isHopByHopHeader(name)) req.headers.add(name, value);
-  }
+  req.headers = std::move(message.headers);
+  req.headers.removeIf(isHopByHopHeader);
   req.headers.set(std::string(protocol::kShardHeader), std::to_string(message.shard));
   req.headers.set(std::string(protocol::kEpochHeader), std::to_string(epoch));
   req.headers.set(std::string(protocol::kModeHeader),

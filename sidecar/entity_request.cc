@@ -28,15 +28,23 @@ std::optional<DeliveryMode> parseMode(std::string_view text) {
   return std::nullopt;
 }
 
-http::Headers passThroughHeaders(const http::Headers& headers) {
-  http::Headers out;
-  for (const auto& [name, value] : headers) {
-    if (isHopByHopHeader(name)) continue;
-    if (name.size() >= 7 && ::strncasecmp(name.c_str(), "kshard-", 7) == 0) continue;
-    if (::strcasecmp(name.c_str(), "authorization") == 0) continue;
-    out.add(name, value);
-  }
-  return out;
+std::string entityPath(std::string_view prefix, const EntityKey& key) {
+  std::string path;
+  path.reserve(prefix.size() + key.type.size() + key.id.size() + 8);
+  path.append(prefix);
+  http::appendPercentEncoded(path, key.type);
+  path.push_back('/');
+  http::appendPercentEncoded(path, key.id);
+  return path;
+}
+
+http::Headers passThroughHeaders(http::Headers headers) {
+  headers.removeIf([](std::string_view name) {
+    return isHopByHopHeader(name) ||
+           (name.size() >= 7 && ::strncasecmp(name.data(), "kshard-", 7) == 0) ||
+           (name.size() == 13 && ::strncasecmp(name.data(), "authorization", 13) == 0);
+  });
+  return headers;
 }
 
 }  // namespace kshard::sidecar

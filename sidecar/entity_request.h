@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/status.h"
@@ -22,8 +23,12 @@ inline constexpr std::size_t kDefaultMaxEntityIdBytes = 1024;
 // "ask" | "tell"; nullopt for anything else.
 std::optional<DeliveryMode> parseMode(std::string_view text);
 
+// `prefix` (ending in '/') followed by the entity's type and id, each percent-encoded as one
+// segment: "/kshard/entities/counter/a%2Fb".
+std::string entityPath(std::string_view prefix, const EntityKey& key);
+
 // The headers of a request that travel with the message to the app (everything but hop-by-hop
 // headers, kshard's own Kshard-* headers and the caller's Authorization).
-http::Headers passThroughHeaders(const http::Headers& headers);
+http::Headers passThroughHeaders(http::Headers headers);
 
 }  // namespace kshard::sidecar

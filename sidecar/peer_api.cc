@@ -107,7 +107,7 @@ void PeerApi::forwarded(http::Request request, http::Responder responder) {
     return;
   }
   m.mode = *mode;
-  m.headers = passThroughHeaders(request.headers);
+  m.headers = passThroughHeaders(std::move(request.headers));
   m.body = std::move(request.body);
   const ShardId shard = m.shard;
 

@@ -2,12 +2,11 @@
 
 #include "protocol/wire.h"
 #include "sidecar/app_host.h"
+#include "sidecar/entity_request.h"
 
 namespace kshard::sidecar {
 
-std::string peerEntityPath(const EntityKey& key) {
-  return "/v1/peer/entities/" + http::percentEncode(key.type) + "/" + http::percentEncode(key.id);
-}
+std::string peerEntityPath(const EntityKey& key) { return entityPath("/v1/peer/entities/", key); }
 
 PeerHttpClient::PeerHttpClient(ClientFactory factory, std::size_t maxPeers,
                                std::function<std::string()> authorization)
@@ -66,13 +65,8 @@ ForwardResult PeerHttpClient::classify(StatusOr<http::Response> result) {
     return out;
   }
   out.outcome = ForwardOutcome::kAnswered;
-  http::Response clean;
-  clean.status = r.status;
-  for (const auto& [name, value] : r.headers) {
-    if (!isHopByHopHeader(name)) clean.headers.add(name, value);
-  }
-  clean.body = std::move(r.body);
-  out.response = std::move(clean);
+  r.headers.removeIf(isHopByHopHeader);
+  out.response = std::move(r);
   return out;
 }
 
@@ -81,6 +75,7 @@ void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Ep
   http::Request req;
   req.method = http::Method::kPost;
   req.target = peerEntityPath(message.key);
+  req.headers.reserve(message.headers.size() + 4);
   for (const auto& [name, value] : message.headers) {
     if (!isHopByHopHeader(name)) req.headers.add(name, value);
   }

@@ -1,0 +1,77 @@
+// What travels with a message from hop to hop: the headers passed on to the app, the paths of an
+// entity, and how a peer's answer is read.
+#include "sidecar/entity_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/wire.h"
+#include "sidecar/peer_http_client.h"
+
+namespace kshard::sidecar {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> fields(const http::Headers& h) {
+  return {h.begin(), h.end()};
+}
+
+TEST(PassThroughHeaders, KeepsTheAppsFieldsInOrderAndDropsTransportKshardAndCredentials) {
+  http::Headers in;
+  in.add("Content-Type", "application/json");
+  in.add("connection", "keep-alive");
+  in.add("X-Trace", "1");
+  in.add("Content-Length", "12");
+  in.add("KSHARD-EPOCH", "4");
+  in.add("Kshard-Shard", "7");
+  in.add("Authorization", "Bearer secret");
+  in.add("Transfer-Encoding", "chunked");
+  in.add("X-Trace", "2");
+  in.add("Kshard", "not a kshard- field");
+  const http::Headers out = passThroughHeaders(std::move(in));
+  EXPECT_EQ(fields(out),
+            (std::vector<std::pair<std::string, std::string>>{{"Content-Type", "application/json"},
+                                                              {"X-Trace", "1"},
+                                                              {"X-Trace", "2"},
+                                                              {"Kshard", "not a kshard- field"}}));
+}
+
+TEST(EntityPath, EncodesTypeAndIdAsOneSegmentEach) {
+  EXPECT_EQ(entityPath("/kshard/entities/", EntityKey{"counter", "a/b c"}),
+            "/kshard/entities/counter/a%2Fb%20c");
+  EXPECT_EQ(peerEntityPath(EntityKey{"ty pe", "\xe2\x82\xac"}),
+            "/v1/peer/entities/ty%20pe/%E2%82%AC");
+}
+
+TEST(PeerAnswer, AnAnswerLosesItsHopByHopFieldsAndKeepsTheRest) {
+  http::Response r;
+  r.status = 201;
+  r.headers.add("Content-Length", "5");
+  r.headers.add("Content-Type", "text/plain");
+  r.headers.add("Connection", "close");
+  r.headers.add("X-App", "yes");
+  r.body = "hello";
+  const ForwardResult out = PeerHttpClient::classify(std::move(r));
+  ASSERT_EQ(out.outcome, ForwardOutcome::kAnswered);
+  EXPECT_EQ(out.response.status, 201);
+  EXPECT_EQ(out.response.body, "hello");
+  EXPECT_EQ(fields(out.response.headers), (std::vector<std::pair<std::string, std::string>>{
+                                              {"Content-Type", "text/plain"}, {"X-App", "yes"}}));
+}
+
+TEST(PeerAnswer, ARefusalByTheOwnerIsNotAnAnswer) {
+  http::Response r;
+  r.status = 409;
+  r.headers.add(std::string(protocol::kErrorHeader),
+                std::string(protocol::errors::kEntityNotManagedByThisPod));
+  EXPECT_EQ(PeerHttpClient::classify(std::move(r)).outcome, ForwardOutcome::kNotManaged);
+  // The same status from the app, without kshard's error field, is the app's answer.
+  http::Response app;
+  app.status = 409;
+  EXPECT_EQ(PeerHttpClient::classify(std::move(app)).outcome, ForwardOutcome::kAnswered);
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

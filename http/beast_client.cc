@@ -53,10 +53,10 @@ struct Conn {
   Watchdog watchdog;
   bool timedOut = false;
   bool reused = false;
-  // Plain connections (not TLS) learn that the server sent something by a wait for readability
-  // instead of a read that may find nothing: an exchange arms it before it writes its request, and
-  // after the response it stays armed while the connection is pooled, where it firing means the
-  // server closed the connection or sent bytes nobody asked for. Strand only.
+  // Plain connections (not TLS) learn that the server sent something by a wait for readability,
+  // then read what came at once: an exchange arms it before it writes its request, and after the
+  // response it stays armed while the connection is pooled, where it firing means the server
+  // closed the connection or sent bytes nobody asked for (no check per reuse). Strand only.
   bool watching = false;             // the wait is pending
   bool readable = false;             // it completed, and nobody has read since
   std::function<void()> onReadable;  // the exchange waiting for its response, if any

@@ -184,7 +184,8 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
 namespace {
 
 // True when a pooled TLS connection still looks usable: no FIN or stray bytes from the server.
-// (A plain connection's wait for readability tells its pool the same without a system call.)
+// (A plain connection's wait for readability tells its pool the same when it happens, so a plain
+// one needs no check per reuse.)
 bool looksAlive(Conn& conn) {
   if (!conn.stream.isTls()) return true;
   char byte = 0;

@@ -11,11 +11,16 @@ namespace {
 // A field that would break the message's framing if copied as it is: CR, LF or NUL in its name or
 // value (header injection), or an empty name. Parsed messages never have one; a handler's or a
 // caller's headers might.
+// One pass per string: find_first_of with a set of three would call memchr once per character.
+bool breaksFraming(std::string_view s, bool isName) {
+  for (const char c : s) {
+    if (c == '\r' || c == '\n' || c == '\0' || (isName && c == ':')) return true;
+  }
+  return false;
+}
+
 bool unsafeField(std::string_view name, std::string_view value) {
-  constexpr std::string_view kBreaking("\r\n\0", 3);
-  return name.empty() || name.find_first_of(kBreaking) != std::string_view::npos ||
-         name.find(':') != std::string_view::npos ||
-         value.find_first_of(kBreaking) != std::string_view::npos;
+  return name.empty() || breaksFraming(name, true) || breaksFraming(value, false);
 }
 
 void appendNumber(std::string& out, std::uint64_t n) {

@@ -59,12 +59,18 @@ TEST(RequestHeadTest, DropsFieldsThatWouldInjectHeaders) {
   r.headers.add("X-Bad\nName", "v");
   r.headers.add("X-Nul", std::string("a\0b", 3));
   r.headers.add("", "empty name");
+  r.headers.add("X-Colon:Name", "v");
+  r.headers.add(std::string("X-Nul\0Name", 10), "v");
+  r.headers.add("X-Cr", "a\rb");
   const std::string head = requestHead(r, "h", "");
   EXPECT_NE(head.find("X-Ok: fine\r\n"), std::string::npos);
   EXPECT_EQ(head.find("Injected"), std::string::npos) << head;
   EXPECT_EQ(head.find("X-Bad"), std::string::npos) << head;
   EXPECT_EQ(head.find("X-Nul"), std::string::npos) << head;
   EXPECT_EQ(head.find("empty name"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Colon"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Cr"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Name"), std::string::npos) << head;
 }
 
 TEST(ResponseHeadTest, KeepAliveHttp11HasNoConnectionField) {

@@ -268,7 +268,9 @@ int fuzzOneRouter(const std::uint8_t* data, std::size_t size) {
     check(seen.route == e.route, "the most specific route wins",
           target + " -> " + std::string(seen.route->pattern) + ", expected " +
               std::string(e.route->pattern));
-    check(seen.request.params == e.params,
+    check(std::map<std::string, std::string>(seen.request.params.begin(),
+                                             seen.request.params.end()) == e.params &&
+              seen.request.params.size() == e.params.size(),
           "each capture is exactly one percent-decoded segment, never more", target);
     check(seen.request.path == e.rawPath, "request.path is the raw path", target);
     check(seen.request.query == e.query, "query parameters are decoded, first one wins", target);

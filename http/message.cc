@@ -82,8 +82,10 @@ std::optional<std::string_view> Headers::get(std::string_view name) const {
 }
 
 std::string_view Request::param(std::string_view name) const {
-  const auto it = params.find(std::string(name));
-  return it == params.end() ? std::string_view() : std::string_view(it->second);
+  for (const auto& [key, value] : params) {
+    if (key == name) return value;
+  }
+  return {};
 }
 
 std::optional<std::string_view> Request::queryParam(std::string_view name) const {

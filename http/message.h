@@ -62,10 +62,11 @@ struct Request {
   std::chrono::milliseconds timeout{0};
 
   // Filled in by the server before the handler runs.
-  std::string path;                           // target without the query, still percent-encoded
-  std::map<std::string, std::string> query;   // decoded query parameters
-  std::map<std::string, std::string> params;  // decoded captures of the route pattern
-  std::string remoteAddress;                  // "ip:port" of the peer
+  std::string path;                          // target without the query, still percent-encoded
+  std::map<std::string, std::string> query;  // decoded query parameters
+  // Decoded captures of the route pattern, in path order; a pattern never names one twice.
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string remoteAddress;  // "ip:port" of the peer
 
   // The capture named `name` (empty when the route has none of that name).
   std::string_view param(std::string_view name) const;

@@ -1,5 +1,7 @@
 #include "http/router.h"
 
+#include <algorithm>
+#include <boost/container/small_vector.hpp>
 #include <cassert>
 #include <cstdint>
 #include <exception>
@@ -64,6 +66,8 @@ void Router::add(Method method, std::string_view pattern, Handler handler) {
   for (const std::string_view segment : segments) {
     if (isCapture(segment)) {
       names.emplace_back(segment.substr(1, segment.size() - 2));
+      assert(std::count(names.begin(), names.end(), names.back()) == 1 &&
+             "a pattern names each capture once");
       if (node->capture == nullptr) node->capture = std::make_unique<Node>();
       node = node->capture.get();
     } else {
@@ -100,19 +104,25 @@ void Router::dispatch(Request request, Responder responder) const {
     return;
   }
 
-  std::vector<std::string> segments;
-  segments.reserve(8);
-  for (const std::string_view raw : splitPath(path)) {
+  // Inline room for the paths of kshard's own APIs: no allocation per message beyond the
+  // decoded segments that are too long for a short string.
+  boost::container::small_vector<std::string, 8> segments;
+  for (std::size_t start = 1;;) {
+    const std::size_t slash = path.find('/', start);
+    const std::string_view raw =
+        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
     if (!percentDecode(raw, segments.emplace_back())) {
       responder.send(
           Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
       return;
     }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
   }
 
   // Every node the path reaches, literal branches first, so the first candidate that has the
   // method is the most specific route; with each, which segments it captured (bit i: segment i).
-  std::vector<std::pair<const Node*, CaptureMask>> candidates;
+  boost::container::small_vector<std::pair<const Node*, CaptureMask>, 4> candidates;
   if (segments.size() <= kMaxSegments) {
     auto walk = [&](auto&& self, const Node* node, std::size_t index, CaptureMask mask) -> void {
       if (index == segments.size()) {
@@ -133,11 +143,13 @@ void Router::dispatch(Request request, Responder responder) const {
   for (const auto& [node, mask] : candidates) {
     const auto route = node->routes.find(request.method);
     if (route == node->routes.end()) continue;
+    const std::vector<std::string>& names = route->second.captureNames;
     request.params.clear();
+    request.params.reserve(names.size());
     std::size_t name = 0;
     for (std::size_t i = 0; i < segments.size(); ++i) {
       if (mask & (CaptureMask{1} << i)) {
-        request.params[route->second.captureNames[name++]] = std::move(segments[i]);
+        request.params.emplace_back(names[name++], std::move(segments[i]));
       }
     }
     try {

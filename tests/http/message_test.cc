@@ -47,10 +47,12 @@ TEST(HeadersTest, SetReplacesEveryFieldOfThatName) {
 
 TEST(RequestTest, ParamAndQueryParamLookups) {
   Request r;
-  r.params["id"] = "a/b";
+  r.params = {{"type", "counter"}, {"id", "a/b"}};
   r.query["mode"] = "tell";
   EXPECT_EQ(r.param("id"), "a/b");
-  EXPECT_EQ(r.param("type"), "");
+  EXPECT_EQ(r.param("type"), "counter");
+  EXPECT_EQ(r.param("ty"), "");
+  EXPECT_EQ(r.param("other"), "");
   EXPECT_EQ(r.queryParam("mode"), "tell");
   EXPECT_FALSE(r.queryParam("x").has_value());
 }

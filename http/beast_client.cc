@@ -62,11 +62,17 @@ struct Conn {
   std::function<void()> onReadable;  // the exchange waiting for its response, if any
 };
 
-// Something in flight that the client's destruction must end.
+// Something in flight that the client's destruction must end. Tracked in its loop's list of
+// what is in flight (Core::track): the links live here, so tracking allocates nothing.
 class Abortable {
  public:
   virtual ~Abortable() = default;
   virtual void abort() = 0;
+
+  // Core's links, under the loop's mutex: the neighbours in the list and the owner to lock.
+  Abortable* prevTracked = nullptr;
+  Abortable* nextTracked = nullptr;
+  std::weak_ptr<Abortable> tracked;
 };
 
 enum class Phase { kConnect, kHandshake, kWrite, kRead };
@@ -136,14 +142,26 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
     Loop& l = *loops[loop];
     std::lock_guard<std::mutex> lock(l.mu);
     if (l.closing) return false;
-    l.inflight.emplace(a, std::move(weak));
+    a->tracked = std::move(weak);
+    a->prevTracked = nullptr;
+    a->nextTracked = l.inflight;
+    if (l.inflight != nullptr) l.inflight->prevTracked = a;
+    l.inflight = a;
     return true;
   }
   void untrack(std::size_t loop, Abortable* a) {
     Loop& l = *loops[loop];
     std::lock_guard<std::mutex> lock(l.mu);
-    l.inflight.erase(a);
-    if (l.inflight.empty()) l.drained.notify_all();
+    if (a->prevTracked != nullptr) {
+      a->prevTracked->nextTracked = a->nextTracked;
+    } else if (l.inflight == a) {
+      l.inflight = a->nextTracked;
+    } else {
+      return;  // not tracked
+    }
+    if (a->nextTracked != nullptr) a->nextTracked->prevTracked = a->prevTracked;
+    a->prevTracked = a->nextTracked = nullptr;
+    if (l.inflight == nullptr) l.drained.notify_all();
   }
   bool isClosing(std::size_t loop) {
     Loop& l = *loops[loop];
@@ -171,7 +189,7 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
     std::mutex mu;
     std::condition_variable drained;  // inflight became empty
     std::vector<Idle> idle;
-    std::map<Abortable*, std::weak_ptr<Abortable>> inflight;
+    Abortable* inflight = nullptr;  // the first of a list linked through Abortable
     bool closing = false;
   };
   std::vector<std::unique_ptr<Loop>> loops;
@@ -335,6 +353,20 @@ std::string wireHead(const BeastClient::Core& core, const Request& r) {
   return requestHead(r, core.origin.hostHeader, core.options.userAgent);
 }
 
+// "METHOD url" of a request, from its wire head, for error messages: built only when one is
+// needed, not for every request.
+std::string describeRequest(const BeastClient::Core& core, std::string_view wireHead) {
+  const std::string_view line = wireHead.substr(0, wireHead.find("\r\n"));
+  const std::size_t space = line.find(' ');
+  const std::size_t version = line.rfind(' ');
+  std::string out(line.substr(0, space));
+  out += ' ';
+  out += core.origin.url;
+  if (space != std::string_view::npos && version > space)
+    out += line.substr(space + 1, version - space - 1);
+  return out;
+}
+
 Headers toHeaders(const bhttp::fields& fields) {
   Headers h;
   for (const auto& f : fields) h.add(std::string(f.name_string()), std::string(f.value()));
@@ -380,7 +412,6 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
         deadline_(Clock::now() + timeout_),
         idempotent_(idempotent(request.method)),
         head_(request.method == Method::kHead),
-        what_(std::string(methodName(request.method)) + " " + core.origin.url + request.target),
         wireHead_(wireHead(core, request)),
         body_(std::move(request.body)),
         done_(std::move(done)) {}
@@ -400,7 +431,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     // abort() to it.
     if (!core_.track(loop_, this, weak_from_this())) {
       if (conn_ != nullptr) closeOnStrand(conn_);
-      finish(cancelled(what_ + ": the client is shutting down"));
+      finish(cancelled(what() + ": the client is shutting down"));
       return;
     }
     // Dispatched: started from a handler on the same loop (a forward), the request is written
@@ -416,7 +447,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     net::post(exec_, [self = shared_from_this()] {
       if (self->finished_) return;
       if (self->conn_) self->abandonConn();
-      self->finish(cancelled(self->what_ + ": the client is shutting down"));
+      self->finish(cancelled(self->what() + ": the client is shutting down"));
     });
   }
 
@@ -544,7 +575,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       return;
     }
     abandonConn();
-    finish(transportError(core_, what_, ec, phase, timeout_));
+    finish(transportError(core_, what(), ec, phase, timeout_));
   }
 
   void finish(StatusOr<Response> result) {
@@ -562,7 +593,8 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   const Clock::time_point deadline_;
   const bool idempotent_;
   const bool head_;
-  const std::string what_;
+  std::string what() const { return describeRequest(core_, wireHead_); }
+
   const std::string wireHead_;  // the request line and fields
   const std::string body_;
   ResponseCallback done_;
@@ -582,7 +614,6 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
       : core_(std::move(core)),
         timeout_(request.timeout.count() > 0 ? request.timeout : core_->options.requestTimeout),
         deadline_(Clock::now() + timeout_),
-        what_(std::string(methodName(request.method)) + " " + core_->origin.url + request.target),
         wireHead_(wireHead(*core_, request)),
         body_(std::move(request.body)),
         loop_(core_->io().pick()),
@@ -591,13 +622,13 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   // Blocks until the status and headers arrived or the request failed.
   Status open() {
     if (!core_->track(loop_, this, weak_from_this())) {
-      return cancelled(what_ + ": the client is shutting down");
+      return cancelled(what() + ": the client is shutting down");
     }
     net::post(exec_, [self = shared_from_this()] { self->connect(); });
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return headersDone_ || !error_.ok() || cancelled_; });
     if (headersDone_) return {};
-    return error_.ok() ? cancelled(what_ + ": cancelled") : error_;
+    return error_.ok() ? cancelled(what() + ": cancelled") : error_;
   }
 
   int status() const { return status_; }
@@ -607,7 +638,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, timeout,
                  [this] { return !pending_.empty() || eof_ || !error_.ok() || cancelled_; });
-    if (cancelled_) return cancelled(what_ + ": stream cancelled");
+    if (cancelled_) return cancelled(what() + ": stream cancelled");
     if (!pending_.empty()) {
       std::string out;
       out.swap(pending_);
@@ -619,7 +650,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     }
     if (!error_.ok()) return error_;
     if (eof_) return std::string();
-    return deadlineExceeded(what_ + ": no data within " + std::to_string(millis(timeout)) + " ms");
+    return deadlineExceeded(what() + ": no data within " + std::to_string(millis(timeout)) + " ms");
   }
 
   void cancel() {
@@ -637,7 +668,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   void abort() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (error_.ok()) error_ = cancelled(what_ + ": the client is shutting down");
+      if (error_.ok()) error_ = cancelled(what() + ": the client is shutting down");
     }
     cv_.notify_all();
     net::post(exec_, [self = shared_from_this()] { self->closeConn(); });
@@ -670,7 +701,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
         conn_, deadline_, [self = shared_from_this()](beast::error_code ec, Phase phase) {
           if (self->stopped()) return;
           if (ec) {
-            self->fail(transportError(*self->core_, self->what_, ec, phase, self->timeout_));
+            self->fail(transportError(*self->core_, self->what(), ec, phase, self->timeout_));
             return;
           }
           self->write();
@@ -696,7 +727,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   // watchdog that closed the connection.
   void failIo(beast::error_code ec, Phase phase) {
     if (conn_->timedOut) ec = beast::error::timeout;
-    fail(transportError(*core_, what_, ec, phase, timeout_));
+    fail(transportError(*core_, what(), ec, phase, timeout_));
   }
 
   void readHeader() {
@@ -753,8 +784,8 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
       if (ec) {
         if (error_.ok()) {
           error_ = (ec == bhttp::error::partial_message || ec == bhttp::error::end_of_stream)
-                       ? unavailable(what_ + ": the stream ended before the body was complete")
-                       : transportError(*core_, what_, ec, Phase::kRead, timeout_);
+                       ? unavailable(what() + ": the stream ended before the body was complete")
+                       : transportError(*core_, what(), ec, Phase::kRead, timeout_);
         }
       } else if (parser_->is_done()) {
         eof_ = true;
@@ -775,7 +806,8 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   const std::shared_ptr<BeastClient::Core> core_;
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
-  const std::string what_;
+  std::string what() const { return describeRequest(*core_, wireHead_); }
+
   const std::string wireHead_;  // the request line and fields
   const std::string body_;
   const std::size_t loop_;
@@ -835,8 +867,8 @@ BeastClient::~BeastClient() {
   for (auto& l : c.loops) {
     std::lock_guard<std::mutex> lock(l->mu);
     l->closing = true;
-    for (auto& [ptr, weak] : l->inflight) {
-      if (auto a = weak.lock()) live.push_back(std::move(a));
+    for (Abortable* a = l->inflight; a != nullptr; a = a->nextTracked) {
+      if (auto locked = a->tracked.lock()) live.push_back(std::move(locked));
     }
     for (auto& entry : l->idle) idle.push_back(std::move(entry));
     l->idle.clear();
@@ -856,7 +888,7 @@ BeastClient::~BeastClient() {
   const auto giveUp = Clock::now() + kAbortWait;
   for (auto& l : c.loops) {
     std::unique_lock<std::mutex> lock(l->mu);
-    l->drained.wait_until(lock, giveUp, [&l] { return l->inflight.empty(); });
+    l->drained.wait_until(lock, giveUp, [&l] { return l->inflight == nullptr; });
   }
 }
 

@@ -243,26 +243,25 @@ void EntityRegistry::startNextLocked(const EntityKey& key, Entity& e, Actions& o
   e.mailbox.pop_front();
   e.busy = true;
   const Epoch epoch = shards_.at(e.shard).epoch;
-  out.push_back([this, key, epoch, next = std::move(next)]() mutable {
-    host_.deliver(std::move(next.message), epoch,
-                  [this, key, done = std::move(next.done)](StatusOr<http::Response> r) mutable {
-                    onDelivered(key, std::move(done), std::move(r));
-                  });
+  // The entity stays in entities_ while it is busy (nothing removes a busy one), and the map's
+  // elements do not move, so the turn's end finds it by address rather than by a second lookup.
+  out.push_back([this, key, entity = &e, epoch, next = std::move(next)]() mutable {
+    host_.deliver(
+        std::move(next.message), epoch,
+        [this, key, entity, done = std::move(next.done)](StatusOr<http::Response> r) mutable {
+          onDelivered(key, *entity, std::move(done), std::move(r));
+        });
   });
 }
 
-void EntityRegistry::onDelivered(const EntityKey& key, DeliveryCallback done,
+void EntityRegistry::onDelivered(const EntityKey& key, Entity& e, DeliveryCallback done,
                                  StatusOr<http::Response> result) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
-    auto it = entities_.find(key);
-    if (it != entities_.end()) {  // always: a busy entity is never removed
-      Entity& e = it->second;
-      e.busy = false;
-      e.lastActive = scheduler_.clock().now();
-      afterTurnLocked(key, e, actions);
-    }
+    e.busy = false;
+    e.lastActive = scheduler_.clock().now();
+    afterTurnLocked(key, e, actions);
   }
   if (done) {
     done(DeliveryOutcome{std::nullopt, std::move(result)});

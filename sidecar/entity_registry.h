@@ -171,7 +171,8 @@ class EntityRegistry {
   using Actions = std::vector<std::function<void()>>;
 
   void startNextLocked(const EntityKey& key, Entity& e, Actions& out);
-  void onDelivered(const EntityKey& key, DeliveryCallback done, StatusOr<http::Response> result);
+  void onDelivered(const EntityKey& key, Entity& e, DeliveryCallback done,
+                   StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);
   void onIdle(const EntityKey& key);
   void afterTurnLocked(const EntityKey& key, Entity& e, Actions& out);

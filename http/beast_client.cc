@@ -63,16 +63,20 @@ struct Conn {
 };
 
 // Something in flight that the client's destruction must end. Tracked in its loop's list of
-// what is in flight (Core::track): the links live here, so tracking allocates nothing.
+// what is in flight (Core::track): the links live here, so tracking allocates nothing. One that
+// is destroyed while still tracked (its handlers dropped unrun, as when its threads stop first)
+// must untrack itself in its destructor, or the list would keep a dangling pointer.
 class Abortable {
  public:
   virtual ~Abortable() = default;
   virtual void abort() = 0;
 
   // Core's links, under the loop's mutex: the neighbours in the list and the owner to lock.
+  // isTracked is written only by this one's own track and untrack, so its destructor may read it.
   Abortable* prevTracked = nullptr;
   Abortable* nextTracked = nullptr;
   std::weak_ptr<Abortable> tracked;
+  bool isTracked = false;
 };
 
 enum class Phase { kConnect, kHandshake, kWrite, kRead };
@@ -143,6 +147,7 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
     std::lock_guard<std::mutex> lock(l.mu);
     if (l.closing) return false;
     a->tracked = std::move(weak);
+    a->isTracked = true;
     a->prevTracked = nullptr;
     a->nextTracked = l.inflight;
     if (l.inflight != nullptr) l.inflight->prevTracked = a;
@@ -152,15 +157,15 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   void untrack(std::size_t loop, Abortable* a) {
     Loop& l = *loops[loop];
     std::lock_guard<std::mutex> lock(l.mu);
+    if (!a->isTracked) return;
     if (a->prevTracked != nullptr) {
       a->prevTracked->nextTracked = a->nextTracked;
-    } else if (l.inflight == a) {
-      l.inflight = a->nextTracked;
     } else {
-      return;  // not tracked
+      l.inflight = a->nextTracked;
     }
     if (a->nextTracked != nullptr) a->nextTracked->prevTracked = a->prevTracked;
     a->prevTracked = a->nextTracked = nullptr;
+    a->isTracked = false;
     if (l.inflight == nullptr) l.drained.notify_all();
   }
   bool isClosing(std::size_t loop) {
@@ -362,8 +367,9 @@ std::string describeRequest(const BeastClient::Core& core, std::string_view wire
   std::string out(line.substr(0, space));
   out += ' ';
   out += core.origin.url;
-  if (space != std::string_view::npos && version > space)
+  if (space != std::string_view::npos && version > space) {
     out += line.substr(space + 1, version - space - 1);
+  }
   return out;
 }
 
@@ -415,6 +421,10 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
         wireHead_(wireHead(core, request)),
         body_(std::move(request.body)),
         done_(std::move(done)) {}
+
+  ~Exchange() override {
+    if (isTracked) core_.untrack(loop_, this);
+  }
 
   void start() {
     // Sent from a thread of the set, the exchange stays on that thread's loop: a connection of
@@ -618,6 +628,10 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
         body_(std::move(request.body)),
         loop_(core_->io().pick()),
         exec_(core_->io().connectionExecutor(loop_)) {}
+
+  ~StreamCore() override {
+    if (isTracked) core_->untrack(loop_, this);
+  }
 
   // Blocks until the status and headers arrived or the request failed.
   Status open() {

@@ -8,10 +8,8 @@ namespace kshard::http::beast_detail {
 
 namespace {
 
-// A field that would break the message's framing if copied as it is: CR, LF or NUL in its name or
-// value (header injection), or an empty name. Parsed messages never have one; a handler's or a
-// caller's headers might.
-// One pass per string: find_first_of with a set of three would call memchr once per character.
+// CR, LF or NUL in `s`, or in a name a colon. One pass: find_first_of with a set of three
+// characters would call memchr once per character of `s`.
 bool breaksFraming(std::string_view s, bool isName) {
   for (const char c : s) {
     if (c == '\r' || c == '\n' || c == '\0' || (isName && c == ':')) return true;
@@ -19,6 +17,9 @@ bool breaksFraming(std::string_view s, bool isName) {
   return false;
 }
 
+// A field that would break the message's framing if copied as it is: CR, LF or NUL in its name or
+// value (header injection), or an empty name. Parsed messages never have one; a handler's or a
+// caller's headers might.
 bool unsafeField(std::string_view name, std::string_view value) {
   return name.empty() || breaksFraming(name, true) || breaksFraming(value, false);
 }

@@ -15,19 +15,26 @@ constexpr Method kAllMethods[] = {Method::kGet,   Method::kHead,   Method::kPost
                                   Method::kPatch, Method::kDelete, Method::kOptions,
                                   Method::kTrace};
 
-// Splits "/a/b/c" into {"a", "b", "c"}; "/" is one empty segment, as is a trailing "/".
-std::vector<std::string_view> splitPath(std::string_view path) {
-  std::vector<std::string_view> segments;
-  std::size_t start = 1;
-  while (true) {
+// Calls `visit` with each segment of "/a/b/c" ("a", "b", "c") until it returns false; "/" is one
+// empty segment, as is a trailing "/". Returns false when `visit` stopped it. Patterns and
+// request paths are split by this one rule.
+template <typename Visit>
+bool forEachSegment(std::string_view path, Visit&& visit) {
+  for (std::size_t start = 1;;) {
     const std::size_t slash = path.find('/', start);
-    if (slash == std::string_view::npos) {
-      segments.push_back(path.substr(start));
-      return segments;
-    }
-    segments.push_back(path.substr(start, slash - start));
+    if (slash == std::string_view::npos) return visit(path.substr(start));
+    if (!visit(path.substr(start, slash - start))) return false;
     start = slash + 1;
   }
+}
+
+std::vector<std::string_view> splitPath(std::string_view path) {
+  std::vector<std::string_view> segments;
+  forEachSegment(path, [&](std::string_view segment) {
+    segments.push_back(segment);
+    return true;
+  });
+  return segments;
 }
 
 // Which segments of a path a route captured, one bit each: routes have at most kMaxSegments
@@ -104,20 +111,15 @@ void Router::dispatch(Request request, Responder responder) const {
     return;
   }
 
-  // Inline room for the paths of kshard's own APIs: no allocation per message beyond the
-  // decoded segments that are too long for a short string.
+  // Inline room for the paths of kshard's own APIs: the segments need no allocation of their
+  // own, only those too long for a short string do.
   boost::container::small_vector<std::string, 8> segments;
-  for (std::size_t start = 1;;) {
-    const std::size_t slash = path.find('/', start);
-    const std::string_view raw =
-        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
-    if (!percentDecode(raw, segments.emplace_back())) {
-      responder.send(
-          Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
-      return;
-    }
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
+  const bool decoded = forEachSegment(path, [&segments](std::string_view raw) {
+    return percentDecode(raw, segments.emplace_back());
+  });
+  if (!decoded) {
+    responder.send(Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
+    return;
   }
 
   // Every node the path reaches, literal branches first, so the first candidate that has the

@@ -61,10 +61,17 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
 
   void doAccept();
   void onAccept(const beast::error_code& ec, tcp::socket socket);
+  // Called twice per request, from every I/O thread: no lock unless stop() is waiting.
   void sessionBusy(bool busy) {
-    std::lock_guard<std::mutex> lock(mu);
-    busyCount = busy ? busyCount + 1 : busyCount - 1;
-    cv.notify_all();
+    if (busy) {
+      busyCount.fetch_add(1);
+    } else if (busyCount.fetch_sub(1) == 1 && stopping.load()) {
+      // stop() stores `stopping` before it reads busyCount under `mu`, and this thread
+      // decremented before reading `stopping` (both sequentially consistent): either stop()
+      // sees zero, or this notify comes after it waits.
+      std::lock_guard<std::mutex> lock(mu);
+      cv.notify_all();
+    }
   }
   void forget(Session* s, bool wasBusy) {
     std::lock_guard<std::mutex> lock(mu);
@@ -82,9 +89,10 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
   std::mutex mu;
   std::condition_variable cv;
   std::map<Session*, std::weak_ptr<Session>> sessions;
-  std::size_t busyCount = 0;  // sessions with a request between dispatch and its answer written
-  bool running = false;
-  bool stopping = false;
+  // Sessions with a request between dispatch and its answer written.
+  std::atomic<std::size_t> busyCount{0};
+  bool running = false;               // guarded by mu
+  std::atomic<bool> stopping{false};  // written under mu
 
   // The server's own threads, when it was given none to share (ServerOptions::ioThreads).
   // Declared after everything sessions use, so it is destroyed before: the handlers its loops

@@ -18,8 +18,6 @@ constexpr std::array<std::pair<Method, std::string_view>, 8> kMethodNames = {{
     {Method::kTrace, "TRACE"},
 }};
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -33,18 +31,6 @@ bool isUnreserved(unsigned char c) {
 }
 
 }  // namespace
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
-bool isFramingHeader(std::string_view name) {
-  return equalsIgnoreCase(name, "Content-Length") || equalsIgnoreCase(name, "Transfer-Encoding");
-}
 
 std::string_view methodName(Method m) {
   for (const auto& [method, name] : kMethodNames) {

@@ -19,12 +19,24 @@ enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions, kTrace 
 std::string_view methodName(Method m);
 std::optional<Method> parseMethod(std::string_view name);
 
-// ASCII case-insensitive comparison, as for header names.
-bool equalsIgnoreCase(std::string_view a, std::string_view b);
+// ASCII case-insensitive comparison, as for header names. Inline: header names are compared
+// several times per message on the data path, and most comparisons end at the lengths.
+inline bool equalsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  const auto lower = [](char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
 
 // Content-Length and Transfer-Encoding: the adapters frame messages themselves and never copy
 // these from a caller's or handler's headers.
-bool isFramingHeader(std::string_view name);
+inline bool isFramingHeader(std::string_view name) {
+  return equalsIgnoreCase(name, "Content-Length") || equalsIgnoreCase(name, "Transfer-Encoding");
+}
 
 // Header fields in arrival order; names compare case-insensitively.
 class Headers {

@@ -73,6 +73,32 @@ TEST(RequestHeadTest, DropsFieldsThatWouldInjectHeaders) {
   EXPECT_EQ(head.find("Name"), std::string::npos) << head;
 }
 
+// The check reads fields eight bytes at a time: a forbidden byte is found at every position of a
+// word and of the tail, and clean fields of any length (UTF-8, punctuation, bytes just above the
+// forbidden ones) go through.
+TEST(RequestHeadTest, FindsAForbiddenByteAtEveryPositionOfALongField) {
+  const std::string clean = "Abc-9 ;=/,\x0e\x1f\x7f\xc3\xa9\xff~!\"#$%&'()*+.<>?@[]^_`{|}";
+  for (const char bad : {'\r', '\n', '\0', ':'}) {
+    for (std::size_t at = 0; at < clean.size(); ++at) {
+      std::string field = clean;
+      field[at] = bad;
+      Request r;
+      r.headers.add("X-Name-" + field, "v");  // a colon is forbidden in names only
+      r.headers.add("X-Value", field);
+      const std::string head = requestHead(r, "h", "");
+      EXPECT_EQ(head.find("X-Name-"), std::string::npos) << int(bad) << " at " << at;
+      EXPECT_EQ(head.find("X-Value") != std::string::npos, bad == ':') << int(bad) << " at " << at;
+    }
+  }
+  for (std::size_t length = 0; length <= clean.size(); ++length) {
+    Request r;
+    const std::string field = clean.substr(0, length);
+    r.headers.add("X-" + field, field);
+    EXPECT_NE(requestHead(r, "h", "").find("X-" + field + ": " + field + "\r\n"), std::string::npos)
+        << "length " << length;
+  }
+}
+
 TEST(ResponseHeadTest, KeepAliveHttp11HasNoConnectionField) {
   Headers h;
   h.add("Content-Type", "text/plain");

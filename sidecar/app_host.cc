@@ -1,7 +1,5 @@
 #include "sidecar/app_host.h"
 
-#include <strings.h>
-
 #include "protocol/wire.h"
 #include "sidecar/entity_request.h"
 
@@ -19,22 +17,29 @@ std::string entityCallbackPath(const EntityKey& key) {
 }
 
 bool isHopByHopHeader(std::string_view name) {
-  static constexpr std::string_view kHopByHop[] = {"connection",
-                                                   "keep-alive",
-                                                   "proxy-connection",
-                                                   "transfer-encoding",
-                                                   "upgrade",
-                                                   "te",
-                                                   "trailer",
-                                                   "content-length",
-                                                   "host",
-                                                   "proxy-authorization"};
-  for (std::string_view h : kHopByHop) {
-    if (h.size() == name.size() && ::strncasecmp(h.data(), name.data(), h.size()) == 0) {
-      return true;
-    }
+  // Called for every field of every message, several times: dispatch on the length first, so
+  // that most fields are compared with no name at all.
+  using http::equalsIgnoreCase;
+  switch (name.size()) {
+    case 2:
+      return equalsIgnoreCase(name, "te");
+    case 4:
+      return equalsIgnoreCase(name, "host");
+    case 7:
+      return equalsIgnoreCase(name, "upgrade") || equalsIgnoreCase(name, "trailer");
+    case 10:
+      return equalsIgnoreCase(name, "connection") || equalsIgnoreCase(name, "keep-alive");
+    case 14:
+      return equalsIgnoreCase(name, "content-length");
+    case 16:
+      return equalsIgnoreCase(name, "proxy-connection");
+    case 17:
+      return equalsIgnoreCase(name, "transfer-encoding");
+    case 19:
+      return equalsIgnoreCase(name, "proxy-authorization");
+    default:
+      return false;
   }
-  return false;
 }
 
 AppHost::AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout)

@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "protocol/wire.h"
+#include "sidecar/app_host.h"
 #include "sidecar/peer_http_client.h"
 
 namespace kshard::sidecar {
@@ -36,6 +38,24 @@ TEST(PassThroughHeaders, KeepsTheAppsFieldsInOrderAndDropsTransportKshardAndCred
                                                               {"X-Trace", "1"},
                                                               {"X-Trace", "2"},
                                                               {"Kshard", "not a kshard- field"}}));
+}
+
+TEST(HopByHopHeader, NamesEveryTransportFieldInAnyCaseAndNothingElse) {
+  for (std::string name :
+       {"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "TE",
+        "Trailer", "Content-Length", "Host", "Proxy-Authorization"}) {
+    EXPECT_TRUE(isHopByHopHeader(name)) << name;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_TRUE(isHopByHopHeader(name)) << name;
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_TRUE(isHopByHopHeader(name)) << name;
+  }
+  for (const char* name :
+       {"", "T", "TF", "Hos", "Hosts", "Trailers", "Upgrades", "Connectio", "Connections",
+        "Keep-Alivf", "Content-Type", "Content-Lengths", "Proxy-Authenticate", "Transfer-Encodinh",
+        "Authorization", "X-Host", "Kshard-Shard", "User-Agent"}) {
+    EXPECT_FALSE(isHopByHopHeader(name)) << name;
+  }
 }
 
 TEST(EntityPath, EncodesTypeAndIdAsOneSegmentEach) {

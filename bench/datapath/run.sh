@@ -30,7 +30,9 @@
 # wrk before each topology's points, 3), WRK_THREADS (2), WRK_CONNECTIONS ("16 32 64"), QPS (1000),
 # FORTIO_CONNECTIONS (16), FORTIO_RESOLUTION (s, 0.00001), ENTITY_IDS (10000), SHARDS (300),
 # NGINX_WORKERS (auto), SIDECAR and STUB_APP (executables to use instead of building them), FORTIO
-# (a fortio to use instead of installing it), OUT (build/bench/datapath).
+# (a fortio to use instead of installing it), OUT (build/bench/datapath), SIDECAR_GLIBC_TUNABLES
+# (the sidecars' GLIBC_TUNABLES; by default the value the sidecar image sets in Dockerfile, so
+# that the sidecars run as they do in a pod; empty: glibc's defaults).
 #
 # Output in OUT: results.md (the tables), raw wrk and fortio output per round and topology, and
 # the logs of every process (kept when the run fails).
@@ -78,6 +80,11 @@ if [[ -z $sidecar || -z $stub_app ]]; then
   sidecar=${sidecar:-$root/build/bin/kshard-sidecar}
   stub_app=${stub_app:-$root/build/bin/datapath_stub_app}
 fi
+# The sidecar image's allocator settings (Dockerfile, the sidecar stage).
+image_tunables=$(sed -n 's/^ENV GLIBC_TUNABLES=\(.*\)$/\1/p' "$root/Dockerfile")
+[[ -n $image_tunables ]] || die "Dockerfile sets no GLIBC_TUNABLES for the sidecar image"
+sidecar_tunables=${SIDECAR_GLIBC_TUNABLES-$image_tunables}
+log "sidecars run with GLIBC_TUNABLES=$sidecar_tunables"
 
 # fortio from the Go module proxy, into the cache the local cluster's Go builds use
 # (e2e/cluster/lib.sh, setup_go).
@@ -223,11 +230,12 @@ start_sidecar() {  # start_sidecar NAME IP [MANAGER_PORT SHARD_MAP EXTRA_FLAGS..
   admin_port[$name]=$(free_port)
   local peer_port
   peer_port=$(free_port "$ip")
-  "$sidecar" --pod-name="bench-$name" --pod-namespace=bench --pod-uid="uid-$name" --pod-ip="$ip" \
-    --shard-map="$map" --version=1.0.0 --app-port="$app_port" --api-port="${api_port[$name]}" \
-    --peer-port="$peer_port" --admin-port="${admin_port[$name]}" --admin-bind-address=127.0.0.1 \
-    --map-source=manager --manager-address="127.0.0.1:$manager" "$@" \
-    >"$out/sidecar-$name.log" 2>&1 &
+  GLIBC_TUNABLES=$sidecar_tunables \
+    "$sidecar" --pod-name="bench-$name" --pod-namespace=bench --pod-uid="uid-$name" --pod-ip="$ip" \
+      --shard-map="$map" --version=1.0.0 --app-port="$app_port" --api-port="${api_port[$name]}" \
+      --peer-port="$peer_port" --admin-port="${admin_port[$name]}" --admin-bind-address=127.0.0.1 \
+      --map-source=manager --manager-address="127.0.0.1:$manager" "$@" \
+      >"$out/sidecar-$name.log" 2>&1 &
   sidecar_pids+=($!)
   sidecar_pid[$name]=$!
 }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Instructions per forwarded message in sidecar A of the data-path benchmark (docs/benchmarks.md,
+# "Sidecar data path"), counted by valgrind's callgrind: a figure that does not move with the
+# load of a shared VM, so that a change of a few percent in the sidecar's user time can be seen
+# where the throughput of bench/datapath/run.sh varies by more than that from run to run.
+#
+# The topology is run.sh's (c): fortio → sidecar A → sidecar B (owner) → stub app, on loopback,
+# with the stub manager giving every shard to B. Only A runs under callgrind; B and the app run
+# normally. After WARMUP messages the counters are zeroed, MESSAGES messages are sent (1 KiB
+# bodies, CONNECTIONS connections, as fast as A answers), and the counts are dumped. Printed:
+# the instructions per message, and the functions that cost most (callgrind_annotate, OUT/top.txt).
+#
+#   bench/datapath/instructions.sh                    # build what is missing, count
+#   SIDECAR=/path/to/kshard-sidecar bench/datapath/instructions.sh   # another build of A
+#
+# Settings (environment): MESSAGES (4000), WARMUP (2000), CONNECTIONS (16), SIDECAR (A's
+# executable; B is always build/bin's), SIDECAR_GLIBC_TUNABLES (as run.sh), OUT
+# (build/bench/datapath-instructions). Needs valgrind (apt-get install valgrind).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/bench/datapath
+out=${OUT:-$root/build/bench/datapath-instructions}
+messages=${MESSAGES:-4000}
+warmup=${WARMUP:-2000}
+connections=${CONNECTIONS:-16}
+kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
+fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+for tool in valgrind callgrind_control callgrind_annotate curl python3; do
+  command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install valgrind curl python3)"
+done
+[[ -x $fortio ]] || die "no fortio at $fortio (bench/datapath/run.sh installs it)"
+
+log "building kshard-sidecar and datapath_stub_app (release preset)"
+(cd "$root" && cmake --preset release >/dev/null &&
+  cmake --build --preset release --target kshard-sidecar datapath_stub_app >&2)
+owner=$root/build/bin/kshard-sidecar
+sidecar=${SIDECAR:-$owner}
+image_tunables=$(sed -n 's/^ENV GLIBC_TUNABLES=\(.*\)$/\1/p' "$root/Dockerfile")
+tunables=${SIDECAR_GLIBC_TUNABLES-$image_tunables}
+
+mkdir -p "$out"
+rm -f "$out"/callgrind.out* "$out"/*.log "$out"/top.txt
+pids=()
+cleanup() {
+  if ((${#pids[@]})); then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    sleep 0.5
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+  fi
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Free ports (the kernel's choice, released at once) on the addresses the processes bind.
+free_port() {
+  python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "${1:-127.0.0.1}"
+}
+wait_until() {  # wait_until SECONDS WHAT CMD...
+  local limit=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$what did not happen within $limit s (logs in $out)"
+    sleep 0.2
+  done
+}
+
+app_port=$(free_port)
+"$root/build/bin/datapath_stub_app" --port "$app_port" >"$out/app.log" 2>&1 &
+pids+=($!)
+manager_port=$(free_port)
+python3 "$here/stub_manager.py" "$manager_port" bench datapath 300 bench-b >"$out/manager.log" 2>&1 &
+pids+=($!)
+wait_until 10 "the stub manager listening" \
+  curl -fsS "http://127.0.0.1:$manager_port/v1/shardmaps/bench/datapath/assignments"
+
+start_sidecar() {  # start_sidecar NAME IP API_PORT COMMAND...
+  local name=$1 ip=$2 api=$3
+  shift 3
+  GLIBC_TUNABLES=$tunables "$@" --pod-name="bench-$name" --pod-namespace=bench \
+    --pod-uid="uid-$name" --pod-ip="$ip" --shard-map=datapath --version=1.0.0 \
+    --app-port="$app_port" --api-port="$api" --peer-port="$(free_port "$ip")" \
+    --admin-port="$(free_port)" --admin-bind-address=127.0.0.1 --map-source=manager \
+    --manager-address="127.0.0.1:$manager_port" >"$out/sidecar-$name.log" 2>&1 &
+  pids+=($!)
+}
+start_sidecar b 127.0.0.3 "$(free_port)" "$owner"
+a_port=$(free_port)
+start_sidecar a 127.0.0.2 "$a_port" valgrind --tool=callgrind \
+  --callgrind-out-file="$out/callgrind.out" "$sidecar"
+a_pid=${pids[-1]}
+url=http://127.0.0.1:$a_port/v1/entities/bench
+post() { curl -m 5 -fsS -o /dev/null -X POST --data-binary x "$url/probe"; }
+wait_until 120 "a message through sidecar A (under callgrind) answered" post
+
+load() {  # load N ID
+  "$fortio" load -quiet -n "$1" -c "$connections" -qps 0 -payload-size 1024 \
+    -content-type application/octet-stream "$url/$2" >"$out/fortio-$2.log" 2>&1 ||
+    die "fortio failed ($out/fortio-$2.log)"
+  grep -q "Code 200 : $1 " "$out/fortio-$2.log" || die "not every message answered 200 ($out/fortio-$2.log)"
+}
+log "warming up: $warmup messages"
+load "$warmup" warm
+callgrind_control -z "$a_pid" >/dev/null 2>&1
+log "counting: $messages messages at $connections connections"
+load "$messages" counted
+callgrind_control -d "$a_pid" >/dev/null 2>&1
+dump=$out/callgrind.out.1
+wait_until 30 "callgrind's dump" test -s "$dump"
+total=$(sed -n 's/^summary: \([0-9]*\).*/\1/p' "$dump")
+[[ -n $total ]] || total=$(sed -n 's/^totals: \([0-9]*\).*/\1/p' "$dump")
+[[ -n $total ]] || die "no total in $dump"
+callgrind_annotate --threshold=90 "$dump" >"$out/top.txt" 2>/dev/null || true
+printf 'sidecar A (%s): %s instructions per forwarded message (%s in %s messages)\n' \
+  "$sidecar" "$((total / messages))" "$total" "$messages"
+log "the functions that cost most: $out/top.txt"

@@ -27,11 +27,8 @@ connections=${CONNECTIONS:-16}
 kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
 fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
+# shellcheck source=bench/datapath/common.sh
+source "$here/common.sh"
 
 for tool in valgrind callgrind_control callgrind_annotate curl python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install valgrind curl python3)"
@@ -43,8 +40,7 @@ log "building kshard-sidecar and datapath_stub_app (release preset)"
   cmake --build --preset release --target kshard-sidecar datapath_stub_app >&2)
 owner=$root/build/bin/kshard-sidecar
 sidecar=${SIDECAR:-$owner}
-image_tunables=$(sed -n 's/^ENV GLIBC_TUNABLES=\(.*\)$/\1/p' "$root/Dockerfile")
-tunables=${SIDECAR_GLIBC_TUNABLES-$image_tunables}
+tunables=$(sidecar_tunables)
 
 mkdir -p "$out"
 rm -f "$out"/callgrind.out* "$out"/*.log "$out"/top.txt
@@ -56,23 +52,10 @@ cleanup() {
     kill -KILL "${pids[@]}" 2>/dev/null || true
   fi
   wait 2>/dev/null || true
+  rm -f "$FREE_PORTS_STATE"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# Free ports (the kernel's choice, released at once) on the addresses the processes bind.
-free_port() {
-  python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "${1:-127.0.0.1}"
-}
-wait_until() {  # wait_until SECONDS WHAT CMD...
-  local limit=$1 what=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || die "$what did not happen within $limit s (logs in $out)"
-    sleep 0.2
-  done
-}
 
 app_port=$(free_port)
 "$root/build/bin/datapath_stub_app" --port "$app_port" >"$out/app.log" 2>&1 &

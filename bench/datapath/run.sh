@@ -59,11 +59,8 @@ fortio_resolution=${FORTIO_RESOLUTION:-0.00001}
 fortio_version=${FORTIO_VERSION:-v1.68.2}
 kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
+# shellcheck source=bench/datapath/common.sh
+source "$here/common.sh"
 
 for tool in wrk nginx curl python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install wrk nginx-light curl python3)"
@@ -81,9 +78,7 @@ if [[ -z $sidecar || -z $stub_app ]]; then
   stub_app=${stub_app:-$root/build/bin/datapath_stub_app}
 fi
 # The sidecar image's allocator settings (Dockerfile, the sidecar stage).
-image_tunables=$(sed -n 's/^ENV GLIBC_TUNABLES=\(.*\)$/\1/p' "$root/Dockerfile")
-[[ -n $image_tunables ]] || die "Dockerfile sets no GLIBC_TUNABLES for the sidecar image"
-sidecar_tunables=${SIDECAR_GLIBC_TUNABLES-$image_tunables}
+sidecar_tunables=$(sidecar_tunables)
 log "sidecars run with GLIBC_TUNABLES=$sidecar_tunables"
 
 # fortio from the Go module proxy, into the cache the local cluster's Go builds use
@@ -135,25 +130,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# A port that was free a moment ago on the address (127.0.0.1 by default), below the kernel's
-# range for outgoing connections; the state file keeps one run from getting the same port twice.
-FREE_PORTS_STATE=$(mktemp)
-export FREE_PORTS_STATE
-free_port() {
-  python3 "$root/tests/support/free_ports.py" 1 "${1:-127.0.0.1}"
-}
-
-# wait_until SECONDS WHAT CMD...: runs CMD every 100 ms until it succeeds.
-wait_until() {
-  local limit=$1 what=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || die "$what did not happen within $limit s"
-    sleep 0.1
-  done
-}
 
 post_ok() { curl -fsS -o /dev/null -X POST --data-binary x "$1"; }
 

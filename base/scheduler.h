@@ -12,13 +12,14 @@
 #include <utility>
 
 #include "base/clock.h"
+#include "base/unique_function.h"
 
 namespace kshard {
 
 class Scheduler {
  public:
   using TaskId = std::uint64_t;
-  using Task = std::function<void()>;
+  using Task = UniqueFunction<void()>;
 
   virtual ~Scheduler() = default;
   // Runs `task` once, no earlier than `delay` from now. Tasks due at the same time run in the order

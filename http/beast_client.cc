@@ -57,9 +57,9 @@ struct Conn {
   // then read what came at once: an exchange arms it before it writes its request, and after the
   // response it stays armed while the connection is pooled, where it firing means the server
   // closed the connection or sent bytes nobody asked for (no check per reuse). Strand only.
-  bool watching = false;             // the wait is pending
-  bool readable = false;             // it completed, and nobody has read since
-  std::function<void()> onReadable;  // the exchange waiting for its response, if any
+  bool watching = false;              // the wait is pending
+  bool readable = false;              // it completed, and nobody has read since
+  UniqueFunction<void()> onReadable;  // the exchange waiting for its response, if any
 };
 
 // Something in flight that the client's destruction must end. Tracked in its loop's list of
@@ -276,7 +276,7 @@ void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
     conn->watching = false;
     conn->readable = true;
     if (conn->onReadable) {
-      std::function<void()> notify = std::move(conn->onReadable);
+      UniqueFunction<void()> notify = std::move(conn->onReadable);
       conn->onReadable = nullptr;
       notify();
     } else if (auto c = core.lock()) {

@@ -114,7 +114,7 @@ struct SessionRef {
   std::shared_ptr<Session> session;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public std::enable_shared_from_this<Session>, public ResponseTarget {
  public:
   Session(BeastServer::Core& core, AnyStream stream, std::string remote)
       : core_(core),
@@ -148,6 +148,12 @@ class Session : public std::enable_shared_from_this<Session> {
       done();
     });
   }
+
+  // ResponseTarget: a handler's Responder answers request `seq` through these, from any thread.
+  void respond(std::uint64_t seq, Response response) override;
+  bool canStream() const override { return true; }
+  std::unique_ptr<StreamWriter> startStream(std::uint64_t seq, int status,
+                                            Headers headers) override;
 
   void answer(std::uint64_t seq, Response response);
   void beginStream(std::uint64_t seq, int status, Headers headers,
@@ -376,26 +382,27 @@ void Session::dispatchRequest() {
   request.method = *method;
   request.remoteAddress = remote_;
 
-  const std::uint64_t seq = seq_;
-  const SessionRef ref{core_.shared_from_this(), shared_from_this()};
-  Responder responder(
-      [ref, seq](Response response) {
-        net::dispatch(ref.session->executor(),
-                      [ref, seq, response = std::move(response)]() mutable {
-                        ref.session->answer(seq, std::move(response));
-                      });
-      },
-      [ref, seq](int status, Headers headers) -> std::unique_ptr<StreamWriter> {
-        auto state = std::make_shared<StreamState>();
-        net::dispatch(ref.session->executor(),
-                      [ref, seq, status, headers = std::move(headers), state]() mutable {
-                        ref.session->beginStream(seq, status, std::move(headers), state);
-                      });
-        return std::make_unique<BeastStreamWriter>(ref, seq, std::move(state));
-      });
+  // The Responder holds the session (the target) and the core (released after it).
+  Responder responder(shared_from_this(), seq_, core_.shared_from_this());
   // Nothing after this line may touch the session's state: the handler may have answered
   // already, inline, and the connection moved on.
   core_.router.dispatch(std::move(request), std::move(responder));
+}
+
+void Session::respond(std::uint64_t seq, Response response) {
+  net::dispatch(exec_, [ref = SessionRef{core_.shared_from_this(), shared_from_this()}, seq,
+                        response = std::move(response)]() mutable {
+    ref.session->answer(seq, std::move(response));
+  });
+}
+
+std::unique_ptr<StreamWriter> Session::startStream(std::uint64_t seq, int status, Headers headers) {
+  SessionRef ref{core_.shared_from_this(), shared_from_this()};
+  auto state = std::make_shared<StreamState>();
+  net::dispatch(exec_, [ref, seq, status, headers = std::move(headers), state]() mutable {
+    ref.session->beginStream(seq, status, std::move(headers), state);
+  });
+  return std::make_unique<BeastStreamWriter>(std::move(ref), seq, std::move(state));
 }
 
 template <typename Message>

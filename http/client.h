@@ -21,6 +21,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/unique_function.h"
 #include "http/io_threads.h"
 #include "http/message.h"
 
@@ -74,7 +75,8 @@ class ResponseStream {
   virtual void cancel() = 0;
 };
 
-using ResponseCallback = std::function<void(StatusOr<Response>)>;
+// Move-only: a one-shot callback may own what it answers (a Responder).
+using ResponseCallback = UniqueFunction<void(StatusOr<Response>)>;
 
 class Client {
  public:

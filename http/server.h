@@ -26,6 +26,7 @@
 
 #include "base/logger.h"
 #include "base/status.h"
+#include "base/unique_function.h"
 #include "http/io_threads.h"
 #include "http/message.h"
 
@@ -46,13 +47,32 @@ class StreamWriter {
   virtual void abort() = 0;
 };
 
+// Where a Responder's answer goes: each server adapter implements it for its connections. The
+// token tells the target which of its requests is answered (a late answer to a request the
+// connection gave up on is dropped).
+class ResponseTarget {
+ public:
+  virtual ~ResponseTarget() = default;
+  virtual void respond(std::uint64_t token, Response response) = 0;
+  virtual bool canStream() const { return false; }
+  // Sends the status and headers; null when the connection ended before the stream started.
+  // Called only when canStream().
+  virtual std::unique_ptr<StreamWriter> startStream(std::uint64_t token, int status,
+                                                    Headers headers);
+};
+
 class Responder {
  public:
-  using SendFn = std::function<void(Response)>;
-  using StartStreamFn = std::function<std::unique_ptr<StreamWriter>(int status, Headers headers)>;
+  using SendFn = UniqueFunction<void(Response)>;
+  using StartStreamFn = UniqueFunction<std::unique_ptr<StreamWriter>(int status, Headers headers)>;
 
   Responder() = default;
-  // `startStream` is empty for servers (or tests) that cannot stream.
+  // Answers request `token` of `target`. `keep` is held as long as the target and released after
+  // it: what the target needs to outlive it (a server's I/O threads).
+  Responder(std::shared_ptr<ResponseTarget> target, std::uint64_t token,
+            std::shared_ptr<void> keep = nullptr);
+  // Answers through functions: for servers (or tests) without a target of their own.
+  // `startStream` is empty for those that cannot stream.
   explicit Responder(SendFn send, StartStreamFn startStream = nullptr);
   Responder(Responder&&) noexcept;
   Responder& operator=(Responder&&) noexcept;
@@ -65,11 +85,13 @@ class Responder {
   // Answers with a streamed body instead. FailedPrecondition when the request was already answered
   // or the server cannot stream.
   StatusOr<std::unique_ptr<StreamWriter>> startStream(int status, Headers headers);
-  bool sent() const { return send_ == nullptr; }
+  bool sent() const { return target_ == nullptr; }
 
  private:
-  SendFn send_;
-  StartStreamFn startStream_;
+  // Declared first, released last.
+  std::shared_ptr<void> keep_;
+  std::shared_ptr<ResponseTarget> target_;
+  std::uint64_t token_ = 0;
 };
 
 using Handler = std::function<void(Request request, Responder responder)>;

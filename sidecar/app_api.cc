@@ -61,10 +61,8 @@ void AppApi::send(http::Request request, http::Responder responder) {
   m.mode = *mode;
   m.headers = passThroughHeaders(std::move(request.headers));
   m.body = std::move(request.body);
-  // std::function needs a copyable target; the Responder is move-only.
-  auto res = std::make_shared<http::Responder>(std::move(responder));
   router_.send(std::move(m), snapshot->spec.sendTimeout,
-               [res](http::Response r) { res->send(std::move(r)); });
+               [res = std::move(responder)](http::Response r) mutable { res.send(std::move(r)); });
 }
 
 void AppApi::drain(http::Request, http::Responder responder) {

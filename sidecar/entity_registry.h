@@ -36,6 +36,7 @@
 #include "base/logger.h"
 #include "base/scheduler.h"
 #include "base/status.h"
+#include "base/unique_function.h"
 #include "http/message.h"
 
 namespace kshard::sidecar {
@@ -69,7 +70,7 @@ class EntityHost {
   virtual ~EntityHost() = default;
   // Delivers one message; `epoch` is the fencing token of this pod's ownership of the shard.
   virtual void deliver(Message message, Epoch epoch,
-                       std::function<void(StatusOr<http::Response>)> done) = 0;
+                       UniqueFunction<void(StatusOr<http::Response>)> done) = 0;
   // Stops an entity; OK once its state is safe.
   virtual void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) = 0;
 };
@@ -97,7 +98,7 @@ struct EntityRegistryOptions {
 
 class EntityRegistry {
  public:
-  using DeliveryCallback = std::function<void(DeliveryOutcome)>;
+  using DeliveryCallback = UniqueFunction<void(DeliveryOutcome)>;
   // Called with the shards that were not released before the deadline (empty: all released).
   using HandoffCallback = std::function<void(std::vector<ShardId> stillBusy)>;
 
@@ -168,7 +169,7 @@ class EntityRegistry {
   };
   using Lock = std::unique_lock<std::mutex>;
   // Work to do once the lock is released.
-  using Actions = std::vector<std::function<void()>>;
+  using Actions = std::vector<UniqueFunction<void()>>;
 
   void startNextLocked(const EntityKey& key, Entity& e, Actions& out);
   void onDelivered(const EntityKey& key, Entity& e, DeliveryCallback done,

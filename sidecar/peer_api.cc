@@ -111,38 +111,38 @@ void PeerApi::forwarded(http::Request request, http::Responder responder) {
   m.body = std::move(request.body);
   const ShardId shard = m.shard;
 
-  auto res = std::make_shared<http::Responder>(std::move(responder));
-  registry_.deliver(std::move(m), [this, shard, start, res](DeliveryOutcome o) {
-    MessageResult result = MessageResult::kOk;
-    http::Response out;
-    if (o.refusal == Refusal::kOverloaded) {
-      result = MessageResult::kOverloaded;
-      out = sidecarError(503, errors::kEntityOverloaded, "the entity's mailbox is full");
-    } else if (o.refusal) {
-      result = MessageResult::kRefused;
-      json body = {
-          {"error",
-           {{"code", errors::kEntityNotManagedByThisPod},
-            {"message", "pod " + self_.pod + " does not own shard " + std::to_string(shard)}}}};
-      const RouteOwner* owner = table_.snapshot()->ownerOf(shard);
-      if (owner != nullptr && owner->pod != self_.pod) body["owner"] = owner->pod;
-      out = http::Response::json(409, body.dump());
-      out.headers.set(std::string(protocol::kErrorHeader),
-                      std::string(errors::kEntityNotManagedByThisPod));
-    } else if (!o.response.ok()) {
-      result = MessageResult::kFailed;
-      out = sidecarError(502, errors::kAppUnavailable,
-                         "the app did not answer: " + o.response.status().message());
-    } else {
-      out = std::move(*o.response);
-      if (out.status >= 300) result = MessageResult::kAppError;
-      out.headers.set(std::string(protocol::kOwnerHeader), self_.pod);
-    }
-    metrics_.countMessage(MessagePath::kReceived, result);
-    metrics_.observeLatency(MessagePath::kReceived,
-                            std::chrono::duration<double>(clock_.now() - start).count());
-    res->send(std::move(out));
-  });
+  registry_.deliver(
+      std::move(m), [this, shard, start, res = std::move(responder)](DeliveryOutcome o) mutable {
+        MessageResult result = MessageResult::kOk;
+        http::Response out;
+        if (o.refusal == Refusal::kOverloaded) {
+          result = MessageResult::kOverloaded;
+          out = sidecarError(503, errors::kEntityOverloaded, "the entity's mailbox is full");
+        } else if (o.refusal) {
+          result = MessageResult::kRefused;
+          json body = {
+              {"error",
+               {{"code", errors::kEntityNotManagedByThisPod},
+                {"message", "pod " + self_.pod + " does not own shard " + std::to_string(shard)}}}};
+          const RouteOwner* owner = table_.snapshot()->ownerOf(shard);
+          if (owner != nullptr && owner->pod != self_.pod) body["owner"] = owner->pod;
+          out = http::Response::json(409, body.dump());
+          out.headers.set(std::string(protocol::kErrorHeader),
+                          std::string(errors::kEntityNotManagedByThisPod));
+        } else if (!o.response.ok()) {
+          result = MessageResult::kFailed;
+          out = sidecarError(502, errors::kAppUnavailable,
+                             "the app did not answer: " + o.response.status().message());
+        } else {
+          out = std::move(*o.response);
+          if (out.status >= 300) result = MessageResult::kAppError;
+          out.headers.set(std::string(protocol::kOwnerHeader), self_.pod);
+        }
+        metrics_.countMessage(MessagePath::kReceived, result);
+        metrics_.observeLatency(MessagePath::kReceived,
+                                std::chrono::duration<double>(clock_.now() - start).count());
+        res.send(std::move(out));
+      });
 }
 
 void PeerApi::ping(http::Request request, http::Responder responder) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "base/unique_function.h"
 #include "http/message.h"
 #include "sidecar/entity_registry.h"
 #include "sidecar/routing_table.h"
@@ -12,8 +13,8 @@
 namespace kshard::sidecar {
 
 enum class ForwardOutcome {
-  kAnswered,     // the owner answered (the app's response, or an error to pass on as is)
-  kNotManaged,   // the owner refused: it does not own the shard (any more, or yet); retry
+  kAnswered,    // the owner answered (the app's response, or an error to pass on as is)
+  kNotManaged,  // the owner refused: it does not own the shard (any more, or yet); retry
   // The owner refused this sidecar's credentials (401), or cannot verify them yet (503
   // AuthenticationUnavailable); nothing was delivered, retry (the token or its view may change)
   kCallerRefused,
@@ -30,10 +31,12 @@ struct ForwardResult {
 
 class PeerClient {
  public:
+  using ForwardCallback = UniqueFunction<void(ForwardResult)>;
+
   virtual ~PeerClient() = default;
   // Calls `done` exactly once, from any thread, at the latest after `timeout`.
   virtual void forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch,
-                       Duration timeout, std::function<void(ForwardResult)> done) = 0;
+                       Duration timeout, ForwardCallback done) = 0;
 };
 
 // Tells the operator that a pod did not answer (notify-unhealthy). Implementations rate-limit.

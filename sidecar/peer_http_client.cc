@@ -71,7 +71,7 @@ ForwardResult PeerHttpClient::classify(StatusOr<http::Response> result) {
 }
 
 void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch,
-                             Duration timeout, std::function<void(ForwardResult)> done) {
+                             Duration timeout, ForwardCallback done) {
   http::Request req;
   req.method = http::Method::kPost;
   req.target = peerEntityPath(message.key);

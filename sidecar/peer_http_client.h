@@ -27,7 +27,7 @@ class PeerHttpClient final : public PeerClient {
                  std::function<std::string()> authorization = nullptr);
 
   void forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch, Duration timeout,
-               std::function<void(ForwardResult)> done) override;
+               ForwardCallback done) override;
 
   // How a transport result maps onto the router's retry decision.
   static ForwardResult classify(StatusOr<http::Response> result);

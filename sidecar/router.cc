@@ -25,6 +25,7 @@ struct Router::Attempt {
   Duration backoff{};
   Done done;
   MessagePath path = MessagePath::kLocal;
+  std::string owner;  // the pod the message was last forwarded to
   int retries = 0;
   std::string lastReason = "no attempt";
 };
@@ -90,10 +91,12 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
     return;
   }
   a->path = MessagePath::kForwarded;
+  a->owner = owner->pod;
   const Duration remaining = a->deadline - scheduler_.clock().now();
   peers_.forward(*owner, a->message, static_cast<Epoch>(snapshot->epoch),
                  std::max(remaining, Duration(std::chrono::milliseconds(1))),
-                 [this, a, pod = owner->pod](ForwardResult r) {
+                 [this, a](ForwardResult r) {
+                   const std::string& pod = a->owner;
                    switch (r.outcome) {
                      case ForwardOutcome::kAnswered:
                        finish(a, std::move(r.response), appResult(r.response));

@@ -18,6 +18,7 @@
 #include "base/logger.h"
 #include "base/random.h"
 #include "base/scheduler.h"
+#include "base/unique_function.h"
 #include "http/message.h"
 #include "sidecar/entity_registry.h"
 #include "sidecar/peer_client.h"
@@ -35,7 +36,7 @@ struct RouterOptions {
 
 class Router {
  public:
-  using Done = std::function<void(http::Response)>;
+  using Done = UniqueFunction<void(http::Response)>;
 
   Router(RoutingTable& table, EntityRegistry& registry, PeerClient& peers,
          UnhealthyReporter& reporter, Scheduler& scheduler, Random& random, RouterOptions options,

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "http/server.h"
@@ -87,6 +89,41 @@ TEST(ResponderTest, StartStreamWithoutSupportFailsAndKeepsTheResponder) {
     EXPECT_FALSE(r.sent());
   }
   EXPECT_EQ(sent, 1);
+}
+
+// A server's own target: answers carry the token, and what the Responder keeps for the target is
+// released after the target, once the answer is in.
+TEST(ResponderTest, AnswersItsTargetWithTheTokenAndReleasesKeepAfterIt) {
+  struct Order {
+    std::vector<std::string> events;
+  };
+  auto order = std::make_shared<Order>();
+  struct Target final : ResponseTarget {
+    explicit Target(std::shared_ptr<Order> o) : order(std::move(o)) {}
+    ~Target() override { order->events.push_back("target released"); }
+    void respond(std::uint64_t token, Response r) override {
+      order->events.push_back("answer " + std::to_string(token) + " " + std::to_string(r.status));
+    }
+    std::shared_ptr<Order> order;
+  };
+  struct Keep {
+    explicit Keep(std::shared_ptr<Order> o) : order(std::move(o)) {}
+    ~Keep() { order->events.push_back("keep released"); }
+    std::shared_ptr<Order> order;
+  };
+  {
+    Responder r(std::make_shared<Target>(order), 7, std::make_shared<Keep>(order));
+    Responder moved = std::move(r);
+    EXPECT_TRUE(r.sent());  // NOLINT(bugprone-use-after-move): a moved-from Responder is spent
+    EXPECT_FALSE(moved.sent());
+    // No stream on a target that cannot: the Responder stays usable.
+    EXPECT_EQ(moved.startStream(200, {}).status().code(), StatusCode::kFailedPrecondition);
+    moved.send(Response{204, {}, ""});
+    EXPECT_TRUE(moved.sent());
+    moved.send(Response{500, {}, ""});
+  }
+  EXPECT_EQ(order->events,
+            (std::vector<std::string>{"answer 7 204", "target released", "keep released"}));
 }
 
 }  // namespace

@@ -27,12 +27,12 @@ class HeldPeers : public PeerClient {
     Message message;
     Epoch epoch;
     Duration timeout;
-    std::function<void(ForwardResult)> done;
+    PeerClient::ForwardCallback done;
     SteadyTime at;
   };
   explicit HeldPeers(const Clock& clock) : clock_(clock) {}
   void forward(const RouteOwner& owner, const Message& message, Epoch epoch, Duration timeout,
-               std::function<void(ForwardResult)> done) override {
+               PeerClient::ForwardCallback done) override {
     calls.push_back({owner, message, epoch, timeout, std::move(done), clock_.now()});
   }
   void complete(ForwardOutcome outcome, int status = 200, std::string body = "") {

@@ -225,8 +225,14 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
         refusal = Refusal::kOverloaded;
       } else {
         const EntityKey key = message.key;
-        e.mailbox.push_back(Pending{std::move(message), tell ? nullptr : std::move(done)});
-        if (!e.busy) startNextLocked(key, e, actions);
+        Pending pending{std::move(message), tell ? nullptr : std::move(done)};
+        if (!e.busy && e.mailbox.empty()) {
+          // The common case: the message goes straight to the app, not through the mailbox.
+          startTurnLocked(key, e, std::move(pending), actions);
+        } else {
+          e.mailbox.push(std::move(pending));
+          if (!e.busy) startNextLocked(key, e, actions);
+        }
       }
     }
   }
@@ -239,8 +245,10 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
 }
 
 void EntityRegistry::startNextLocked(const EntityKey& key, Entity& e, Actions& out) {
-  Pending next = std::move(e.mailbox.front());
-  e.mailbox.pop_front();
+  startTurnLocked(key, e, e.mailbox.take(), out);
+}
+
+void EntityRegistry::startTurnLocked(const EntityKey& key, Entity& e, Pending next, Actions& out) {
   e.busy = true;
   const Epoch epoch = shards_.at(e.shard).epoch;
   // The entity stays in entities_ while it is busy (nothing removes a busy one), and the map's

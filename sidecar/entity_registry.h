@@ -147,9 +147,33 @@ class EntityRegistry {
     Message message;
     DeliveryCallback done;  // empty for tell (already answered)
   };
+  // An entity's waiting messages. Empty most of the time (a message for an idle entity goes
+  // straight to the app), so the queue exists only while messages wait: a std::deque allocates
+  // about 600 bytes when constructed, which spread 10,000 entities over several times more memory
+  // than they need, and the registry's lookup of an entity became the sidecar's costliest
+  // function (TLB and cache misses).
+  class Mailbox {
+   public:
+    bool empty() const { return queue_ == nullptr; }
+    std::size_t size() const { return queue_ == nullptr ? 0 : queue_->size(); }
+    void push(Pending p) {
+      if (queue_ == nullptr) queue_ = std::make_unique<std::deque<Pending>>();
+      queue_->push_back(std::move(p));
+    }
+    // The oldest message; the mailbox must not be empty.
+    Pending take() {
+      Pending p = std::move(queue_->front());
+      queue_->pop_front();
+      if (queue_->empty()) queue_.reset();
+      return p;
+    }
+
+   private:
+    std::unique_ptr<std::deque<Pending>> queue_;  // null when empty
+  };
   struct Entity {
     ShardId shard = 0;
-    std::deque<Pending> mailbox;
+    Mailbox mailbox;
     bool busy = false;      // a message or the stop call is at the app
     bool stopping = false;  // the stop call is at the app
     SteadyTime lastActive{};
@@ -171,7 +195,10 @@ class EntityRegistry {
   // Work to do once the lock is released.
   using Actions = std::vector<UniqueFunction<void()>>;
 
+  // Starts the turn of the mailbox's first message.
   void startNextLocked(const EntityKey& key, Entity& e, Actions& out);
+  // Starts a turn with `next` (the entity is idle).
+  void startTurnLocked(const EntityKey& key, Entity& e, Pending next, Actions& out);
   void onDelivered(const EntityKey& key, Entity& e, DeliveryCallback done,
                    StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);

@@ -67,6 +67,12 @@ std::optional<std::string_view> Headers::get(std::string_view name) const {
   return std::nullopt;
 }
 
+std::string_view Request::path() const {
+  // As the router reads a target: the fragment, then the query, are not part of the path.
+  const std::string_view t = target;
+  return t.substr(0, t.find_first_of("?#"));
+}
+
 std::string_view Request::param(std::string_view name) const {
   for (const auto& [key, value] : params) {
     if (key == name) return value;

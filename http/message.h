@@ -73,8 +73,10 @@ struct Request {
   // Client side: a per-request timeout overriding the client's default; zero means the default.
   std::chrono::milliseconds timeout{0};
 
+  // The target without the query (and fragment), still percent-encoded.
+  std::string_view path() const;
+
   // Filled in by the server before the handler runs.
-  std::string path;                          // target without the query, still percent-encoded
   std::map<std::string, std::string> query;  // decoded query parameters
   // Decoded captures of the route pattern, in path order; a pattern never names one twice.
   std::vector<std::pair<std::string, std::string>> params;

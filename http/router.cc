@@ -11,9 +11,9 @@ namespace kshard::http {
 
 namespace {
 
-constexpr Method kAllMethods[] = {Method::kGet,   Method::kHead,   Method::kPost,   Method::kPut,
-                                  Method::kPatch, Method::kDelete, Method::kOptions,
-                                  Method::kTrace};
+constexpr Method kAllMethods[] = {Method::kGet,     Method::kHead,  Method::kPost,
+                                  Method::kPut,     Method::kPatch, Method::kDelete,
+                                  Method::kOptions, Method::kTrace};
 
 // Calls `visit` with each segment of "/a/b/c" ("a", "b", "c") until it returns false; "/" is one
 // empty segment, as is a trailing "/". Returns false when `visit` stopped it. Patterns and
@@ -102,7 +102,6 @@ void Router::dispatch(Request request, Responder responder) const {
                                    "request target must be an absolute path: " + request.target));
     return;
   }
-  request.path = std::string(path);
   request.query.clear();
   if (question != std::string_view::npos &&
       !parseQuery(target.substr(question + 1), request.query)) {

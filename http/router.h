@@ -37,7 +37,7 @@ class Router {
   // `pattern` is code, not input: it must start with '/' and captures must be whole segments.
   void add(Method method, std::string_view pattern, Handler handler);
 
-  // Fills request.path, request.query and request.params from request.target, then runs the
+  // Fills request.query and request.params from request.target, then runs the
   // matching handler, or answers the routing error itself. Safe to call from many threads at once
   // once routes are added.
   void dispatch(Request request, Responder responder) const;

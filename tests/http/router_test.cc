@@ -45,7 +45,7 @@ TEST_F(RouterTest, CapturesArePercentDecodedAfterSplitting) {
   EXPECT_EQ(r.body, "entity");
   EXPECT_EQ(last_.param("type"), "counter");
   EXPECT_EQ(last_.param("id"), "a/b c");
-  EXPECT_EQ(last_.path, "/v1/entities/counter/a%2Fb%20c");
+  EXPECT_EQ(last_.path(), "/v1/entities/counter/a%2Fb%20c");
 }
 
 TEST_F(RouterTest, CaptureMatchesExactlyOneSegment) {
@@ -134,7 +134,7 @@ TEST_F(RouterTest, QueryIsDecodedAndSeparatedFromThePath) {
   EXPECT_EQ(last_.queryParam("mode"), "tell");
   EXPECT_EQ(last_.queryParam("q"), "a b&c");
   EXPECT_EQ(last_.queryParam("flag"), "");
-  EXPECT_EQ(last_.path, "/v1/entities/c/x");
+  EXPECT_EQ(last_.path(), "/v1/entities/c/x");
 }
 
 TEST_F(RouterTest, LaterRouteWithSamePatternWins) {

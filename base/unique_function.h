@@ -25,8 +25,8 @@ class UniqueFunction;
 template <typename R, typename... Args>
 class UniqueFunction<R(Args...)> {
  public:
-  // Room for a lambda capturing `this`, a shared_ptr and a Responder, or another UniqueFunction's
-  // worth of state minus its own bookkeeping.
+  // Room for a lambda capturing `this`, a shared_ptr and a Responder; a lambda that captures
+  // another UniqueFunction (80 bytes) does not fit and lives on the heap.
   static constexpr std::size_t kInlineBytes = 64;
 
   UniqueFunction() noexcept = default;

@@ -52,6 +52,7 @@ struct Router::Node {
   struct Route {
     Handler handler;
     std::vector<std::string> captureNames;  // in path order
+    std::string name;                       // "GET /v1/entities/{type}/{id}", for logs
   };
   std::map<std::string, std::unique_ptr<Node>, std::less<>> literals;
   std::unique_ptr<Node> capture;
@@ -87,7 +88,8 @@ void Router::add(Method method, std::string_view pattern, Handler handler) {
       node = it->second.get();
     }
   }
-  node->routes[method] = Node::Route{std::move(handler), std::move(names)};
+  node->routes[method] = Node::Route{std::move(handler), std::move(names),
+                                     std::string(methodName(method)) + " " + std::string(pattern)};
 }
 
 void Router::dispatch(Request request, Responder responder) const {
@@ -156,9 +158,10 @@ void Router::dispatch(Request request, Responder responder) const {
     try {
       route->second.handler(std::move(request), std::move(responder));
     } catch (const std::exception& e) {
-      // The handler owned the Responder; unwinding destroyed it, which answered 500.
+      // The handler owned the Responder; unwinding destroyed it, which answered 500. It owned
+      // the request too, so `path` (a view of its target) is gone: the route names the handler.
       if (logger_) {
-        logger_->error("http handler threw", {{"path", std::string(path)}, {"error", e.what()}});
+        logger_->error("http handler threw", {{"route", route->second.name}, {"error", e.what()}});
       }
     }
     return;

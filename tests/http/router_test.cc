@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace kshard::http {
 namespace {
@@ -155,6 +158,28 @@ TEST_F(RouterTest, HandlerThatThrowsIsAnswered500) {
   const Response r = dispatch(Method::kGet, "/boom");
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(errorCode(r), "Internal");
+}
+
+// The handler owns the request (and its target) and is gone when the router logs what it threw:
+// the log names the route, and reads nothing of the request.
+TEST(RouterLogTest, AHandlerThatThrowsIsLoggedByItsRoute) {
+  std::vector<std::string> lines;
+  Router router(Logger("test", LogLevel::kError,
+                       [&lines](std::string_view line) { lines.emplace_back(line); }));
+  router.add(Method::kPost, "/v1/entities/{type}/{id}",
+             [](Request, Responder) { throw std::runtime_error("boom"); });
+  Request request;
+  request.method = Method::kPost;
+  request.target = "/v1/entities/counter/" + std::string(200, 'x');  // on the heap
+  std::optional<Response> answer;
+  router.dispatch(std::move(request), Responder([&answer](Response r) { answer = std::move(r); }));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 500);
+  ASSERT_EQ(lines.size(), 1u);
+  const auto logged = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(logged["msg"], "http handler threw");
+  EXPECT_EQ(logged["route"], "POST /v1/entities/{type}/{id}");
+  EXPECT_EQ(logged["error"], "boom");
 }
 
 TEST(ParseQueryTest, FirstOfRepeatedKeysWins) {

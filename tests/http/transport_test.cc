@@ -69,7 +69,6 @@ class TransportTest : public ::testing::TestWithParam<Setup> {
       for (auto& r : stashed_) r.send(textResponse("late"));
       stashed_.clear();
     }
-    for (auto& t : threads_) t.join();
     if (server_) server_->stop();
   }
 
@@ -132,7 +131,6 @@ class TransportTest : public ::testing::TestWithParam<Setup> {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Responder> stashed_;
-  std::vector<std::thread> threads_;
   std::atomic<int> handled_{0};
 };
 
@@ -331,18 +329,32 @@ TEST_P(TransportTest, ResponderMayAnswerFromAnotherThread) {
   std::thread::id handlerThread;
   std::thread::id answerThread;
   server().route(Method::kGet, "/later", [&, this](Request, Responder r) {
+    std::lock_guard<std::mutex> lock(mu_);
     handlerThread = std::this_thread::get_id();
-    threads_.emplace_back([&answerThread, r = std::move(r)]() mutable {
-      answerThread = std::this_thread::get_id();
-      r.send(textResponse("from elsewhere"));
-    });
+    stashed_.push_back(std::move(r));
+    cv_.notify_all();
   });
   start();
+  // The answering thread belongs to the test, not to the handler: it must be joined here, and a
+  // thread the handler started could still be on its way into a vector when the answer arrives.
+  std::thread answerer([&, this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, kWait, [this] { return !stashed_.empty(); })) return;
+    Responder r = std::move(stashed_.back());
+    stashed_.pop_back();
+    answerThread = std::this_thread::get_id();
+    lock.unlock();
+    r.send(textResponse("from elsewhere"));
+  });
+  const std::thread::id answererId = answerer.get_id();
   auto c = client();
   const StatusOr<Response> res = c->sendSync(get("/later"));
+  answerer.join();
   ASSERT_TRUE(res.ok()) << res.status().toString();
   EXPECT_EQ(res->body, "from elsewhere");
-  EXPECT_NE(handlerThread, answerThread);
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(answerThread, answererId);
+  EXPECT_NE(handlerThread, answererId);
 }
 
 TEST_P(TransportTest, UnansweredResponderIs500) {

@@ -41,10 +41,11 @@ class MessageParser final : public boost::beast::http::basic_parser<isRequest> {
   using field = boost::beast::http::field;
   using verb = boost::beast::http::verb;
 
-  // Room for this many fields from the start: growing one by one moved them four times.
-  static constexpr std::size_t kFieldsReserved = 16;
+  // Room for this many bytes of fields from the start.
+  static constexpr std::size_t kFieldsReserved = 512;
 
   static std::string str(string_view s) { return {s.data(), s.size()}; }
+  static std::string_view toStd(string_view s) { return {s.data(), s.size()}; }
 
   void on_request_impl(verb, string_view method, string_view target, int version,
                        error_code&) override {
@@ -68,7 +69,7 @@ class MessageParser final : public boost::beast::http::basic_parser<isRequest> {
         equalsIgnoreCase({value.data(), value.size()}, "100-continue")) {
       expectContinue_ = true;
     }
-    message_.headers.add(str(nameText), str(value));
+    message_.headers.add(toStd(nameText), toStd(value));
   }
   void on_header_impl(error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {

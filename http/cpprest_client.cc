@@ -104,7 +104,7 @@ struct CppRestClient::Impl {
         continue;
       }
       if (equalsIgnoreCase(name, "Content-Type")) req.headers().remove("Content-Type");
-      req.headers().add(name, value);
+      req.headers().add(std::string(name), std::string(value));
     }
     if (!options.tls.serverName.empty() && !req.headers().has("Host")) {
       req.headers().add("Host", options.tls.serverName);

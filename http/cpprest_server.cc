@@ -30,7 +30,7 @@ void copyHeaders(const Headers& from, web_http::http_headers& to) {
   for (const auto& [name, value] : from) {
     if (isFramingHeader(name)) continue;
     if (equalsIgnoreCase(name, "Content-Type")) to.remove("Content-Type");
-    to.add(name, value);
+    to.add(std::string(name), std::string(value));
   }
 }
 

@@ -1,6 +1,8 @@
 #include "http/message.h"
 
 #include <array>
+#include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace kshard::http {
@@ -47,22 +49,54 @@ std::optional<Method> parseMethod(std::string_view name) {
   return std::nullopt;
 }
 
-void Headers::add(std::string name, std::string value) {
-  entries_.emplace_back(std::move(name), std::move(value));
+bool isWritableField(std::string_view name, std::string_view value) {
+  if (name.empty()) return false;
+  for (const char c : name) {
+    if (c == '\r' || c == '\n' || c == '\0' || c == ':') return false;
+  }
+  // memchr is vectorised: most values are longer than names, and all of them are checked.
+  return std::memchr(value.data(), '\r', value.size()) == nullptr &&
+         std::memchr(value.data(), '\n', value.size()) == nullptr &&
+         std::memchr(value.data(), '\0', value.size()) == nullptr;
 }
 
-void Headers::set(std::string name, std::string value) {
+bool Headers::pointsInto(std::string_view v) const {
+  const std::less<const char*> before;
+  return !before(v.data(), text_.data()) && before(v.data(), text_.data() + text_.size());
+}
+
+void Headers::add(std::string_view name, std::string_view value) {
+  if (!isWritableField(name, value)) return;
+  if (pointsInto(name) || pointsInto(value)) {
+    // Copied first: the append below may move the text they point into.
+    add(std::string(name), std::string(value));
+    return;
+  }
+  text_.reserve(text_.size() + name.size() + value.size() + 4);
+  text_.append(name);
+  text_.append(": ");
+  text_.append(value);
+  text_.append("\r\n");
+  ++count_;
+}
+
+void Headers::set(std::string_view name, std::string_view value) {
+  if (pointsInto(name) || pointsInto(value)) {
+    // Copied first: remove() moves the text they point into.
+    set(std::string(name), std::string(value));
+    return;
+  }
   remove(name);
-  add(std::move(name), std::move(value));
+  add(name, value);
 }
 
 void Headers::remove(std::string_view name) {
-  std::erase_if(entries_, [&](const Entry& e) { return equalsIgnoreCase(e.first, name); });
+  removeIf([name](std::string_view n) { return equalsIgnoreCase(n, name); });
 }
 
 std::optional<std::string_view> Headers::get(std::string_view name) const {
-  for (const auto& [entryName, value] : entries_) {
-    if (equalsIgnoreCase(entryName, name)) return std::string_view(value);
+  for (const auto [entryName, value] : *this) {
+    if (equalsIgnoreCase(entryName, name)) return value;
   }
   return std::nullopt;
 }

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,31 +41,139 @@ inline bool isFramingHeader(std::string_view name) {
   return equalsIgnoreCase(name, "Content-Length") || equalsIgnoreCase(name, "Transfer-Encoding");
 }
 
+// A header field that can be written as it is: a non-empty name without CR, LF, NUL or colon,
+// and a value without CR, LF or NUL. Anything else would break a message's framing (header
+// injection); Headers never holds such a field.
+bool isWritableField(std::string_view name, std::string_view value);
+
 // Header fields in arrival order; names compare case-insensitively.
+//
+// Kept as the fields' wire form, one "Name: value\r\n" line each, in one string: a message's
+// fields cost one allocation, however many there are, a copy is one copy, and writing them is
+// appending that text (see wire()). A proxy moves every message's fields through several of
+// these per hop, so this is on the data path.
 class Headers {
  public:
-  using Entry = std::pair<std::string, std::string>;
+  using Entry = std::pair<std::string_view, std::string_view>;
 
-  void add(std::string name, std::string value);
+  // Walks the lines; an Entry's views point into the Headers and last until it changes.
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Entry;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Entry;
+
+    const_iterator() = default;
+    Entry operator*() const;
+    const_iterator& operator++();
+    const_iterator operator++(int) {
+      const_iterator before = *this;
+      ++*this;
+      return before;
+    }
+    bool operator==(const const_iterator& other) const { return at_ == other.at_; }
+
+   private:
+    friend class Headers;
+    const_iterator(const char* at, const char* end) : at_(at), end_(end) {}
+    const char* at_ = nullptr;
+    const char* end_ = nullptr;
+  };
+
+  Headers() = default;
+  Headers(const Headers&) = default;
+  Headers& operator=(const Headers&) = default;
+  // A moved-from Headers is empty.
+  Headers(Headers&& other) noexcept
+      : text_(std::move(other.text_)), count_(std::exchange(other.count_, 0)) {
+    other.text_.clear();
+  }
+  Headers& operator=(Headers&& other) noexcept {
+    text_ = std::move(other.text_);
+    count_ = std::exchange(other.count_, 0);
+    other.text_.clear();
+    return *this;
+  }
+
+  // Appends a field. One that is not writable (isWritableField) is dropped: no message could
+  // carry it.
+  void add(std::string_view name, std::string_view value);
   // Replaces every field of that name.
-  void set(std::string name, std::string value);
+  void set(std::string_view name, std::string_view value);
   void remove(std::string_view name);
   // Removes every field for which `pred(name)` holds.
   template <typename Pred>
-  void removeIf(Pred pred) {
-    std::erase_if(entries_, [&pred](const Entry& e) { return pred(std::string_view(e.first)); });
-  }
-  void reserve(std::size_t n) { entries_.reserve(n); }
+  void removeIf(Pred pred);
+  // Room for this many bytes of fields (a line is name + value + 4).
+  void reserve(std::size_t bytes) { text_.reserve(bytes); }
   std::optional<std::string_view> get(std::string_view name) const;
   bool has(std::string_view name) const { return get(name).has_value(); }
 
-  std::vector<Entry>::const_iterator begin() const { return entries_.begin(); }
-  std::vector<Entry>::const_iterator end() const { return entries_.end(); }
-  std::size_t size() const { return entries_.size(); }
+  const_iterator begin() const { return {text_.data(), text_.data() + text_.size()}; }
+  const_iterator end() const { return {text_.data() + text_.size(), text_.data() + text_.size()}; }
+  std::size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  // The fields as they go on the wire: "Name: value\r\n" for each, in order.
+  std::string_view wire() const { return text_; }
 
  private:
-  std::vector<Entry> entries_;
+  // The line at `at` (of text ending at `end`): its name and value, and where the next starts.
+  struct Line {
+    std::string_view name;
+    std::string_view value;
+    const char* next;
+  };
+  static Line lineAt(const char* at, const char* end);
+  // True when `v` points into text_ (a view from get() or an iterator).
+  bool pointsInto(std::string_view v) const;
+
+  std::string text_;
+  std::size_t count_ = 0;
 };
+
+inline Headers::Line Headers::lineAt(const char* at, const char* end) {
+  // Every line is "name: value\r\n", a name holds no colon and a value no CR (add() made sure).
+  const auto* colon =
+      static_cast<const char*>(std::memchr(at, ':', static_cast<std::size_t>(end - at)));
+  const char* value = colon + 2;
+  const auto* cr =
+      static_cast<const char*>(std::memchr(value, '\r', static_cast<std::size_t>(end - value)));
+  return {std::string_view(at, static_cast<std::size_t>(colon - at)),
+          std::string_view(value, static_cast<std::size_t>(cr - value)), cr + 2};
+}
+
+inline Headers::Entry Headers::const_iterator::operator*() const {
+  const Line line = lineAt(at_, end_);
+  return {line.name, line.value};
+}
+
+inline Headers::const_iterator& Headers::const_iterator::operator++() {
+  at_ = lineAt(at_, end_).next;
+  return *this;
+}
+
+template <typename Pred>
+void Headers::removeIf(Pred pred) {
+  // Compacts in place: kept lines move down over removed ones, in one pass.
+  char* const base = text_.data();
+  const char* const end = base + text_.size();
+  std::size_t kept = 0;
+  std::size_t count = 0;
+  for (const char* at = base; at != end;) {
+    const Line line = lineAt(at, end);
+    const auto size = static_cast<std::size_t>(line.next - at);
+    if (!pred(line.name)) {
+      if (base + kept != at) std::memmove(base + kept, at, size);
+      kept += size;
+      ++count;
+    }
+    at = line.next;
+  }
+  text_.resize(kept);
+  count_ = count;
+}
 
 struct Request {
   Method method = Method::kGet;

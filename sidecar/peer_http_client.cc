@@ -75,10 +75,9 @@ void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Ep
   http::Request req;
   req.method = http::Method::kPost;
   req.target = peerEntityPath(message.key);
-  req.headers.reserve(message.headers.size() + 4);
-  for (const auto& [name, value] : message.headers) {
-    if (!isHopByHopHeader(name)) req.headers.add(name, value);
-  }
+  req.headers.reserve(message.headers.wire().size() + 96);
+  req.headers = message.headers;
+  req.headers.removeIf(isHopByHopHeader);
   req.headers.set(std::string(protocol::kShardHeader), std::to_string(message.shard));
   req.headers.set(std::string(protocol::kEpochHeader), std::to_string(senderEpoch));
   req.headers.set(std::string(protocol::kModeHeader),

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kshard::http {
 namespace {
@@ -43,6 +46,85 @@ TEST(HeadersTest, SetReplacesEveryFieldOfThatName) {
   EXPECT_EQ(h.get("x-tag"), "z");
   h.remove("other");
   EXPECT_FALSE(h.has("Other"));
+}
+
+TEST(HeadersTest, KeepsFieldsInOrderAsTheirWireForm) {
+  Headers h;
+  h.add("Content-Type", "application/json");
+  h.add("X-Empty", "");
+  h.add("X-Tag", "a: b\tc");
+  EXPECT_EQ(h.wire(), "Content-Type: application/json\r\nX-Empty: \r\nX-Tag: a: b\tc\r\n");
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (const auto& [name, value] : h) fields.emplace_back(name, value);
+  EXPECT_EQ(fields,
+            (std::vector<std::pair<std::string, std::string>>{
+                {"Content-Type", "application/json"}, {"X-Empty", ""}, {"X-Tag", "a: b\tc"}}));
+  EXPECT_EQ(h.get("x-empty"), "");
+  EXPECT_EQ(h.get("x-tag"), "a: b\tc");
+}
+
+TEST(HeadersTest, DropsFieldsThatWouldBreakFraming) {
+  Headers h;
+  h.add("X-Evil", "a\r\nX-Injected: yes");
+  h.add("X-Lf", std::string("a\nb"));
+  h.add("X-Nul", std::string("a\0b", 3));
+  h.add("Bad:Name", "v");
+  h.add("Bad\rName", "v");
+  h.add("", "v");
+  h.add("X-Ok", "fine");
+  EXPECT_EQ(h.size(), 1u);
+  EXPECT_EQ(h.wire(), "X-Ok: fine\r\n");
+  EXPECT_FALSE(isWritableField("X", "a\rb"));
+  EXPECT_TRUE(isWritableField("X", "a\tb"));
+}
+
+TEST(HeadersTest, RemoveIfKeepsTheRestInOrder) {
+  Headers h;
+  for (const char* name : {"A", "Connection", "B", "Keep-Alive", "Connection", "C"}) {
+    h.add(name, std::string("v-") + name);
+  }
+  h.removeIf([](std::string_view n) { return n == "Connection" || n == "Keep-Alive"; });
+  EXPECT_EQ(h.size(), 3u);
+  EXPECT_EQ(h.wire(), "A: v-A\r\nB: v-B\r\nC: v-C\r\n");
+  h.removeIf([](std::string_view) { return true; });
+  EXPECT_TRUE(h.empty());
+  EXPECT_EQ(h.begin(), h.end());
+}
+
+TEST(HeadersTest, AddingOrSettingFromItsOwnFieldsIsSafe) {
+  Headers h;
+  h.add("X-Long-Name-For-Growth", std::string(40, 'v'));
+  for (int i = 0; i < 6; ++i) {
+    // Views into h itself: every add may move the text they point into.
+    const auto [name, value] = *h.begin();
+    h.add(name, value);
+  }
+  EXPECT_EQ(h.size(), 7u);
+  for (const auto& [name, value] : h) {
+    EXPECT_EQ(name, "X-Long-Name-For-Growth");
+    EXPECT_EQ(value, std::string(40, 'v'));
+  }
+  const std::string_view value = *h.get("x-long-name-for-growth");
+  h.set("X-Copy", value);
+  h.set("X-Long-Name-For-Growth", *h.get("x-copy"));
+  EXPECT_EQ(h.size(), 2u);
+  EXPECT_EQ(h.get("x-long-name-for-growth"), std::string(40, 'v'));
+}
+
+TEST(HeadersTest, CopiesAreIndependentAndMovedFromIsEmpty) {
+  Headers a;
+  a.add("X-A", "1");
+  Headers b = a;
+  b.add("X-B", "2");
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_EQ(b.size(), 2u);
+  Headers c = std::move(b);
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is the test
+  EXPECT_EQ(b.begin(), b.end());
+  a = std::move(c);
+  EXPECT_EQ(a.get("x-b"), "2");
+  EXPECT_TRUE(c.empty());  // NOLINT(bugprone-use-after-move)
 }
 
 TEST(RequestTest, ParamAndQueryParamLookups) {

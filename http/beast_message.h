@@ -69,7 +69,7 @@ class MessageParser final : public boost::beast::http::basic_parser<isRequest> {
         equalsIgnoreCase({value.data(), value.size()}, "100-continue")) {
       expectContinue_ = true;
     }
-    message_.headers.add(toStd(nameText), toStd(value));
+    message_.headers.addParsed(toStd(nameText), toStd(value));
   }
   void on_header_impl(error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {

@@ -1,6 +1,9 @@
 #include "http/message.h"
 
+#include <algorithm>
 #include <array>
+#include <cassert>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -32,6 +35,38 @@ bool isUnreserved(unsigned char c) {
          c == '.' || c == '_' || c == '~';
 }
 
+bool breaksFramingAt(char c, bool isName) {
+  return c == '\r' || c == '\n' || c == '\0' || (isName && c == ':');
+}
+
+// CR, LF or NUL in `s`, or in a name a colon. Every field added to a Headers goes through here,
+// so eight bytes at a time: a word with no byte below 14 (CR, LF and NUL are all below) and, for
+// names, none equal to ':' is clean; a word that fails (a tab does) is checked byte by byte. A
+// field of 8 bytes or more ends with a word that overlaps the one before.
+bool breaksFraming(std::string_view s, bool isName) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+  constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+  // Non-zero when some byte of `w` is below `n` (n <= 128): the classic "has less" test, exact.
+  const auto hasLess = [](std::uint64_t w, std::uint64_t n) {
+    return (w - kOnes * n) & ~w & kHighs;
+  };
+  const auto bytesBreak = [&](std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      if (breaksFramingAt(s[i], isName)) return true;
+    }
+    return false;
+  };
+  if (s.size() < 8) return bytesBreak(0, s.size());
+  for (std::size_t i = 0;; i += 8) {
+    const std::size_t at = std::min(i, s.size() - 8);
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + at, sizeof w);
+    const bool suspect = hasLess(w, 14) != 0 || (isName && hasLess(w ^ (kOnes * ':'), 1) != 0);
+    if (suspect && bytesBreak(at, at + 8)) return true;
+    if (at + 8 == s.size()) return false;
+  }
+}
+
 }  // namespace
 
 std::string_view methodName(Method m) {
@@ -50,14 +85,7 @@ std::optional<Method> parseMethod(std::string_view name) {
 }
 
 bool isWritableField(std::string_view name, std::string_view value) {
-  if (name.empty()) return false;
-  for (const char c : name) {
-    if (c == '\r' || c == '\n' || c == '\0' || c == ':') return false;
-  }
-  // memchr is vectorised: most values are longer than names, and all of them are checked.
-  return std::memchr(value.data(), '\r', value.size()) == nullptr &&
-         std::memchr(value.data(), '\n', value.size()) == nullptr &&
-         std::memchr(value.data(), '\0', value.size()) == nullptr;
+  return !name.empty() && !breaksFraming(name, true) && !breaksFraming(value, false);
 }
 
 bool Headers::pointsInto(std::string_view v) const {
@@ -65,19 +93,25 @@ bool Headers::pointsInto(std::string_view v) const {
   return !before(v.data(), text_.data()) && before(v.data(), text_.data() + text_.size());
 }
 
+void Headers::appendLine(std::string_view name, std::string_view value) {
+  text_.reserve(text_.size() + name.size() + value.size() + 4);
+  text_.append(name).append(": ", 2).append(value).append("\r\n", 2);
+  ++count_;
+}
+
 void Headers::add(std::string_view name, std::string_view value) {
   if (!isWritableField(name, value)) return;
   if (pointsInto(name) || pointsInto(value)) {
-    // Copied first: the append below may move the text they point into.
-    add(std::string(name), std::string(value));
+    // Copied first: the append may move the text they point into.
+    appendLine(std::string(name), std::string(value));
     return;
   }
-  text_.reserve(text_.size() + name.size() + value.size() + 4);
-  text_.append(name);
-  text_.append(": ");
-  text_.append(value);
-  text_.append("\r\n");
-  ++count_;
+  appendLine(name, value);
+}
+
+void Headers::addParsed(std::string_view name, std::string_view value) {
+  assert(isWritableField(name, value) && !pointsInto(name) && !pointsInto(value));
+  appendLine(name, value);
 }
 
 void Headers::set(std::string_view name, std::string_view value) {

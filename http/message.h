@@ -2,8 +2,10 @@
 // third-party type appears here: the adapters (cpprestsdk, Boost.Beast) convert at the edge.
 #pragma once
 
+#include <bit>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -56,6 +58,16 @@ class Headers {
  public:
   using Entry = std::pair<std::string_view, std::string_view>;
 
+ private:
+  // The line at `at` (of text ending at `end`): its name and value, and where the next starts.
+  struct Line {
+    std::string_view name;
+    std::string_view value;
+    const char* next = nullptr;
+  };
+  static Line lineAt(const char* at, const char* end);
+
+ public:
   // Walks the lines; an Entry's views point into the Headers and last until it changes.
   class const_iterator {
    public:
@@ -66,8 +78,12 @@ class Headers {
     using reference = Entry;
 
     const_iterator() = default;
-    Entry operator*() const;
-    const_iterator& operator++();
+    Entry operator*() const { return {line_.name, line_.value}; }
+    const_iterator& operator++() {
+      at_ = line_.next;
+      if (at_ != end_) line_ = lineAt(at_, end_);
+      return *this;
+    }
     const_iterator operator++(int) {
       const_iterator before = *this;
       ++*this;
@@ -77,9 +93,12 @@ class Headers {
 
    private:
     friend class Headers;
-    const_iterator(const char* at, const char* end) : at_(at), end_(end) {}
+    const_iterator(const char* at, const char* end) : at_(at), end_(end) {
+      if (at_ != end_) line_ = lineAt(at_, end_);
+    }
     const char* at_ = nullptr;
     const char* end_ = nullptr;
+    Line line_;
   };
 
   Headers() = default;
@@ -100,6 +119,9 @@ class Headers {
   // Appends a field. One that is not writable (isWritableField) is dropped: no message could
   // carry it.
   void add(std::string_view name, std::string_view value);
+  // add() for a field from a parser that refuses everything isWritableField does (Beast's: a
+  // name of token characters, a value without control characters but tab): no second check.
+  void addParsed(std::string_view name, std::string_view value);
   // Replaces every field of that name.
   void set(std::string_view name, std::string_view value);
   void remove(std::string_view name);
@@ -119,13 +141,8 @@ class Headers {
   std::string_view wire() const { return text_; }
 
  private:
-  // The line at `at` (of text ending at `end`): its name and value, and where the next starts.
-  struct Line {
-    std::string_view name;
-    std::string_view value;
-    const char* next;
-  };
-  static Line lineAt(const char* at, const char* end);
+  // Appends "name: value\r\n"; neither may point into text_.
+  void appendLine(std::string_view name, std::string_view value);
   // True when `v` points into text_ (a view from get() or an iterator).
   bool pointsInto(std::string_view v) const;
 
@@ -133,25 +150,38 @@ class Headers {
   std::size_t count_ = 0;
 };
 
+namespace detail {
+
+// The first `c` at or after `at`, which the caller knows is before `end`. Eight bytes at a time:
+// the fields' names and values are mostly short, where a call to memchr costs more than the scan.
+inline const char* findKnownByte(const char* at, const char* end, char c) {
+  static_assert(std::endian::native == std::endian::little, "the first match is the lowest byte");
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+  constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+  const std::uint64_t pattern = kOnes * static_cast<unsigned char>(c);
+  while (end - at >= 8) {
+    std::uint64_t w;
+    std::memcpy(&w, at, sizeof w);
+    w ^= pattern;
+    // The lowest byte flagged is the first zero byte of w exactly (only bytes above a zero can
+    // be flagged wrongly, by the borrow).
+    const std::uint64_t zero = (w - kOnes) & ~w & kHighs;
+    if (zero != 0) return at + (std::countr_zero(zero) >> 3);
+    at += 8;
+  }
+  while (*at != c) ++at;
+  return at;
+}
+
+}  // namespace detail
+
 inline Headers::Line Headers::lineAt(const char* at, const char* end) {
   // Every line is "name: value\r\n", a name holds no colon and a value no CR (add() made sure).
-  const auto* colon =
-      static_cast<const char*>(std::memchr(at, ':', static_cast<std::size_t>(end - at)));
+  const char* colon = detail::findKnownByte(at, end, ':');
   const char* value = colon + 2;
-  const auto* cr =
-      static_cast<const char*>(std::memchr(value, '\r', static_cast<std::size_t>(end - value)));
+  const char* cr = detail::findKnownByte(value, end, '\r');
   return {std::string_view(at, static_cast<std::size_t>(colon - at)),
           std::string_view(value, static_cast<std::size_t>(cr - value)), cr + 2};
-}
-
-inline Headers::Entry Headers::const_iterator::operator*() const {
-  const Line line = lineAt(at_, end_);
-  return {line.name, line.value};
-}
-
-inline Headers::const_iterator& Headers::const_iterator::operator++() {
-  at_ = lineAt(at_, end_).next;
-  return *this;
 }
 
 template <typename Pred>

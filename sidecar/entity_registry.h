@@ -60,7 +60,8 @@ struct Message {
   EntityKey key;
   ShardId shard = 0;
   DeliveryMode mode = DeliveryMode::kAsk;
-  http::Headers headers;  // passed on to the app (content type and the like)
+  // Passed on to the app (content type and the like): only fields passThroughHeaders keeps.
+  http::Headers headers;
   std::string body;
 };
 

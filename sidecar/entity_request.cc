@@ -38,12 +38,14 @@ std::string entityPath(std::string_view prefix, const EntityKey& key) {
   return path;
 }
 
+bool staysOnItsHop(std::string_view name) {
+  return isHopByHopHeader(name) ||
+         (name.size() >= 7 && ::strncasecmp(name.data(), "kshard-", 7) == 0) ||
+         (name.size() == 13 && ::strncasecmp(name.data(), "authorization", 13) == 0);
+}
+
 http::Headers passThroughHeaders(http::Headers headers) {
-  headers.removeIf([](std::string_view name) {
-    return isHopByHopHeader(name) ||
-           (name.size() >= 7 && ::strncasecmp(name.data(), "kshard-", 7) == 0) ||
-           (name.size() == 13 && ::strncasecmp(name.data(), "authorization", 13) == 0);
-  });
+  headers.removeIf(staysOnItsHop);
   return headers;
 }
 

@@ -27,8 +27,11 @@ std::optional<DeliveryMode> parseMode(std::string_view text);
 // segment: "/kshard/entities/counter/a%2Fb".
 std::string entityPath(std::string_view prefix, const EntityKey& key);
 
-// The headers of a request that travel with the message to the app (everything but hop-by-hop
-// headers, kshard's own Kshard-* headers and the caller's Authorization).
+// True for the fields that do not travel with a message to the app: hop-by-hop headers, kshard's
+// own Kshard-* headers and the caller's Authorization.
+bool staysOnItsHop(std::string_view name);
+
+// The headers of a request that travel with the message to the app (those !staysOnItsHop).
 http::Headers passThroughHeaders(http::Headers headers);
 
 }  // namespace kshard::sidecar

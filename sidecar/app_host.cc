@@ -51,11 +51,8 @@ void AppHost::deliver(Message message, Epoch epoch,
   req.method = http::Method::kPost;
   req.target = entityCallbackPath(message.key);
   req.headers = std::move(message.headers);
-  req.headers.removeIf(isHopByHopHeader);
-  req.headers.set(std::string(protocol::kShardHeader), std::to_string(message.shard));
-  req.headers.set(std::string(protocol::kEpochHeader), std::to_string(epoch));
-  req.headers.set(std::string(protocol::kModeHeader),
-                  message.mode == DeliveryMode::kTell ? "tell" : "ask");
+  req.headers.reserve(req.headers.wire().size() + kMessageFieldsBytes);
+  addMessageFields(req.headers, message.shard, epoch, message.mode);
   req.body = std::move(message.body);
   req.timeout = toMillis(deliverTimeout_);
   client_.send(std::move(req), std::move(done));

@@ -2,7 +2,12 @@
 
 #include <strings.h>
 
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+
 #include "base/utf8.h"
+#include "protocol/wire.h"
 #include "sidecar/app_host.h"
 
 namespace kshard::sidecar {
@@ -47,6 +52,19 @@ bool staysOnItsHop(std::string_view name) {
 http::Headers passThroughHeaders(http::Headers headers) {
   headers.removeIf(staysOnItsHop);
   return headers;
+}
+
+void addMessageFields(http::Headers& headers, ShardId shard, Epoch epoch, DeliveryMode mode) {
+  // Filtered when the message was received, so the fields added here are the only Kshard-* ones.
+  assert(std::none_of(headers.begin(), headers.end(),
+                      [](const auto& field) { return staysOnItsHop(field.first); }));
+  char number[24];
+  const auto numberText = [&number](auto n) {
+    return std::string_view(number, std::to_chars(number, number + sizeof number, n).ptr);
+  };
+  headers.add(protocol::kShardHeader, numberText(shard));
+  headers.add(protocol::kEpochHeader, numberText(epoch));
+  headers.add(protocol::kModeHeader, mode == DeliveryMode::kTell ? "tell" : "ask");
 }
 
 }  // namespace kshard::sidecar

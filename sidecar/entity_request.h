@@ -34,4 +34,10 @@ bool staysOnItsHop(std::string_view name);
 // The headers of a request that travel with the message to the app (those !staysOnItsHop).
 http::Headers passThroughHeaders(http::Headers headers);
 
+// A message's headers (passThroughHeaders) with the Kshard-Shard, Kshard-Epoch and Kshard-Mode
+// fields it carries to the owner's peer API or to the app appended: the only Kshard-* fields.
+// The caller reserves room for kMessageFieldsBytes more, so that they do not move the rest.
+void addMessageFields(http::Headers& headers, ShardId shard, Epoch epoch, DeliveryMode mode);
+inline constexpr std::size_t kMessageFieldsBytes = 96;
+
 }  // namespace kshard::sidecar

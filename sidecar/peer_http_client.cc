@@ -1,9 +1,5 @@
 #include "sidecar/peer_http_client.h"
 
-#include <algorithm>
-#include <cassert>
-#include <charconv>
-
 #include "protocol/wire.h"
 #include "sidecar/app_host.h"
 #include "sidecar/entity_request.h"
@@ -79,20 +75,9 @@ void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Ep
   http::Request req;
   req.method = http::Method::kPost;
   req.target = peerEntityPath(message.key);
-  // Room for the kshard headers added below, so that they do not move the copied fields.
-  req.headers.reserve(message.headers.wire().size() + 96);
+  req.headers.reserve(message.headers.wire().size() + kMessageFieldsBytes);
   req.headers = message.headers;
-  // A message's headers were filtered when it was received (passThroughHeaders), so the Kshard-*
-  // fields added here are the only ones.
-  assert(std::none_of(req.headers.begin(), req.headers.end(),
-                      [](const auto& field) { return staysOnItsHop(field.first); }));
-  char number[24];
-  const auto numberText = [&number](auto n) {
-    return std::string_view(number, std::to_chars(number, number + sizeof number, n).ptr);
-  };
-  req.headers.add(protocol::kShardHeader, numberText(message.shard));
-  req.headers.add(protocol::kEpochHeader, numberText(senderEpoch));
-  req.headers.add(protocol::kModeHeader, message.mode == DeliveryMode::kTell ? "tell" : "ask");
+  addMessageFields(req.headers, message.shard, senderEpoch, message.mode);
   if (authorization_) req.headers.add(protocol::kAuthorizationHeader, authorization_());
   req.body = message.body;
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);

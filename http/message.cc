@@ -94,8 +94,18 @@ bool Headers::pointsInto(std::string_view v) const {
 }
 
 void Headers::appendLine(std::string_view name, std::string_view value) {
-  text_.reserve(text_.size() + name.size() + value.size() + 4);
-  text_.append(name).append(": ", 2).append(value).append("\r\n", 2);
+  // One resize and two copies, where four appends each checked the capacity and copied.
+  const std::size_t at = text_.size();
+  text_.resize(at + name.size() + value.size() + 4);
+  char* p = text_.data() + at;
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = ':';
+  *p++ = ' ';
+  if (!value.empty()) std::memcpy(p, value.data(), value.size());
+  p += value.size();
+  *p++ = '\r';
+  *p = '\n';
   ++count_;
 }
 

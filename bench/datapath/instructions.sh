@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Instructions per forwarded message in sidecar A of the data-path benchmark (docs/benchmarks.md,
+# Instructions per forwarded message in sidecar A (or B) of the data-path benchmark (docs/benchmarks.md,
 # "Sidecar data path"), counted by valgrind's callgrind: a figure that does not move with the
 # load of a shared VM, so that a change of a few percent in the sidecar's user time can be seen
 # where the throughput of bench/datapath/run.sh varies by more than that from run to run.
 #
 # The topology is run.sh's (c): fortio → sidecar A → sidecar B (owner) → stub app, on loopback,
-# with the stub manager giving every shard to B. Only A runs under callgrind; B and the app run
-# normally. After WARMUP messages the counters are zeroed, MESSAGES messages are sent (1 KiB
-# bodies, CONNECTIONS connections, as fast as A answers), and the counts are dumped. Printed:
-# the instructions per message, and the functions that cost most (callgrind_annotate, OUT/top.txt).
+# with the stub manager giving every shard to B. Only one sidecar runs under callgrind (A, the
+# forwarder, or with PROFILE=b the owner B); the other and the app run normally. After WARMUP
+# messages the counters are zeroed, MESSAGES messages are sent (1 KiB bodies, CONNECTIONS
+# connections, as fast as the pair answers, all to one entity), and the counts are dumped.
+# Printed: the instructions per message, and the functions that cost most by their own
+# instructions, with the calls to malloc per message (callgrind_top.py, OUT/top.txt).
 #
 #   bench/datapath/instructions.sh                    # build what is missing, count
 #   SIDECAR=/path/to/kshard-sidecar bench/datapath/instructions.sh   # another build of A
+#   PROFILE=b bench/datapath/instructions.sh          # count the owner B instead
 #
-# Settings (environment): MESSAGES (4000), WARMUP (2000), CONNECTIONS (16), SIDECAR (A's
-# executable; B is always build/bin's), SIDECAR_GLIBC_TUNABLES (as run.sh), OUT
-# (build/bench/datapath-instructions). Needs valgrind (apt-get install valgrind).
+# Settings (environment): PROFILE (a or b: the sidecar counted), MESSAGES (4000), WARMUP (2000),
+# CONNECTIONS (16), SIDECAR (the counted sidecar's executable; the other is always build/bin's),
+# SIDECAR_GLIBC_TUNABLES (as run.sh), OUT (build/bench/datapath-instructions). Needs valgrind
+# (apt-get install valgrind).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,7 +34,7 @@ fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
 # shellcheck source=bench/datapath/common.sh
 source "$here/common.sh"
 
-for tool in valgrind callgrind_control callgrind_annotate curl python3; do
+for tool in valgrind callgrind_control curl python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install valgrind curl python3)"
 done
 [[ -x $fortio ]] || die "no fortio at $fortio (bench/datapath/run.sh installs it)"
@@ -38,8 +42,10 @@ done
 log "building kshard-sidecar and datapath_stub_app (release preset)"
 (cd "$root" && cmake --preset release >/dev/null &&
   cmake --build --preset release --target kshard-sidecar datapath_stub_app >&2)
-owner=$root/build/bin/kshard-sidecar
-sidecar=${SIDECAR:-$owner}
+built=$root/build/bin/kshard-sidecar
+sidecar=${SIDECAR:-$built}
+profile=${PROFILE:-a}
+[[ $profile == a || $profile == b ]] || die "PROFILE must be a or b, not '$profile'"
 tunables=$(sidecar_tunables)
 
 mkdir -p "$out"
@@ -76,14 +82,23 @@ start_sidecar() {  # start_sidecar NAME IP API_PORT COMMAND...
     --manager-address="127.0.0.1:$manager_port" >"$out/sidecar-$name.log" 2>&1 &
   pids+=($!)
 }
-start_sidecar b 127.0.0.3 "$(free_port)" "$owner"
+under_callgrind=(valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" "$sidecar")
+if [[ $profile == b ]]; then
+  start_sidecar b 127.0.0.3 "$(free_port)" "${under_callgrind[@]}"
+else
+  start_sidecar b 127.0.0.3 "$(free_port)" "$built"
+fi
+counted_pid=${pids[-1]}
 a_port=$(free_port)
-start_sidecar a 127.0.0.2 "$a_port" valgrind --tool=callgrind \
-  --callgrind-out-file="$out/callgrind.out" "$sidecar"
-a_pid=${pids[-1]}
+if [[ $profile == a ]]; then
+  start_sidecar a 127.0.0.2 "$a_port" "${under_callgrind[@]}"
+  counted_pid=${pids[-1]}
+else
+  start_sidecar a 127.0.0.2 "$a_port" "$built"
+fi
 url=http://127.0.0.1:$a_port/v1/entities/bench
 post() { curl -m 5 -fsS -o /dev/null -X POST --data-binary x "$url/probe"; }
-wait_until 120 "a message through sidecar A (under callgrind) answered" post
+wait_until 120 "a message through sidecar A to B (sidecar ${profile^^} under callgrind) answered" post
 
 load() {  # load N ID
   "$fortio" load -quiet -n "$1" -c "$connections" -qps 0 -payload-size 1024 \
@@ -93,16 +108,18 @@ load() {  # load N ID
 }
 log "warming up: $warmup messages"
 load "$warmup" warm
-callgrind_control -z "$a_pid" >/dev/null 2>&1
+callgrind_control -z "$counted_pid" >/dev/null 2>&1
 log "counting: $messages messages at $connections connections"
 load "$messages" counted
-callgrind_control -d "$a_pid" >/dev/null 2>&1
+callgrind_control -d "$counted_pid" >/dev/null 2>&1
 dump=$out/callgrind.out.1
 wait_until 30 "callgrind's dump" test -s "$dump"
 total=$(sed -n 's/^summary: \([0-9]*\).*/\1/p' "$dump")
 [[ -n $total ]] || total=$(sed -n 's/^totals: \([0-9]*\).*/\1/p' "$dump")
 [[ -n $total ]] || die "no total in $dump"
-callgrind_annotate --threshold=90 "$dump" >"$out/top.txt" 2>/dev/null || true
-printf 'sidecar A (%s): %s instructions per forwarded message (%s in %s messages)\n' \
-  "$sidecar" "$((total / messages))" "$total" "$messages"
+python3 "$here/callgrind_top.py" "$dump" "$messages" 40 >"$out/top.txt" ||
+  die "could not summarise $dump"
+printf 'sidecar %s (%s): %s instructions per forwarded message (%s in %s messages)\n' \
+  "${profile^^}" "$sidecar" "$((total / messages))" "$total" "$messages"
+tail -n 1 "$out/top.txt"
 log "the functions that cost most: $out/top.txt"

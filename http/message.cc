@@ -139,8 +139,21 @@ void Headers::remove(std::string_view name) {
 }
 
 std::optional<std::string_view> Headers::get(std::string_view name) const {
-  for (const auto [entryName, value] : *this) {
-    if (equalsIgnoreCase(entryName, name)) return value;
+  // No field has an empty name or a colon in it.
+  if (name.empty() || name.find(':') != std::string_view::npos) return std::nullopt;
+  const char* at = text_.data();
+  const char* const end = at + text_.size();
+  while (at != end) {
+    // A line whose name has the length asked for has its colon right after it; a line without
+    // one there is skipped with one scan, to its LF, not two.
+    const auto left = static_cast<std::size_t>(end - at);
+    if (left > name.size() && at[name.size()] == ':' &&
+        equalsIgnoreCase(std::string_view(at, name.size()), name)) {
+      const char* value = at + name.size() + 2;
+      return std::string_view(
+          value, static_cast<std::size_t>(detail::findKnownByte(value, end, '\r') - value));
+    }
+    at = detail::findKnownByte(at, end, '\n') + 1;
   }
   return std::nullopt;
 }

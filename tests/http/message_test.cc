@@ -63,6 +63,24 @@ TEST(HeadersTest, KeepsFieldsInOrderAsTheirWireForm) {
   EXPECT_EQ(h.get("x-tag"), "a: b\tc");
 }
 
+TEST(HeadersTest, GetMatchesWholeNamesOnly) {
+  Headers h;
+  h.add("A", "x:y");
+  h.add("Ab", "b");
+  h.add("Abc", ": c");
+  h.add("X-Last", "");
+  EXPECT_EQ(h.get("a"), "x:y");
+  EXPECT_EQ(h.get("AB"), "b");
+  EXPECT_EQ(h.get("abc"), ": c");
+  EXPECT_EQ(h.get("x-last"), "");
+  // Prefixes, extensions and text that spans a colon are no field's name.
+  EXPECT_FALSE(h.get("A: x").has_value());
+  EXPECT_FALSE(h.get("Abcd").has_value());
+  EXPECT_FALSE(h.get("X-Last-").has_value());
+  EXPECT_FALSE(h.get("").has_value());
+  EXPECT_FALSE(Headers().get("A").has_value());
+}
+
 TEST(HeadersTest, DropsFieldsThatWouldBreakFraming) {
   Headers h;
   h.add("X-Evil", "a\r\nX-Injected: yes");

@@ -135,6 +135,8 @@ void Headers::set(std::string_view name, std::string_view value) {
 }
 
 void Headers::remove(std::string_view name) {
+  // Copied first when it points into the text that removing moves.
+  if (pointsInto(name)) return remove(std::string(name));
   removeIf([name](std::string_view n) { return equalsIgnoreCase(n, name); });
 }
 

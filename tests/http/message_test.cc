@@ -145,6 +145,15 @@ TEST(HeadersTest, CopiesAreIndependentAndMovedFromIsEmpty) {
   EXPECT_TRUE(c.empty());  // NOLINT(bugprone-use-after-move)
 }
 
+TEST(HeadersTest, RemovingByANameFromItselfIsSafe) {
+  Headers h;
+  h.add("X-First", "1");
+  h.add("X-Second", "2");
+  h.add("x-first", "3");
+  h.remove((*h.begin()).first);  // a view into h's own text
+  EXPECT_EQ(h.wire(), "X-Second: 2\r\n");
+}
+
 TEST(RequestTest, ParamAndQueryParamLookups) {
   Request r;
   r.params = {{"type", "counter"}, {"id", "a/b"}};

@@ -2,12 +2,13 @@
 """The tables of the data-path benchmark, from the points run.sh measured.
 
 Input: one line per point,
-  wrk ROUND TOPOLOGY CONNECTIONS REQUESTS_PER_S ERRORS PROXY_CPU_US PROXY_SWITCHES APP_CPU_US
+  wrk ROUND TOPOLOGY CONNECTIONS REQUESTS_PER_S ERRORS PROXY_CPU_US PROXY_SWITCHES APP_CPU_US [PROXY_USER_US]
   fortio ROUND TOPOLOGY P50_MS P90_MS P99_MS REQUESTS_PER_S ERRORS PROXY_CPU_US PROXY_SWITCHES
   fortio-uniform ... (the same, with the connections' requests spread evenly: fortio -uniform)
 with TOPOLOGY one of direct, nginx, sidecar, owner (one sidecar, which owns the entity; not a
 topology of the issue, it splits the sidecar pair's cost). The figures per request are the CPU time of the two
-proxies together, their context switches, and (wrk) the app's CPU time.
+proxies together (and, from wrk, the part of it in user space), their context switches, and (wrk)
+the app's CPU time.
 
 A round's peak for a topology is its best wrk point over the connection counts; the tables show
 the median over the rounds, the goals of issue 6 checked against the medians, and every point.
@@ -33,7 +34,8 @@ with open(sys.argv[1]) as f:
         if kind == "wrk":
             wrk.append({"round": int(v[0]), "topology": v[1], "connections": int(v[2]),
                         "rps": float(v[3]), "errors": int(v[4]), "proxy_cpu": float(v[5]),
-                        "proxy_switches": float(v[6]), "app_cpu": float(v[7])})
+                        "proxy_switches": float(v[6]), "app_cpu": float(v[7]),
+                        "proxy_user": float(v[8]) if len(v) > 8 else float("nan")})
         elif kind in ("fortio", "fortio-uniform"):
             (fortio if kind == "fortio" else uniform).append({"round": int(v[0]), "topology": v[1], "p50": float(v[2]),
                            "p90": float(v[3]), "p99": float(v[4]), "rps": float(v[5]),
@@ -126,26 +128,28 @@ print("What one request costs (medians): CPU time of the proxies together and th
 print(f"switches, at each topology's peak (wrk) and at {statistics.median(x['rps'] for x in fortio):,.0f} "
       "requests/s (fortio); the app's CPU time at the peak.")
 print()
-print("| topology | proxies' CPU µs / request, peak | context switches / request, peak "
+print("| topology | proxies' CPU µs / request, peak | of which user | context switches / request, peak "
       "| app CPU µs / request, peak | proxies' CPU µs / request, fixed rate "
       "| context switches / request, fixed rate |")
-print("| --- | ---: | ---: | ---: | ---: | ---: |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for t, label in LABELS.items():
     if t == "direct":
-        print(f"| {label} | – | – | {median_peak(t, 'app_cpu'):.1f} | – | – |")
+        print(f"| {label} | – | – | – | {median_peak(t, 'app_cpu'):.1f} | – | – |")
         continue
-    print(f"| {label} | {median_peak(t, 'proxy_cpu'):.1f} | {median_peak(t, 'proxy_switches'):.2f} "
+    print(f"| {label} | {median_peak(t, 'proxy_cpu'):.1f} | {median_peak(t, 'proxy_user'):.1f} "
+          f"| {median_peak(t, 'proxy_switches'):.2f} "
           f"| {median_peak(t, 'app_cpu'):.1f} | {med(t, 'proxy_cpu'):.1f} "
           f"| {med(t, 'proxy_switches'):.2f} |")
 print()
 print("Every wrk point:")
 print()
 print("| round | topology | connections | requests/s | errors | proxies' CPU µs / req "
-      "| switches / req | app CPU µs / req |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+      "| of which user | switches / req | app CPU µs / req |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for x in wrk:
     print(f"| {x['round']} | {x['topology']} | {x['connections']} | {x['rps']:,.0f} | {x['errors']} "
-          f"| {x['proxy_cpu']:.1f} | {x['proxy_switches']:.2f} | {x['app_cpu']:.1f} |")
+          f"| {x['proxy_cpu']:.1f} | {x['proxy_user']:.1f} | {x['proxy_switches']:.2f} "
+          f"| {x['app_cpu']:.1f} |")
 print()
 print("Every fortio point:")
 print()

@@ -270,10 +270,11 @@ declare -A proxies=([direct]="" [nginx]="${nginx_pids[*]}"
   [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}" [owner]="${sidecar_pid[b]}"
   [sidecar-auth]="${sidecar_pid[c]} ${sidecar_pid[d]}")
 
-usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0"; fi; }
+usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0 0"; fi; }
 
 # wrk_point TOPOLOGY ROUND CONNECTIONS: throughput at that many connections; prints "requests/s
-# errors proxy_cpu_us proxy_switches app_cpu_us", the last three per request.
+# errors proxy_cpu_us proxy_switches app_cpu_us proxy_user_us", the last four per request
+# (proxy_user_us: the part of proxy_cpu_us spent in user space).
 wrk_point() {
   local t=$1 r=$2 c=$3 file=$out/wrk-$1-$2-c$3.txt
   local proxy_before app_before proxy_after app_after
@@ -292,8 +293,8 @@ wrk_point() {
     END {
       split(pb, b, " "); split(pa, a, " "); split(ab, c, " "); split(aa, d, " ")
       n = requests > 0 ? requests : 1
-      printf "%.0f %d %.1f %.2f %.1f\n", rps, errors, (a[1] - b[1]) * 1e6 / n, (a[2] - b[2]) / n,
-        (d[1] - c[1]) * 1e6 / n
+      printf "%.0f %d %.1f %.2f %.1f %.1f\n", rps, errors, (a[1] - b[1]) * 1e6 / n,
+        (a[2] - b[2]) / n, (d[1] - c[1]) * 1e6 / n, (a[3] - b[3]) * 1e6 / n
     }' "$file"
 }
 
@@ -319,7 +320,7 @@ d = json.load(open(sys.argv[1]))
 p = {x["Percentile"]: x["Value"] * 1000 for x in d["DurationHistogram"]["Percentiles"]}
 n = d["DurationHistogram"]["Count"]
 errors = n - d["RetCodes"].get("200", 0)
-(cpu0, sw0), (cpu1, sw1) = (map(float, a.split()) for a in sys.argv[2:4])
+(cpu0, sw0), (cpu1, sw1) = (map(float, a.split()[:2]) for a in sys.argv[2:4])
 print(f'{p[50]:.3f} {p[90]:.3f} {p[99]:.3f} {d["ActualQPS"]:.0f} {errors} '
       f'{(cpu1 - cpu0) * 1e6 / max(n, 1):.1f} {(sw1 - sw0) / max(n, 1):.2f}')
 EOF
@@ -334,10 +335,11 @@ for r in $(seq 1 "$rounds"); do
     ENTITY_IDS=$entity_ids wrk -t "$wrk_threads" -c 32 -d "${warmup}s" -s "$here/post.lua" \
       "${url[$t]}" >/dev/null
     for c in $wrk_connections; do
-      read -r rps errors proxy_cpu proxy_switches app_cpu < <(wrk_point "$t" "$r" "$c")
+      read -r rps errors proxy_cpu proxy_switches app_cpu proxy_user < <(wrk_point "$t" "$r" "$c")
       log "round $r $t, $c connections: $rps requests/s ($errors errors); per request: proxies" \
-        "$proxy_cpu µs CPU and $proxy_switches context switches, app $app_cpu µs CPU"
-      echo "wrk $r $t $c $rps $errors $proxy_cpu $proxy_switches $app_cpu" >>"$results"
+        "$proxy_cpu µs CPU ($proxy_user µs user) and $proxy_switches context switches, app" \
+        "$app_cpu µs CPU"
+      echo "wrk $r $t $c $rps $errors $proxy_cpu $proxy_switches $app_cpu $proxy_user" >>"$results"
     done
     read -r p50 p90 p99 actual errors proxy_cpu proxy_switches < <(fortio_point "$t" "$r")
     log "round $r $t, $actual requests/s: p50 $p50 ms, p90 $p90 ms, p99 $p99 ms ($errors errors);" \

@@ -72,30 +72,24 @@ pids+=($!)
 wait_until 10 "the stub manager listening" \
   curl -fsS "http://127.0.0.1:$manager_port/v1/shardmaps/bench/datapath/assignments"
 
-start_sidecar() {  # start_sidecar NAME IP API_PORT COMMAND...
-  local name=$1 ip=$2 api=$3
-  shift 3
-  GLIBC_TUNABLES=$tunables "$@" --pod-name="bench-$name" --pod-namespace=bench \
+declare -A sidecar_pid
+# start_sidecar NAME IP API_PORT: sidecar NAME, under callgrind when it is the one counted.
+start_sidecar() {
+  local name=$1 ip=$2 api=$3 command=("$built")
+  [[ $profile == "$name" ]] &&
+    command=(valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" "$sidecar")
+  GLIBC_TUNABLES=$tunables "${command[@]}" --pod-name="bench-$name" --pod-namespace=bench \
     --pod-uid="uid-$name" --pod-ip="$ip" --shard-map=datapath --version=1.0.0 \
     --app-port="$app_port" --api-port="$api" --peer-port="$(free_port "$ip")" \
     --admin-port="$(free_port)" --admin-bind-address=127.0.0.1 --map-source=manager \
     --manager-address="127.0.0.1:$manager_port" >"$out/sidecar-$name.log" 2>&1 &
   pids+=($!)
+  sidecar_pid[$name]=$!
 }
-under_callgrind=(valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" "$sidecar")
-if [[ $profile == b ]]; then
-  start_sidecar b 127.0.0.3 "$(free_port)" "${under_callgrind[@]}"
-else
-  start_sidecar b 127.0.0.3 "$(free_port)" "$built"
-fi
-counted_pid=${pids[-1]}
+start_sidecar b 127.0.0.3 "$(free_port)"
 a_port=$(free_port)
-if [[ $profile == a ]]; then
-  start_sidecar a 127.0.0.2 "$a_port" "${under_callgrind[@]}"
-  counted_pid=${pids[-1]}
-else
-  start_sidecar a 127.0.0.2 "$a_port" "$built"
-fi
+start_sidecar a 127.0.0.2 "$a_port"
+counted_pid=${sidecar_pid[$profile]}
 url=http://127.0.0.1:$a_port/v1/entities/bench
 post() { curl -m 5 -fsS -o /dev/null -X POST --data-binary x "$url/probe"; }
 wait_until 120 "a message through sidecar A to B (sidecar ${profile^^} under callgrind) answered" post

@@ -44,12 +44,6 @@ bool breaksFramingAt(char c, bool isName) {
 // names, none equal to ':' is clean; a word that fails (a tab does) is checked byte by byte. A
 // field of 8 bytes or more ends with a word that overlaps the one before.
 bool breaksFraming(std::string_view s, bool isName) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ull;
-  constexpr std::uint64_t kHighs = 0x8080808080808080ull;
-  // Non-zero when some byte of `w` is below `n` (n <= 128): the classic "has less" test, exact.
-  const auto hasLess = [](std::uint64_t w, std::uint64_t n) {
-    return (w - kOnes * n) & ~w & kHighs;
-  };
   const auto bytesBreak = [&](std::size_t from, std::size_t to) {
     for (std::size_t i = from; i < to; ++i) {
       if (breaksFramingAt(s[i], isName)) return true;
@@ -61,7 +55,8 @@ bool breaksFraming(std::string_view s, bool isName) {
     const std::size_t at = std::min(i, s.size() - 8);
     std::uint64_t w;
     std::memcpy(&w, s.data() + at, sizeof w);
-    const bool suspect = hasLess(w, 14) != 0 || (isName && hasLess(w ^ (kOnes * ':'), 1) != 0);
+    const bool suspect = detail::bytesBelow(w, 14) != 0 ||
+                         (isName && detail::bytesBelow(w ^ (detail::kOnes * ':'), 1) != 0);
     if (suspect && bytesBreak(at, at + 8)) return true;
     if (at + 8 == s.size()) return false;
   }
@@ -122,6 +117,12 @@ void Headers::add(std::string_view name, std::string_view value) {
 void Headers::addParsed(std::string_view name, std::string_view value) {
   assert(isWritableField(name, value) && !pointsInto(name) && !pointsInto(value));
   appendLine(name, value);
+}
+
+void Headers::appendWire(std::string_view lines, std::size_t count) {
+  assert(!pointsInto(lines));
+  text_.append(lines);
+  count_ += count;
 }
 
 void Headers::set(std::string_view name, std::string_view value) {

@@ -110,6 +110,7 @@ class Headers {
     other.text_.clear();
   }
   Headers& operator=(Headers&& other) noexcept {
+    if (this == &other) return *this;
     text_ = std::move(other.text_);
     count_ = std::exchange(other.count_, 0);
     other.text_.clear();
@@ -125,6 +126,13 @@ class Headers {
   // Replaces every field of that name.
   void set(std::string_view name, std::string_view value);
   void remove(std::string_view name);
+  // Appends `count` fields that a parser found already in wire form: each line exactly
+  // "Name: value\r\n" and writable (isWritableField). A parser copies runs of such lines in one go.
+  void appendWire(std::string_view lines, std::size_t count);
+  void clear() {
+    text_.clear();
+    count_ = 0;
+  }
   // Removes every field for which `pred(name)` holds.
   template <typename Pred>
   void removeIf(Pred pred);
@@ -152,20 +160,26 @@ class Headers {
 
 namespace detail {
 
+// Word-at-a-time byte tests, eight bytes of a little-endian word at once.
+inline constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+inline constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+
+// Non-zero when some byte of `w` is below `n` (n <= 128). The lowest byte flagged is the first
+// such byte exactly; only bytes above it can be flagged wrongly, by the borrow.
+constexpr std::uint64_t bytesBelow(std::uint64_t w, std::uint64_t n) {
+  return (w - kOnes * n) & ~w & kHighs;
+}
+
 // The first `c` at or after `at`, which the caller knows is before `end`. Eight bytes at a time:
 // the fields' names and values are mostly short, where a call to memchr costs more than the scan.
 inline const char* findKnownByte(const char* at, const char* end, char c) {
   static_assert(std::endian::native == std::endian::little, "the first match is the lowest byte");
-  constexpr std::uint64_t kOnes = 0x0101010101010101ull;
-  constexpr std::uint64_t kHighs = 0x8080808080808080ull;
   const std::uint64_t pattern = kOnes * static_cast<unsigned char>(c);
   while (end - at >= 8) {
     std::uint64_t w;
     std::memcpy(&w, at, sizeof w);
-    w ^= pattern;
-    // The lowest byte flagged is the first zero byte of w exactly (only bytes above a zero can
-    // be flagged wrongly, by the borrow).
-    const std::uint64_t zero = (w - kOnes) & ~w & kHighs;
+    // The bytes equal to c are the zero bytes of w ^ pattern.
+    const std::uint64_t zero = bytesBelow(w ^ pattern, 1);
     if (zero != 0) return at + (std::countr_zero(zero) >> 3);
     at += 8;
   }

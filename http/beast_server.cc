@@ -374,8 +374,9 @@ void Session::dispatchRequest() {
   const std::optional<Method> method = parser_->method();
   head_ = method == Method::kHead;
   if (!method) {
-    answer(seq_, Response::error(501, "NotImplemented",
-                                 "method " + parser_->methodText() + " is not supported"));
+    answer(seq_,
+           Response::error(501, "NotImplemented",
+                           "method " + std::string(parser_->methodText()) + " is not supported"));
     return;
   }
   Request request = std::move(parser_->get());

@@ -153,10 +153,9 @@ constexpr std::size_t kReadBufferBytes = 8 * 1024;
 // With `readable` (a plain connection whose wait for readability fired), the bytes are read at
 // once, without a trip through the event loop, until the socket runs dry; the socket must be in
 // non-blocking mode.
-template <bool isRequest, typename Done, typename Handler>
+template <typename Parser, typename Done, typename Handler>
 class ReadUntil {
  public:
-  using Parser = boost::beast::http::basic_parser<isRequest>;
   ReadUntil(AnyStream& stream, beast::flat_buffer& buffer, Parser& parser, Done done,
             Handler handler)
       : stream_(stream),
@@ -240,13 +239,13 @@ class ReadUntil {
   bool readable_ = false;
 };
 
-// See ReadUntil.
-template <bool isRequest, typename Done, typename Handler>
-void asyncReadUntil(AnyStream& stream, beast::flat_buffer& buffer,
-                    boost::beast::http::basic_parser<isRequest>& parser, Done done,
+// See ReadUntil. `parser` is a Beast basic_parser or anything with the same interface
+// (MessageParser).
+template <typename Parser, typename Done, typename Handler>
+void asyncReadUntil(AnyStream& stream, beast::flat_buffer& buffer, Parser& parser, Done done,
                     Handler&& handler, bool readable = false) {
-  ReadUntil<isRequest, Done, std::decay_t<Handler>>(stream, buffer, parser, std::move(done),
-                                                    std::forward<Handler>(handler))
+  ReadUntil<Parser, Done, std::decay_t<Handler>>(stream, buffer, parser, std::move(done),
+                                                 std::forward<Handler>(handler))
       .start(readable);
 }
 

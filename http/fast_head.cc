@@ -1,0 +1,256 @@
+#include "http/fast_head.h"
+
+#include <array>
+#include <bit>
+#include <cstring>
+
+namespace kshard::http::fast_head {
+
+namespace {
+
+// RFC 9110's tchar: the bytes of a field name.
+constexpr std::array<bool, 256> kTokenChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (const char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+// The first byte at or after `at` outside printable ASCII (0x20..0x7E): a control byte (the CR
+// that ends a line, a tab), DEL or obs-text; `end` when there is none. Eight bytes at a time:
+// below the first such byte no subtraction borrows and no addition carries, so the lowest byte
+// flagged is that byte exactly.
+const char* findUnprintable(const char* at, const char* end) {
+  using detail::kHighs;
+  using detail::kOnes;
+  while (end - at >= 8) {
+    std::uint64_t w;
+    std::memcpy(&w, at, sizeof w);
+    const std::uint64_t flags = ((w - kOnes * 0x20) | w | (w + kOnes)) & kHighs;
+    if (flags != 0) return at + (std::countr_zero(flags) >> 3);
+    at += 8;
+  }
+  for (; at != end; ++at) {
+    const auto c = static_cast<unsigned char>(*at);
+    if (c < 0x20 || c >= 0x7F) return at;
+  }
+  return end;
+}
+
+// The fields whose values change how the message is framed or kept; every other field is only
+// carried.
+enum class Special { kNone, kContentLength, kConnection, kExpect, kDecline };
+
+Special classify(std::string_view name) {
+  switch (name.size()) {
+    case 6:
+      return equalsIgnoreCase(name, "expect") ? Special::kExpect : Special::kNone;
+    case 7:
+      return equalsIgnoreCase(name, "upgrade") ? Special::kDecline : Special::kNone;
+    case 10:
+      return equalsIgnoreCase(name, "connection") ? Special::kConnection : Special::kNone;
+    case 14:
+      return equalsIgnoreCase(name, "content-length") ? Special::kContentLength : Special::kNone;
+    case 16:
+      return equalsIgnoreCase(name, "proxy-connection") ? Special::kConnection : Special::kNone;
+    case 17:
+      return equalsIgnoreCase(name, "transfer-encoding") ? Special::kDecline : Special::kNone;
+    default:
+      return Special::kNone;
+  }
+}
+
+// Reads one head; `end` is the input's end or the limit, whichever comes first.
+class Reader {
+ public:
+  Reader(std::string_view in, std::size_t limit)
+      : begin_(in.data()),
+        p_(in.data()),
+        end_(in.data() + std::min(in.size(), limit)),
+        limited_(in.size() >= limit) {}
+
+  // Where the reader ran out of bytes: more may come, unless the limit was reached.
+  Outcome outOfBytes() const { return limited_ ? Outcome::kOverLimit : Outcome::kNeedMore; }
+
+  // "HTTP/1.0" or "HTTP/1.1"; 0 for anything else.
+  unsigned version() {
+    if (end_ - p_ < 8) return 0;
+    if (std::memcmp(p_, "HTTP/1.", 7) != 0 || (p_[7] != '0' && p_[7] != '1')) return 0;
+    const unsigned v = p_[7] == '1' ? 11 : 10;
+    p_ += 8;
+    return v;
+  }
+
+  // Request line: METHOD SP target SP HTTP/1.x CRLF.
+  Outcome requestLine(Head& head) {
+    const char* const method = p_;
+    while (p_ != end_ && *p_ >= 'A' && *p_ <= 'Z') ++p_;
+    if (p_ == end_) return outOfBytes();
+    if (*p_ != ' ' || p_ == method || p_ - method > 20) return Outcome::kDecline;
+    head.method = std::string_view(method, static_cast<std::size_t>(p_ - method));
+    const char* const target = ++p_;
+    // The target: printable ASCII without spaces.
+    p_ = findUnprintable(p_, end_);
+    const char* const space =
+        static_cast<const char*>(std::memchr(target, ' ', static_cast<std::size_t>(p_ - target)));
+    if (space == nullptr) {
+      if (p_ == end_) return outOfBytes();
+      return Outcome::kDecline;
+    }
+    if (space == target) return Outcome::kDecline;
+    head.target = std::string_view(target, static_cast<std::size_t>(space - target));
+    p_ = space + 1;
+    if (end_ - p_ < 10) return outOfBytes();
+    head.version = version();
+    if (head.version == 0) return Outcome::kDecline;
+    return lineEnd();
+  }
+
+  // Status line: HTTP/1.x SP 3DIGIT SP reason CRLF, with a status of 200..599 (1xx answers
+  // precede the real one; Beast reads those).
+  Outcome statusLine(Head& head) {
+    if (end_ - p_ < 13) return outOfBytes();
+    head.version = version();
+    if (head.version == 0 || *p_ != ' ') return Outcome::kDecline;
+    const char* const digits = p_ + 1;
+    if (digits[0] < '2' || digits[0] > '5' || digits[1] < '0' || digits[1] > '9' ||
+        digits[2] < '0' || digits[2] > '9' || digits[3] != ' ') {
+      return Outcome::kDecline;
+    }
+    head.status = (digits[0] - '0') * 100 + (digits[1] - '0') * 10 + (digits[2] - '0');
+    // The reason: printable ASCII, possibly empty.
+    p_ = findUnprintable(digits + 4, end_);
+    if (p_ == end_) return outOfBytes();
+    return lineEnd();
+  }
+
+  // The fields and the blank line after them.
+  Outcome fields(Head& head, Headers& out) {
+    // Lines already in wire form are appended in runs: [runStart, p_) holds runCount of them.
+    const char* runStart = p_;
+    std::size_t runCount = 0;
+    const auto flush = [&] {
+      if (runCount != 0) {
+        out.appendWire(std::string_view(runStart, static_cast<std::size_t>(p_ - runStart)),
+                       runCount);
+      }
+      runCount = 0;
+    };
+    for (;;) {
+      if (end_ - p_ < 2) return outOfBytes();
+      if (*p_ == '\r') {
+        if (p_[1] != '\n') return Outcome::kDecline;
+        flush();
+        p_ += 2;
+        head.size = static_cast<std::size_t>(p_ - begin_);
+        return Outcome::kParsed;
+      }
+      const char* const name = p_;
+      while (p_ != end_ && kTokenChars[static_cast<unsigned char>(*p_)]) ++p_;
+      if (p_ == end_) return outOfBytes();
+      if (*p_ != ':' || p_ == name) return Outcome::kDecline;  // obs-fold, a space, an empty name
+      const std::string_view fieldName(name, static_cast<std::size_t>(p_ - name));
+      ++p_;
+      // Optional white space (spaces only: a tab goes to Beast), the value, the line's end.
+      const char* value = p_;
+      while (value != end_ && *value == ' ') ++value;
+      const char* const cr = findUnprintable(value, end_);
+      if (cr == end_) return outOfBytes();
+      if (*cr != '\r') return Outcome::kDecline;
+      if (end_ - cr < 2) return outOfBytes();
+      if (cr[1] != '\n') return Outcome::kDecline;
+      const char* valueEnd = cr;
+      while (valueEnd != value && valueEnd[-1] == ' ') --valueEnd;
+      const std::string_view fieldValue(value, static_cast<std::size_t>(valueEnd - value));
+
+      const Special special = classify(fieldName);
+      if (special != Special::kNone && !take(special, fieldValue, head)) {
+        return Outcome::kDecline;
+      }
+      // In wire form: exactly one space after the colon (none when the value is empty, which
+      // Headers writes as "Name: \r\n"), none at the end.
+      const bool wireForm = fieldValue.empty() ? (value == p_ + 1 && cr == value)
+                                               : (value == p_ + 1 && valueEnd == cr);
+      if (wireForm) {
+        ++runCount;
+        p_ = cr + 2;
+      } else {
+        flush();
+        out.addParsed(fieldName, fieldValue);
+        p_ = cr + 2;
+        runStart = p_;
+      }
+    }
+  }
+
+ private:
+  Outcome lineEnd() {
+    if (end_ - p_ < 2) return outOfBytes();
+    if (p_[0] != '\r' || p_[1] != '\n') return Outcome::kDecline;
+    p_ += 2;
+    return Outcome::kParsed;
+  }
+
+  // Takes in a field that changes the framing; false to decline the head.
+  static bool take(Special special, std::string_view value, Head& head) {
+    switch (special) {
+      case Special::kContentLength: {
+        // One field, of 1 to 19 digits (below 2^64): lists, a second field and anything else
+        // are Beast's to judge.
+        if (head.contentLength || value.empty() || value.size() > 19) return false;
+        std::uint64_t n = 0;
+        for (const char c : value) {
+          if (c < '0' || c > '9') return false;
+          n = n * 10 + static_cast<std::uint64_t>(c - '0');
+        }
+        head.contentLength = n;
+        return true;
+      }
+      case Special::kConnection:
+        if (equalsIgnoreCase(value, "close")) {
+          head.connectionClose = true;
+          return true;
+        }
+        if (equalsIgnoreCase(value, "keep-alive")) {
+          head.connectionKeepAlive = true;
+          return true;
+        }
+        return false;
+      case Special::kExpect:
+        if (equalsIgnoreCase(value, "100-continue")) head.expectContinue = true;
+        return true;
+      case Special::kNone:
+        return true;
+      case Special::kDecline:
+        return false;
+    }
+    return false;
+  }
+
+  const char* const begin_;
+  const char* p_;
+  const char* const end_;
+  const bool limited_;
+};
+
+}  // namespace
+
+Outcome parseRequestHead(std::string_view in, std::size_t limit, Head& head, Headers& fields) {
+  head = {};
+  Reader reader(in, limit);
+  const Outcome line = reader.requestLine(head);
+  if (line != Outcome::kParsed) return line;
+  return reader.fields(head, fields);
+}
+
+Outcome parseResponseHead(std::string_view in, std::size_t limit, Head& head, Headers& fields) {
+  head = {};
+  Reader reader(in, limit);
+  const Outcome line = reader.statusLine(head);
+  if (line != Outcome::kParsed) return line;
+  return reader.fields(head, fields);
+}
+
+}  // namespace kshard::http::fast_head

@@ -15,6 +15,8 @@ constexpr std::array kTargets = {
     FuzzTarget{"duration", fuzzOneDuration, "Kubernetes durations; parse/format round trips"},
     FuzzTarget{"entity_key", fuzzOneEntityKey,
                "entity type/id, shard of an id, UTF-8, pass-through headers; against references"},
+    FuzzTarget{"http_head", fuzzOneHttpHead,
+               "HTTP message heads and bodies on the data path; against Beast's parser"},
     FuzzTarget{"injection_config", fuzzOneInjectionConfig,
                "the injector's YAML config; accepted configs inject a plain pod"},
     FuzzTarget{"jwt", fuzzOneJwt,

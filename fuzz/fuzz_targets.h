@@ -35,6 +35,7 @@ int fuzzOneBase64(const std::uint8_t* data, std::size_t size);
 int fuzzOneJwt(const std::uint8_t* data, std::size_t size);
 int fuzzOneDuration(const std::uint8_t* data, std::size_t size);
 int fuzzOneEntityKey(const std::uint8_t* data, std::size_t size);
+int fuzzOneHttpHead(const std::uint8_t* data, std::size_t size);
 int fuzzOneInjectionConfig(const std::uint8_t* data, std::size_t size);
 int fuzzOneKubeApi(const std::uint8_t* data, std::size_t size);
 int fuzzOneKubeconfig(const std::uint8_t* data, std::size_t size);

@@ -11,6 +11,7 @@ set(KSHARD_FUZZ_HARNESSES
   base64
   duration
   entity_key
+  http_head
   injection_config
   jwt
   kube_api
@@ -36,5 +37,6 @@ if(NOT TARGET kshard_fuzz_targets)
     PUBLIC kshard_root_include
     PRIVATE kshard_base kshard_options kshard_sharding kshard_protocol kshard_http kshard_kube
             kshard_injector kshard_sidecar_core kshard_jwt_signer nlohmann_json::nlohmann_json yaml-cpp
+            Boost::system
             kshard_warnings)
 endif()

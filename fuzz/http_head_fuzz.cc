@@ -89,9 +89,10 @@ void feed(Parser& parser, const std::vector<std::string_view>& pieces, Outcome& 
   out.summary += "consumed=" + std::to_string(at) + ";";
 }
 
-template <bool isRequest>
-Outcome runMessageParser(const Settings& s, const std::vector<std::string_view>& pieces) {
-  MessageParser<isRequest> parser;
+// Runs `parser` (MessageParser or Beast's, filling `m`) over the pieces.
+template <bool isRequest, typename Parser, typename Message>
+Outcome runParser(Parser& parser, const Message& m, const Settings& s,
+                  const std::vector<std::string_view>& pieces) {
   parser.header_limit(s.headerLimit);
   parser.body_limit(s.bodyLimit);
   parser.eager(true);
@@ -99,7 +100,6 @@ Outcome runMessageParser(const Settings& s, const std::vector<std::string_view>&
   Outcome out;
   feed(parser, pieces, out);
   if (out.error.empty() && out.headerDone) {
-    const auto& m = parser.get();
     if constexpr (isRequest) {
       out.summary += "method=" + std::string(parser.methodText()) + ";target=" + m.target;
       out.summary += ";expect=" + std::to_string(parser.expectsContinue());
@@ -117,30 +117,16 @@ Outcome runMessageParser(const Settings& s, const std::vector<std::string_view>&
 }
 
 template <bool isRequest>
+Outcome runMessageParser(const Settings& s, const std::vector<std::string_view>& pieces) {
+  MessageParser<isRequest> parser;
+  return runParser<isRequest>(parser, parser.get(), s, pieces);
+}
+
+template <bool isRequest>
 Outcome runBeast(const Settings& s, const std::vector<std::string_view>& pieces) {
   typename BeastParser<isRequest>::Message m;
   BeastParser<isRequest> parser(m);
-  parser.header_limit(s.headerLimit);
-  parser.body_limit(s.bodyLimit);
-  parser.eager(true);
-  if (s.skip) parser.skip(true);
-  Outcome out;
-  feed(parser, pieces, out);
-  if (out.error.empty() && out.headerDone) {
-    if constexpr (isRequest) {
-      out.summary += "method=" + parser.methodText() + ";target=" + m.target;
-      out.summary += ";expect=" + std::to_string(parser.expectsContinue());
-    } else {
-      out.summary += "status=" + std::to_string(m.status);
-    }
-    out.summary += ";version=" + std::to_string(parser.version()) +
-                   ";fields=" + fieldsText(m.headers) + ";body=" + m.body;
-    const auto length = parser.content_length();
-    out.summary += ";length=" + (length ? std::to_string(*length) : std::string("none"));
-    out.summary += ";keepAlive=" + std::to_string(parser.keep_alive()) +
-                   ";needEof=" + std::to_string(parser.need_eof());
-  }
-  return out;
+  return runParser<isRequest>(parser, m, s, pieces);
 }
 
 // fast_head alone on the whole input, against Beast reading only the header.

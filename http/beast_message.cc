@@ -54,6 +54,7 @@ bool statusHasNoBody(int status) {
 }
 
 bool asksToClose(const Headers& headers) {
+  if (!headers.holdsAny(Headers::kConnection)) return false;
   for (const auto& [name, value] : headers) {
     if (equalsIgnoreCase(name, "Connection") && equalsIgnoreCase(value, "close")) return true;
   }
@@ -70,13 +71,13 @@ std::string requestHead(const Request& request, std::string_view host, std::stri
   out.push_back(' ');
   out.append(target);
   out.append(" HTTP/1.1\r\n");
-  bool hasHost = false;
-  bool hasUserAgent = false;
-  appendFields(out, request.headers, [&](std::string_view name) {
-    hasHost = hasHost || equalsIgnoreCase(name, "Host");
-    hasUserAgent = hasUserAgent || equalsIgnoreCase(name, "User-Agent");
-    return isFramingHeader(name);
-  });
+  const bool hasHost = request.headers.holdsAny(Headers::kHost);
+  const bool hasUserAgent = request.headers.holdsAny(Headers::kUserAgent);
+  if (request.headers.holdsAny(Headers::kFraming)) {
+    appendFields(out, request.headers, isFramingHeader);
+  } else {
+    out.append(request.headers.wire());  // a message read or forwarded: no framing to drop
+  }
   if (!hasHost) appendField(out, "Host", host);
   if (!hasUserAgent && !userAgent.empty()) appendField(out, "User-Agent", userAgent);
   // As Beast's prepare_payload: a length whenever there is a body or the method expects one.
@@ -98,9 +99,13 @@ std::string responseHead(int status, const Headers& headers, std::size_t bodySiz
   out.push_back(' ');
   out.append(reason.data(), reason.size());
   out.append("\r\n");
-  appendFields(out, headers, [](std::string_view name) {
-    return isFramingHeader(name) || equalsIgnoreCase(name, "Connection");
-  });
+  if (headers.holdsAny(Headers::kFraming | Headers::kConnection)) {
+    appendFields(out, headers, [](std::string_view name) {
+      return isFramingHeader(name) || equalsIgnoreCase(name, "Connection");
+    });
+  } else {
+    out.append(headers.wire());
+  }
   if (!statusHasNoBody(status)) appendContentLength(out, bodySize);
   if (version == 10 && !close) out.append("Connection: keep-alive\r\n");
   if (version != 10 && close) out.append("Connection: close\r\n");

@@ -76,6 +76,7 @@ class BeastParser final : public boost::beast::http::basic_parser<isRequest> {
         equalsIgnoreCase({value.data(), value.size()}, "100-continue")) {
       expectContinue_ = true;
     }
+    if (name == field::content_length || name == field::transfer_encoding) return;  // framing
     message_.headers.addParsed(toStd(nameText), toStd(value));
   }
   void on_header_impl(error_code&) override {}
@@ -102,10 +103,12 @@ class BeastParser final : public boost::beast::http::basic_parser<isRequest> {
 };
 
 // Reads a Request (isRequest) or a Response, with the interface of Beast's basic_parser that the
-// adapters use. A head in the simple form that the data path carries (fast_head.h) is read by
-// fast_head, and its body, framed by Content-Length or absent, is copied here; any other head,
-// and every error but a head over the limit, is Beast's parser's, which then reads the message
-// from its first byte.
+// adapters use. The message's headers leave out its framing fields (Content-Length,
+// Transfer-Encoding): its body is whole, and whoever writes it on writes their own (requestHead,
+// responseHead), so a forwarded message's fields go out as one copy. A head in the simple form that
+// the data path carries (fast_head.h) is read by fast_head, and its body, framed by Content-Length
+// or absent, is copied here; any other head, and every error but a head over the limit, is Beast's
+// parser's, which then reads the message from its first byte.
 template <bool isRequest>
 class MessageParser {
  public:

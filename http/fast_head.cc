@@ -128,21 +128,24 @@ class Reader {
 
   // The fields and the blank line after them.
   Outcome fields(Head& head, Headers& out) {
-    // Lines already in wire form are appended in runs: [runStart, p_) holds runCount of them.
+    // Lines already in wire form are appended in runs: [runStart, p_) holds runCount of them,
+    // runKnown their names' Known bits.
     const char* runStart = p_;
     std::size_t runCount = 0;
-    const auto flush = [&] {
+    std::uint8_t runKnown = 0;
+    const auto flush = [&](const char* runEnd) {
       if (runCount != 0) {
-        out.appendWire(std::string_view(runStart, static_cast<std::size_t>(p_ - runStart)),
-                       runCount);
+        out.appendWire(std::string_view(runStart, static_cast<std::size_t>(runEnd - runStart)),
+                       runCount, runKnown);
       }
       runCount = 0;
+      runKnown = 0;
     };
     for (;;) {
       if (end_ - p_ < 2) return outOfBytes();
       if (*p_ == '\r') {
         if (p_[1] != '\n') return Outcome::kDecline;
-        flush();
+        flush(p_);
         p_ += 2;
         head.size = static_cast<std::size_t>(p_ - begin_);
         return Outcome::kParsed;
@@ -169,15 +172,23 @@ class Reader {
       if (special != Special::kNone && !take(special, fieldValue, head)) {
         return Outcome::kDecline;
       }
+      if (special == Special::kContentLength) {
+        // Framing, which the adapters write themselves: not kept (see MessageParser).
+        flush(name);
+        p_ = cr + 2;
+        runStart = p_;
+        continue;
+      }
       // In wire form: exactly one space after the colon (none when the value is empty, which
       // Headers writes as "Name: \r\n"), none at the end.
       const bool wireForm = fieldValue.empty() ? (value == p_ + 1 && cr == value)
                                                : (value == p_ + 1 && valueEnd == cr);
       if (wireForm) {
         ++runCount;
+        runKnown |= Headers::knownBit(fieldName);
         p_ = cr + 2;
       } else {
-        flush();
+        flush(name);
         out.addParsed(fieldName, fieldValue);
         p_ = cr + 2;
         runStart = p_;

@@ -102,6 +102,7 @@ void Headers::appendLine(std::string_view name, std::string_view value) {
   *p++ = '\r';
   *p = '\n';
   ++count_;
+  known_ |= knownBit(name);
 }
 
 void Headers::add(std::string_view name, std::string_view value) {
@@ -119,10 +120,11 @@ void Headers::addParsed(std::string_view name, std::string_view value) {
   appendLine(name, value);
 }
 
-void Headers::appendWire(std::string_view lines, std::size_t count) {
+void Headers::appendWire(std::string_view lines, std::size_t count, std::uint8_t known) {
   assert(!pointsInto(lines));
   text_.append(lines);
   count_ += count;
+  known_ |= known;
 }
 
 void Headers::set(std::string_view name, std::string_view value) {

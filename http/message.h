@@ -101,18 +101,34 @@ class Headers {
     Line line_;
   };
 
+  // A few fields that the adapters look for in every message they write, as bits: whether the
+  // Headers holds such a field is known without reading its lines.
+  enum Known : std::uint8_t {
+    kHost = 1,
+    kUserAgent = 2,
+    kConnection = 4,
+    kContentLength = 8,
+    kTransferEncoding = 16,
+  };
+  static constexpr std::uint8_t kFraming = kContentLength | kTransferEncoding;
+  // The Known bit of a field name, or 0.
+  static std::uint8_t knownBit(std::string_view name);
+
   Headers() = default;
   Headers(const Headers&) = default;
   Headers& operator=(const Headers&) = default;
   // A moved-from Headers is empty.
   Headers(Headers&& other) noexcept
-      : text_(std::move(other.text_)), count_(std::exchange(other.count_, 0)) {
+      : text_(std::move(other.text_)),
+        count_(std::exchange(other.count_, 0)),
+        known_(std::exchange(other.known_, 0)) {
     other.text_.clear();
   }
   Headers& operator=(Headers&& other) noexcept {
     if (this == &other) return *this;
     text_ = std::move(other.text_);
     count_ = std::exchange(other.count_, 0);
+    known_ = std::exchange(other.known_, 0);
     other.text_.clear();
     return *this;
   }
@@ -127,11 +143,13 @@ class Headers {
   void set(std::string_view name, std::string_view value);
   void remove(std::string_view name);
   // Appends `count` fields that a parser found already in wire form: each line exactly
-  // "Name: value\r\n" and writable (isWritableField). A parser copies runs of such lines in one go.
-  void appendWire(std::string_view lines, std::size_t count);
+  // "Name: value\r\n" and writable (isWritableField), `known` the Known bits of their names. A
+  // parser copies runs of such lines in one go.
+  void appendWire(std::string_view lines, std::size_t count, std::uint8_t known);
   void clear() {
     text_.clear();
     count_ = 0;
+    known_ = 0;
   }
   // Removes every field for which `pred(name)` holds.
   template <typename Pred>
@@ -143,6 +161,8 @@ class Headers {
 
   const_iterator begin() const { return {text_.data(), text_.data() + text_.size()}; }
   const_iterator end() const { return {text_.data() + text_.size(), text_.data() + text_.size()}; }
+  // True when some field has one of the `known` names (Known bits).
+  bool holdsAny(std::uint8_t known) const { return (known_ & known) != 0; }
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
   // The fields as they go on the wire: "Name: value\r\n" for each, in order.
@@ -156,6 +176,7 @@ class Headers {
 
   std::string text_;
   std::size_t count_ = 0;
+  std::uint8_t known_ = 0;  // Known bits of the fields' names
 };
 
 namespace detail {
@@ -198,6 +219,22 @@ inline Headers::Line Headers::lineAt(const char* at, const char* end) {
           std::string_view(value, static_cast<std::size_t>(cr - value)), cr + 2};
 }
 
+inline std::uint8_t Headers::knownBit(std::string_view name) {
+  switch (name.size()) {
+    case 4:
+      return equalsIgnoreCase(name, "host") ? kHost : 0;
+    case 10:
+      if (equalsIgnoreCase(name, "user-agent")) return kUserAgent;
+      return equalsIgnoreCase(name, "connection") ? kConnection : 0;
+    case 14:
+      return equalsIgnoreCase(name, "content-length") ? kContentLength : 0;
+    case 17:
+      return equalsIgnoreCase(name, "transfer-encoding") ? kTransferEncoding : 0;
+    default:
+      return 0;
+  }
+}
+
 template <typename Pred>
 void Headers::removeIf(Pred pred) {
   // Compacts in place: kept lines move down over removed ones, in one pass.
@@ -205,10 +242,12 @@ void Headers::removeIf(Pred pred) {
   const char* const end = base + text_.size();
   std::size_t kept = 0;
   std::size_t count = 0;
+  std::uint8_t known = 0;
   for (const char* at = base; at != end;) {
     const Line line = lineAt(at, end);
     const auto size = static_cast<std::size_t>(line.next - at);
     if (!pred(line.name)) {
+      if (known_ != 0) known |= knownBit(line.name);
       if (base + kept != at) std::memmove(base + kept, at, size);
       kept += size;
       ++count;
@@ -217,8 +256,11 @@ void Headers::removeIf(Pred pred) {
   }
   text_.resize(kept);
   count_ = count;
+  known_ = known;
 }
 
+// A message the Beast adapter (the data path) reads carries no framing fields (Content-Length,
+// Transfer-Encoding) in its headers: its body is whole, and every adapter writes its own framing.
 struct Request {
   Method method = Method::kGet;
   // Path and query as sent on the wire: "/v1/entities/counter/a%2Fb?mode=tell".

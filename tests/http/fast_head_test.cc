@@ -35,20 +35,32 @@ TEST(FastHeadTest, ReadsASimpleRequestHead) {
   EXPECT_EQ(head.size, wire.size() - 5);
   EXPECT_TRUE(head.keepAlive());
   EXPECT_FALSE(head.expectContinue);
-  EXPECT_EQ(entries(fields),
-            (std::vector<Headers::Entry>{{"Host", "x"}, {"Content-Length", "5"}, {"X-Empty", ""}}));
-  EXPECT_EQ(fields.wire(), "Host: x\r\nContent-Length: 5\r\nX-Empty: \r\n");
+  // Content-Length is framing, not kept.
+  EXPECT_EQ(entries(fields), (std::vector<Headers::Entry>{{"Host", "x"}, {"X-Empty", ""}}));
+  EXPECT_EQ(fields.wire(), "Host: x\r\nX-Empty: \r\n");
+  EXPECT_TRUE(fields.holdsAny(Headers::kHost));
+  EXPECT_FALSE(fields.holdsAny(Headers::kFraming | Headers::kUserAgent | Headers::kConnection));
 }
 
 TEST(FastHeadTest, WritesFieldsNotInWireFormAsBeastReadsThem) {
   Head head;
   Headers fields;
-  ASSERT_EQ(request("GET / HTTP/1.1\r\nA:b\r\nC:   d e  \r\nE:\r\nF: g\r\n\r\n", head, fields),
+  ASSERT_EQ(request("GET / HTTP/1.1\r\nA:b\r\nB: 1\r\nC:   d e  \r\nD: 2\r\nE:\r\nF: g\r\n\r\n",
+                    head, fields),
             Outcome::kParsed);
   EXPECT_EQ(entries(fields),
-            (std::vector<Headers::Entry>{{"A", "b"}, {"C", "d e"}, {"E", ""}, {"F", "g"}}));
-  EXPECT_EQ(fields.wire(), "A: b\r\nC: d e\r\nE: \r\nF: g\r\n");
-  EXPECT_EQ(fields.size(), 4u);
+            (std::vector<Headers::Entry>{
+                {"A", "b"}, {"B", "1"}, {"C", "d e"}, {"D", "2"}, {"E", ""}, {"F", "g"}}));
+  EXPECT_EQ(fields.wire(), "A: b\r\nB: 1\r\nC: d e\r\nD: 2\r\nE: \r\nF: g\r\n");
+  EXPECT_EQ(fields.size(), 6u);
+
+  // Known names are noted whichever way their line came.
+  fields.clear();
+  ASSERT_EQ(request("GET / HTTP/1.1\r\nuser-agent:x\r\nConnection: close\r\n\r\n", head, fields),
+            Outcome::kParsed);
+  EXPECT_TRUE(fields.holdsAny(Headers::kUserAgent));
+  EXPECT_TRUE(fields.holdsAny(Headers::kConnection));
+  EXPECT_FALSE(fields.holdsAny(Headers::kHost));
 }
 
 TEST(FastHeadTest, ReadsConnectionAndExpect) {
@@ -169,7 +181,7 @@ TEST(MessageParserFastPathTest, ReadsASimpleRequestWithoutBeastWhateverTheCuts) 
     EXPECT_EQ(parser.method(), Method::kPost);
     EXPECT_EQ(parser.get().target, "/x");
     EXPECT_EQ(parser.get().body, "hello world");
-    EXPECT_EQ(parser.get().headers.wire(), "Host: h\r\nContent-Length: 11\r\n");
+    EXPECT_EQ(parser.get().headers.wire(), "Host: h\r\n");
     EXPECT_TRUE(parser.keep_alive());
   }
 }

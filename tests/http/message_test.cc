@@ -109,6 +109,40 @@ TEST(HeadersTest, RemoveIfKeepsTheRestInOrder) {
   EXPECT_EQ(h.begin(), h.end());
 }
 
+TEST(HeadersTest, KnowsWhichOfTheAdaptersFieldsItHoldsThroughEveryChange) {
+  Headers h;
+  EXPECT_FALSE(h.holdsAny(0xff));
+  h.add("HOST", "a");
+  h.add("user-agent", "b");
+  h.add("X-Other", "c");
+  EXPECT_TRUE(h.holdsAny(Headers::kHost));
+  EXPECT_TRUE(h.holdsAny(Headers::kUserAgent));
+  EXPECT_FALSE(h.holdsAny(Headers::kConnection | Headers::kFraming));
+  h.set("Content-Length", "3");
+  h.add("Transfer-Encoding", "chunked");
+  h.add("Connection", "close");
+  h.add("Connection", "x");
+  EXPECT_TRUE(h.holdsAny(Headers::kContentLength));
+  EXPECT_TRUE(h.holdsAny(Headers::kTransferEncoding));
+
+  // One of two Connection fields gone: still held; both gone: not.
+  h.removeIf([](std::string_view n) { return n == "Connection"; });
+  EXPECT_FALSE(h.holdsAny(Headers::kConnection));
+  h.remove("content-length");
+  EXPECT_FALSE(h.holdsAny(Headers::kContentLength));
+  EXPECT_TRUE(h.holdsAny(Headers::kTransferEncoding | Headers::kHost | Headers::kUserAgent));
+
+  const Headers copy = h;
+  EXPECT_TRUE(copy.holdsAny(Headers::kTransferEncoding));
+  Headers moved = std::move(h);
+  EXPECT_TRUE(moved.holdsAny(Headers::kHost));
+  EXPECT_FALSE(h.holdsAny(0xff));  // NOLINT(bugprone-use-after-move): moved-from is empty
+  moved.appendWire("Connection: close\r\n", 1, Headers::kConnection);
+  EXPECT_TRUE(moved.holdsAny(Headers::kConnection));
+  moved.clear();
+  EXPECT_FALSE(moved.holdsAny(0xff));
+}
+
 TEST(HeadersTest, AddingOrSettingFromItsOwnFieldsIsSafe) {
   Headers h;
   h.add("X-Long-Name-For-Growth", std::string(40, 'v'));

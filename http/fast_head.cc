@@ -43,22 +43,33 @@ const char* findUnprintable(const char* at, const char* end) {
 // carried.
 enum class Special { kNone, kContentLength, kConnection, kExpect, kDecline };
 
-Special classify(std::string_view name) {
+struct Kind {
+  Special special = Special::kNone;
+  std::uint8_t known = 0;  // Headers::Known bit
+};
+
+// One switch on the length for both: most names match neither and are compared with none.
+Kind classify(std::string_view name) {
   switch (name.size()) {
+    case 4:
+      if (equalsIgnoreCase(name, "host")) return {Special::kNone, Headers::kHost};
+      return {};
     case 6:
-      return equalsIgnoreCase(name, "expect") ? Special::kExpect : Special::kNone;
+      return {equalsIgnoreCase(name, "expect") ? Special::kExpect : Special::kNone};
     case 7:
-      return equalsIgnoreCase(name, "upgrade") ? Special::kDecline : Special::kNone;
+      return {equalsIgnoreCase(name, "upgrade") ? Special::kDecline : Special::kNone};
     case 10:
-      return equalsIgnoreCase(name, "connection") ? Special::kConnection : Special::kNone;
+      if (equalsIgnoreCase(name, "user-agent")) return {Special::kNone, Headers::kUserAgent};
+      if (equalsIgnoreCase(name, "connection")) return {Special::kConnection, Headers::kConnection};
+      return {};
     case 14:
-      return equalsIgnoreCase(name, "content-length") ? Special::kContentLength : Special::kNone;
+      return {equalsIgnoreCase(name, "content-length") ? Special::kContentLength : Special::kNone};
     case 16:
-      return equalsIgnoreCase(name, "proxy-connection") ? Special::kConnection : Special::kNone;
+      return {equalsIgnoreCase(name, "proxy-connection") ? Special::kConnection : Special::kNone};
     case 17:
-      return equalsIgnoreCase(name, "transfer-encoding") ? Special::kDecline : Special::kNone;
+      return {equalsIgnoreCase(name, "transfer-encoding") ? Special::kDecline : Special::kNone};
     default:
-      return Special::kNone;
+      return {};
   }
 }
 
@@ -168,11 +179,11 @@ class Reader {
       while (valueEnd != value && valueEnd[-1] == ' ') --valueEnd;
       const std::string_view fieldValue(value, static_cast<std::size_t>(valueEnd - value));
 
-      const Special special = classify(fieldName);
-      if (special != Special::kNone && !take(special, fieldValue, head)) {
+      const Kind kind = classify(fieldName);
+      if (kind.special != Special::kNone && !take(kind.special, fieldValue, head)) {
         return Outcome::kDecline;
       }
-      if (special == Special::kContentLength) {
+      if (kind.special == Special::kContentLength) {
         // Framing, which the adapters write themselves: not kept (see MessageParser).
         flush(name);
         p_ = cr + 2;
@@ -185,7 +196,7 @@ class Reader {
                                                : (value == p_ + 1 && valueEnd == cr);
       if (wireForm) {
         ++runCount;
-        runKnown |= Headers::knownBit(fieldName);
+        runKnown |= kind.known;
         p_ = cr + 2;
       } else {
         flush(name);

@@ -30,10 +30,16 @@ int hexValue(char c) {
   return -1;
 }
 
-bool isUnreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '.' || c == '_' || c == '~';
-}
+// RFC 3986's unreserved bytes, which percent-encoding leaves as they are.
+constexpr std::array<bool, 256> kUnreserved = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[static_cast<std::size_t>(c)] = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                                     (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+                                     c == '~';
+  }
+  return t;
+}();
 
 bool breaksFramingAt(char c, bool isName) {
   return c == '\r' || c == '\n' || c == '\0' || (isName && c == ':');
@@ -200,22 +206,31 @@ Response Response::error(int status, std::string_view code, std::string_view mes
 bool percentDecode(std::string_view in, std::string& out, bool plusIsSpace) {
   out.clear();
   out.reserve(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      const int hi = hexValue(in[i + 1]);
-      const int lo = hexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plusIsSpace) {
-      out.push_back(' ');
+  // Runs of bytes that stand for themselves are copied whole: an entity id is usually one run.
+  std::size_t i = 0;
+  for (;;) {
+    std::size_t j = i;
+    if (plusIsSpace) {
+      while (j < in.size() && in[j] != '%' && in[j] != '+') ++j;
     } else {
-      out.push_back(c);
+      const void* pct = std::memchr(in.data() + i, '%', in.size() - i);
+      j = pct == nullptr ? in.size()
+                         : static_cast<std::size_t>(static_cast<const char*>(pct) - in.data());
     }
+    out.append(in.data() + i, j - i);
+    if (j == in.size()) return true;
+    if (in[j] == '+') {
+      out.push_back(' ');
+      i = j + 1;
+      continue;
+    }
+    if (j + 2 >= in.size()) return false;
+    const int hi = hexValue(in[j + 1]);
+    const int lo = hexValue(in[j + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i = j + 3;
   }
-  return true;
 }
 
 std::string percentEncode(std::string_view in) {
@@ -227,15 +242,17 @@ std::string percentEncode(std::string_view in) {
 void appendPercentEncoded(std::string& out, std::string_view in) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   out.reserve(out.size() + in.size());
-  for (const char ch : in) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (isUnreserved(c)) {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0x0F]);
-    }
+  // Runs of unreserved bytes are copied whole: an entity id is usually one run.
+  std::size_t i = 0;
+  while (i < in.size()) {
+    std::size_t j = i;
+    while (j < in.size() && kUnreserved[static_cast<unsigned char>(in[j])]) ++j;
+    out.append(in.data() + i, j - i);
+    if (j == in.size()) break;
+    const auto c = static_cast<unsigned char>(in[j]);
+    const char escape[3] = {'%', kHex[c >> 4], kHex[c & 0x0F]};
+    out.append(escape, 3);
+    i = j + 1;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -136,8 +137,9 @@ class Headers {
   // Appends a field. One that is not writable (isWritableField) is dropped: no message could
   // carry it.
   void add(std::string_view name, std::string_view value);
-  // add() for a field from a parser that refuses everything isWritableField does (Beast's: a
-  // name of token characters, a value without control characters but tab): no second check.
+  // add() for a field the caller knows is writable: a parser's that refuses everything
+  // isWritableField does (a name of token characters, a value without control characters but
+  // tab), or one kshard makes from a constant name and a value it formatted. No second check.
   void addParsed(std::string_view name, std::string_view value);
   // Replaces every field of that name.
   void set(std::string_view name, std::string_view value);
@@ -151,7 +153,8 @@ class Headers {
     count_ = 0;
     known_ = 0;
   }
-  // Removes every field for which `pred(name)` holds.
+  // Removes every field for which `pred(name)` (or `pred(name, value)`) holds. The views given
+  // to pred last only for that call: the text moves as fields are removed.
   template <typename Pred>
   void removeIf(Pred pred);
   // Room for this many bytes of fields (a line is name + value + 4).
@@ -246,7 +249,13 @@ void Headers::removeIf(Pred pred) {
   for (const char* at = base; at != end;) {
     const Line line = lineAt(at, end);
     const auto size = static_cast<std::size_t>(line.next - at);
-    if (!pred(line.name)) {
+    bool remove;
+    if constexpr (std::is_invocable_v<Pred&, std::string_view, std::string_view>) {
+      remove = pred(line.name, line.value);
+    } else {
+      remove = pred(line.name);
+    }
+    if (!remove) {
       if (known_ != 0) known |= knownBit(line.name);
       if (base + kept != at) std::memmove(base + kept, at, size);
       kept += size;

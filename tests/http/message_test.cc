@@ -109,6 +109,21 @@ TEST(HeadersTest, RemoveIfKeepsTheRestInOrder) {
   EXPECT_EQ(h.begin(), h.end());
 }
 
+TEST(HeadersTest, RemoveIfCanJudgeByTheValueToo) {
+  Headers h;
+  h.add("A", "keep");
+  h.add("B", "drop");
+  h.add("C", "drop");
+  h.add("D", "keep");
+  std::vector<std::string> seen;
+  h.removeIf([&seen](std::string_view name, std::string_view value) {
+    seen.push_back(std::string(name) + "=" + std::string(value));
+    return value == "drop";
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"A=keep", "B=drop", "C=drop", "D=keep"}));
+  EXPECT_EQ(h.wire(), "A: keep\r\nD: keep\r\n");
+}
+
 TEST(HeadersTest, KnowsWhichOfTheAdaptersFieldsItHoldsThroughEveryChange) {
   Headers h;
   EXPECT_FALSE(h.holdsAny(0xff));

@@ -62,9 +62,10 @@ void addMessageFields(http::Headers& headers, ShardId shard, Epoch epoch, Delive
   const auto numberText = [&number](auto n) {
     return std::string_view(number, std::to_chars(number, number + sizeof number, n).ptr);
   };
-  headers.add(protocol::kShardHeader, numberText(shard));
-  headers.add(protocol::kEpochHeader, numberText(epoch));
-  headers.add(protocol::kModeHeader, mode == DeliveryMode::kTell ? "tell" : "ask");
+  // Constant names and values formatted here: writable, no check needed.
+  headers.addParsed(protocol::kShardHeader, numberText(shard));
+  headers.addParsed(protocol::kEpochHeader, numberText(epoch));
+  headers.addParsed(protocol::kModeHeader, mode == DeliveryMode::kTell ? "tell" : "ask");
 }
 
 }  // namespace kshard::sidecar

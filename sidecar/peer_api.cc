@@ -86,7 +86,19 @@ void PeerApi::forwarded(http::Request request, http::Responder responder) {
     responder.send(notReady());
     return;
   }
-  const auto shardHeader = request.headers.get(protocol::kShardHeader);
+  // One pass over the fields: the first Kshard-Shard and Kshard-Mode are read, and every field
+  // that stays on its hop is dropped, the Kshard-* ones included.
+  std::optional<std::string> shardHeader;
+  std::optional<std::string> modeHeader;
+  request.headers.removeIf([&](std::string_view name, std::string_view value) {
+    if (!staysOnItsHop(name)) return false;
+    if (!shardHeader && http::equalsIgnoreCase(name, protocol::kShardHeader)) {
+      shardHeader.emplace(value);
+    } else if (!modeHeader && http::equalsIgnoreCase(name, protocol::kModeHeader)) {
+      modeHeader.emplace(value);
+    }
+    return true;
+  });
   if (!shardHeader || !parseNumber(*shardHeader, m.shard)) {
     responder.send(badRequest("header Kshard-Shard: required, a shard number"));
     return;
@@ -95,19 +107,18 @@ void PeerApi::forwarded(http::Request request, http::Responder responder) {
   // refuse rather than run an entity under the wrong shard.
   const auto expected = sharding::shardIdOf(m.key.id, snapshot->shardCount);
   if (!expected.ok() || *expected != m.shard) {
-    responder.send(badRequest("header Kshard-Shard: " + std::string(*shardHeader) +
+    responder.send(badRequest("header Kshard-Shard: " + *shardHeader +
                               " is not the shard of this entity id among " +
                               std::to_string(snapshot->shardCount) + " shards"));
     return;
   }
-  const auto modeHeader = request.headers.get(protocol::kModeHeader);
   const auto mode = modeHeader ? parseMode(*modeHeader) : std::optional(DeliveryMode::kAsk);
   if (!mode) {
     responder.send(badRequest("header Kshard-Mode: must be ask or tell"));
     return;
   }
   m.mode = *mode;
-  m.headers = passThroughHeaders(std::move(request.headers));
+  m.headers = std::move(request.headers);
   m.body = std::move(request.body);
   const ShardId shard = m.shard;
 

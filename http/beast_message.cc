@@ -90,9 +90,16 @@ std::string requestHead(const Request& request, std::string_view host, std::stri
 
 std::string responseHead(int status, const Headers& headers, std::size_t bodySize, unsigned version,
                          bool close) {
+  std::string out;
+  writeResponseHead(out, status, headers, bodySize, version, close);
+  return out;
+}
+
+void writeResponseHead(std::string& out, int status, const Headers& headers, std::size_t bodySize,
+                       unsigned version, bool close) {
   const auto code = static_cast<unsigned>(status);
   const auto reason = boost::beast::http::obsolete_reason(boost::beast::http::int_to_status(code));
-  std::string out;
+  out.clear();
   out.reserve(headers.wire().size() + reason.size() + 96);
   out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
   appendNumber(out, code);
@@ -110,7 +117,6 @@ std::string responseHead(int status, const Headers& headers, std::size_t bodySiz
   if (version == 10 && !close) out.append("Connection: keep-alive\r\n");
   if (version != 10 && close) out.append("Connection: close\r\n");
   out.append("\r\n");
-  return out;
 }
 
 }  // namespace kshard::http::beast_detail

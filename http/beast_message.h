@@ -166,6 +166,13 @@ class MessageParser {
 
   enum class HeadRead { kRead, kNeedMore, kOverLimit, kBeast };
   HeadRead readHead(std::string_view in);
+  // True when the blank line that ends a head is in `in`; searches only past searched_.
+  bool holdsHeadEnd(std::string_view in) {
+    const std::size_t from = searched_ < 3 ? 0 : searched_ - 3;
+    if (in.find("\r\n\r\n", from) != std::string_view::npos) return true;
+    searched_ = in.size();
+    return false;
+  }
   std::size_t toBeast(boost::asio::const_buffer buffer, boost::beast::error_code& ec);
 
   Message message_;
@@ -173,6 +180,7 @@ class MessageParser {
   fast_head::Head head_;
   std::string methodText_;       // a copy: head_'s views point into the read buffer
   std::uint64_t remaining_ = 0;  // bytes of the body still to come
+  std::size_t searched_ = 0;     // bytes of an unfinished head that hold no end of it
   std::uint64_t bodyLimit_ = 8 * 1024 * 1024;
   std::uint32_t headerLimit_ = 8192;
   State state_ = State::kHead;
@@ -192,6 +200,9 @@ std::string requestHead(const Request& request, std::string_view host, std::stri
 // and Connection fields are dropped.
 std::string responseHead(int status, const Headers& headers, std::size_t bodySize, unsigned version,
                          bool close);
+// The same, written over `out`, whose room a connection keeps from one answer to the next.
+void writeResponseHead(std::string& out, int status, const Headers& headers, std::size_t bodySize,
+                       unsigned version, bool close);
 
 // True when a response of this status carries no body (1xx, 204, 304).
 bool statusHasNoBody(int status);
@@ -213,10 +224,18 @@ std::size_t MessageParser<isRequest>::put(boost::asio::const_buffer buffer,
       return 0;
     }
     gotSome_ = true;
+    // A head that came in pieces is read again only once its end is there; until then only the
+    // new bytes are searched, so a head sent a byte at a time costs linear time, not quadratic.
+    if (searched_ != 0 && !holdsHeadEnd(std::string_view(data, size))) {
+      ec = size >= headerLimit_ ? boost::beast::http::error::header_limit
+                                : boost::beast::http::error::need_more;
+      return 0;
+    }
     switch (readHead(std::string_view(data, size))) {
       case HeadRead::kRead:
         break;
       case HeadRead::kNeedMore:
+        searched_ = size;
         ec = boost::beast::http::error::need_more;
         return 0;
       case HeadRead::kOverLimit:

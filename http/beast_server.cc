@@ -423,7 +423,7 @@ void Session::answer(std::uint64_t seq, Response response) {
   const int status = static_cast<int>(validStatus(response.status));
   const bool close = !keepAlive_ || stopping_ || asksToClose(response.headers);
   if (statusHasNoBody(status)) response.body.clear();
-  out_.head = responseHead(status, response.headers, response.body.size(), version_, close);
+  writeResponseHead(out_.head, status, response.headers, response.body.size(), version_, close);
   // HEAD: the Content-Length of the body that would have been sent, and no body.
   out_.body = head_ ? std::string() : std::move(response.body);
   writeMessage(close);

@@ -186,6 +186,25 @@ TEST(MessageParserFastPathTest, ReadsASimpleRequestWithoutBeastWhateverTheCuts) 
   }
 }
 
+TEST(MessageParserFastPathTest, AHeadSentAByteAtATimeIsReadOnceAndItsLimitHolds) {
+  const std::string wire = "POST /x HTTP/1.1\r\nHost: h\r\nX-A: " + std::string(200, 'a') +
+                           "\r\nContent-Length: 2\r\n\r\nok";
+  std::vector<std::string> bytes;
+  for (const char c : wire) bytes.emplace_back(1, c);
+  MessageParser<true> parser;
+  parser.eager(true);
+  ASSERT_FALSE(feed(parser, bytes));
+  ASSERT_TRUE(parser.is_done());
+  EXPECT_FALSE(parser.fellBack());
+  EXPECT_EQ(parser.get().body, "ok");
+  EXPECT_EQ(parser.get().headers.get("X-A"), std::string(200, 'a'));
+
+  // The same head with a limit it passes: refused once the limit is reached.
+  MessageParser<true> limited;
+  limited.header_limit(100);
+  EXPECT_EQ(feed(limited, bytes), boost::beast::http::error::header_limit);
+}
+
 TEST(MessageParserFastPathTest, StopsAfterTheHeaderUnlessEager) {
   MessageParser<true> parser;
   boost::beast::error_code ec;

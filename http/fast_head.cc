@@ -39,6 +39,35 @@ const char* findUnprintable(const char* at, const char* end) {
   return end;
 }
 
+// A field name (token characters only) against a name in lower case (letters and '-'),
+// ignoring case, a word at a time. Setting bit 0x20 maps 'A'..'Z' to 'a'..'z' and leaves 'a'..'z'
+// and '-' as they are, and no other token character becomes a lower-case letter or '-' that way
+// (only CR would become '-'), so the comparison is exact. `name` and `lower` have the same size,
+// of at least 4.
+bool tokenIs(std::string_view name, std::string_view lower) {
+  const std::size_t n = lower.size();
+  if (n >= 8) {
+    for (std::size_t at = 0;; at += 8) {
+      const std::size_t i = std::min(at, n - 8);  // the last word overlaps the one before
+      std::uint64_t a;
+      std::uint64_t b;
+      std::memcpy(&a, name.data() + i, 8);
+      std::memcpy(&b, lower.data() + i, 8);
+      if ((a | (detail::kOnes * 0x20)) != b) return false;
+      if (i + 8 == n) return true;
+    }
+  }
+  std::uint32_t a0;
+  std::uint32_t a1;
+  std::uint32_t b0;
+  std::uint32_t b1;
+  std::memcpy(&a0, name.data(), 4);
+  std::memcpy(&a1, name.data() + n - 4, 4);
+  std::memcpy(&b0, lower.data(), 4);
+  std::memcpy(&b1, lower.data() + n - 4, 4);
+  return (a0 | 0x20202020u) == b0 && (a1 | 0x20202020u) == b1;
+}
+
 // The fields whose values change how the message is framed or kept; every other field is only
 // carried.
 enum class Special { kNone, kContentLength, kConnection, kExpect, kDecline };
@@ -52,22 +81,22 @@ struct Kind {
 Kind classify(std::string_view name) {
   switch (name.size()) {
     case 4:
-      if (equalsIgnoreCase(name, "host")) return {Special::kNone, Headers::kHost};
+      if (tokenIs(name, "host")) return {Special::kNone, Headers::kHost};
       return {};
     case 6:
-      return {equalsIgnoreCase(name, "expect") ? Special::kExpect : Special::kNone};
+      return {tokenIs(name, "expect") ? Special::kExpect : Special::kNone};
     case 7:
-      return {equalsIgnoreCase(name, "upgrade") ? Special::kDecline : Special::kNone};
+      return {tokenIs(name, "upgrade") ? Special::kDecline : Special::kNone};
     case 10:
-      if (equalsIgnoreCase(name, "user-agent")) return {Special::kNone, Headers::kUserAgent};
-      if (equalsIgnoreCase(name, "connection")) return {Special::kConnection, Headers::kConnection};
+      if (tokenIs(name, "user-agent")) return {Special::kNone, Headers::kUserAgent};
+      if (tokenIs(name, "connection")) return {Special::kConnection, Headers::kConnection};
       return {};
     case 14:
-      return {equalsIgnoreCase(name, "content-length") ? Special::kContentLength : Special::kNone};
+      return {tokenIs(name, "content-length") ? Special::kContentLength : Special::kNone};
     case 16:
-      return {equalsIgnoreCase(name, "proxy-connection") ? Special::kConnection : Special::kNone};
+      return {tokenIs(name, "proxy-connection") ? Special::kConnection : Special::kNone};
     case 17:
-      return {equalsIgnoreCase(name, "transfer-encoding") ? Special::kDecline : Special::kNone};
+      return {tokenIs(name, "transfer-encoding") ? Special::kDecline : Special::kNone};
     default:
       return {};
   }

@@ -103,12 +103,13 @@ class BeastParser final : public boost::beast::http::basic_parser<isRequest> {
 };
 
 // Reads a Request (isRequest) or a Response, with the interface of Beast's basic_parser that the
-// adapters use. The message's headers leave out its framing fields (Content-Length,
-// Transfer-Encoding): its body is whole, and whoever writes it on writes their own (requestHead,
-// responseHead), so a forwarded message's fields go out as one copy. A head in the simple form that
-// the data path carries (fast_head.h) is read by fast_head, and its body, framed by Content-Length
-// or absent, is copied here; any other head, and every error but a head over the limit, is Beast's
-// parser's, which then reads the message from its first byte.
+// adapters use. The fast path needs the whole head in the first buffer it is given (one read,
+// nearly always); a head that comes in pieces is Beast's. The message's headers leave out its
+// framing fields (Content-Length, Transfer-Encoding): its body is whole, and whoever writes it on
+// writes their own (requestHead, responseHead), so a forwarded message's fields go out as one copy.
+// A head in the simple form that the data path carries (fast_head.h) is read by fast_head, and its
+// body, framed by Content-Length or absent, is copied here; any other head, and every error but a
+// head over the limit, is Beast's parser's, which then reads the message from its first byte.
 template <bool isRequest>
 class MessageParser {
  public:
@@ -166,13 +167,6 @@ class MessageParser {
 
   enum class HeadRead { kRead, kNeedMore, kOverLimit, kBeast };
   HeadRead readHead(std::string_view in);
-  // True when the blank line that ends a head is in `in`; searches only past searched_.
-  bool holdsHeadEnd(std::string_view in) {
-    const std::size_t from = searched_ < 3 ? 0 : searched_ - 3;
-    if (in.find("\r\n\r\n", from) != std::string_view::npos) return true;
-    searched_ = in.size();
-    return false;
-  }
   std::size_t toBeast(boost::asio::const_buffer buffer, boost::beast::error_code& ec);
 
   Message message_;
@@ -180,7 +174,6 @@ class MessageParser {
   fast_head::Head head_;
   std::string methodText_;       // a copy: head_'s views point into the read buffer
   std::uint64_t remaining_ = 0;  // bytes of the body still to come
-  std::size_t searched_ = 0;     // bytes of an unfinished head that hold no end of it
   std::uint64_t bodyLimit_ = 8 * 1024 * 1024;
   std::uint32_t headerLimit_ = 8192;
   State state_ = State::kHead;
@@ -224,23 +217,16 @@ std::size_t MessageParser<isRequest>::put(boost::asio::const_buffer buffer,
       return 0;
     }
     gotSome_ = true;
-    // A head that came in pieces is read again only once its end is there; until then only the
-    // new bytes are searched, so a head sent a byte at a time costs linear time, not quadratic.
-    if (searched_ != 0 && !holdsHeadEnd(std::string_view(data, size))) {
-      ec = size >= headerLimit_ ? boost::beast::http::error::header_limit
-                                : boost::beast::http::error::need_more;
-      return 0;
-    }
     switch (readHead(std::string_view(data, size))) {
       case HeadRead::kRead:
         break;
-      case HeadRead::kNeedMore:
-        searched_ = size;
-        ec = boost::beast::http::error::need_more;
-        return 0;
       case HeadRead::kOverLimit:
         ec = boost::beast::http::error::header_limit;
         return 0;
+      case HeadRead::kNeedMore:
+        // A head that comes in pieces is Beast's: it goes on from where each piece ended (read
+        // again from the start at each piece, a head sent a byte at a time would cost quadratic
+        // time), and it reports a malformed head before the rest of it arrives.
       case HeadRead::kBeast:
         return toBeast(buffer, ec);
     }

@@ -114,13 +114,19 @@ class Reader {
   // Where the reader ran out of bytes: more may come, unless the limit was reached.
   Outcome outOfBytes() const { return limited_ ? Outcome::kOverLimit : Outcome::kNeedMore; }
 
-  // "HTTP/1.0" or "HTTP/1.1"; 0 for anything else.
-  unsigned version() {
-    if (end_ - p_ < 8) return 0;
-    if (std::memcmp(p_, "HTTP/1.", 7) != 0 || (p_[7] != '0' && p_[7] != '1')) return 0;
-    const unsigned v = p_[7] == '1' ? 11 : 10;
+  // "HTTP/1.0" or "HTTP/1.1", into `v`. Wherever the bytes run out, what came so far must be
+  // the start of one: a head is declined as soon as it cannot be simple, and over the limit only
+  // if it could still have been.
+  Outcome version(unsigned& v) {
+    static constexpr std::string_view kPrefix = "HTTP/1.";
+    const auto have = static_cast<std::size_t>(end_ - p_);
+    const std::size_t n = std::min(have, kPrefix.size());
+    if (std::memcmp(p_, kPrefix.data(), n) != 0) return Outcome::kDecline;
+    if (have <= kPrefix.size()) return outOfBytes();
+    if (p_[7] != '0' && p_[7] != '1') return Outcome::kDecline;
+    v = p_[7] == '1' ? 11 : 10;
     p_ += 8;
-    return v;
+    return Outcome::kParsed;
   }
 
   // Request line: METHOD SP target SP HTTP/1.x CRLF.
@@ -142,26 +148,26 @@ class Reader {
     if (space == target) return Outcome::kDecline;
     head.target = std::string_view(target, static_cast<std::size_t>(space - target));
     p_ = space + 1;
-    if (end_ - p_ < 10) return outOfBytes();
-    head.version = version();
-    if (head.version == 0) return Outcome::kDecline;
+    if (const Outcome v = version(head.version); v != Outcome::kParsed) return v;
     return lineEnd();
   }
 
   // Status line: HTTP/1.x SP 3DIGIT SP reason CRLF, with a status of 200..599 (1xx answers
   // precede the real one; Beast reads those).
   Outcome statusLine(Head& head) {
-    if (end_ - p_ < 13) return outOfBytes();
-    head.version = version();
-    if (head.version == 0 || *p_ != ' ') return Outcome::kDecline;
-    const char* const digits = p_ + 1;
-    if (digits[0] < '2' || digits[0] > '5' || digits[1] < '0' || digits[1] > '9' ||
-        digits[2] < '0' || digits[2] > '9' || digits[3] != ' ') {
-      return Outcome::kDecline;
+    if (const Outcome v = version(head.version); v != Outcome::kParsed) return v;
+    // " DDD ", byte by byte: the first one that cannot be declines, running out is out of bytes.
+    for (int i = 0; i < 5; ++i) {
+      if (p_ + i == end_) return outOfBytes();
+      const char c = p_[i];
+      const bool fits = i == 0 || i == 4 ? c == ' '
+                        : i == 1         ? c >= '2' && c <= '5'
+                                         : c >= '0' && c <= '9';
+      if (!fits) return Outcome::kDecline;
     }
-    head.status = (digits[0] - '0') * 100 + (digits[1] - '0') * 10 + (digits[2] - '0');
+    head.status = (p_[1] - '0') * 100 + (p_[2] - '0') * 10 + (p_[3] - '0');
     // The reason: printable ASCII, possibly empty.
-    p_ = findUnprintable(digits + 4, end_);
+    p_ = findUnprintable(p_ + 5, end_);
     if (p_ == end_) return outOfBytes();
     return lineEnd();
   }
@@ -182,8 +188,9 @@ class Reader {
       runKnown = 0;
     };
     for (;;) {
-      if (end_ - p_ < 2) return outOfBytes();
+      if (p_ == end_) return outOfBytes();
       if (*p_ == '\r') {
+        if (end_ - p_ < 2) return outOfBytes();
         if (p_[1] != '\n') return Outcome::kDecline;
         flush(p_);
         p_ += 2;
@@ -238,8 +245,10 @@ class Reader {
 
  private:
   Outcome lineEnd() {
+    if (p_ == end_) return outOfBytes();
+    if (p_[0] != '\r') return Outcome::kDecline;
     if (end_ - p_ < 2) return outOfBytes();
-    if (p_[0] != '\r' || p_[1] != '\n') return Outcome::kDecline;
+    if (p_[1] != '\n') return Outcome::kDecline;
     p_ += 2;
     return Outcome::kParsed;
   }

@@ -170,14 +170,16 @@ boost::beast::error_code feed(MessageParser<isRequest>& parser,
   return ec;
 }
 
-TEST(MessageParserFastPathTest, ReadsASimpleRequestWithoutBeastWhateverTheCuts) {
+TEST(MessageParserFastPathTest, ReadsASimpleRequestWhateverTheCuts) {
   const std::string wire = "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nhello world";
+  const std::size_t headSize = wire.size() - 11;
   for (std::size_t cut = 0; cut <= wire.size(); ++cut) {
     MessageParser<true> parser;
     parser.eager(true);
     ASSERT_FALSE(feed(parser, {wire.substr(0, cut), wire.substr(cut)})) << cut;
     ASSERT_TRUE(parser.is_done()) << cut;
-    EXPECT_FALSE(parser.fellBack());
+    // A head cut in two is Beast's; a whole one (the body may be cut) is the fast path's.
+    EXPECT_EQ(parser.fellBack(), cut != 0 && cut < headSize) << cut;
     EXPECT_EQ(parser.method(), Method::kPost);
     EXPECT_EQ(parser.get().target, "/x");
     EXPECT_EQ(parser.get().body, "hello world");
@@ -186,7 +188,7 @@ TEST(MessageParserFastPathTest, ReadsASimpleRequestWithoutBeastWhateverTheCuts) 
   }
 }
 
-TEST(MessageParserFastPathTest, AHeadSentAByteAtATimeIsReadOnceAndItsLimitHolds) {
+TEST(MessageParserFastPathTest, AHeadSentAByteAtATimeIsBeastsAndItsLimitHolds) {
   const std::string wire = "POST /x HTTP/1.1\r\nHost: h\r\nX-A: " + std::string(200, 'a') +
                            "\r\nContent-Length: 2\r\n\r\nok";
   std::vector<std::string> bytes;
@@ -195,7 +197,7 @@ TEST(MessageParserFastPathTest, AHeadSentAByteAtATimeIsReadOnceAndItsLimitHolds)
   parser.eager(true);
   ASSERT_FALSE(feed(parser, bytes));
   ASSERT_TRUE(parser.is_done());
-  EXPECT_FALSE(parser.fellBack());
+  EXPECT_TRUE(parser.fellBack());
   EXPECT_EQ(parser.get().body, "ok");
   EXPECT_EQ(parser.get().headers.get("X-A"), std::string(200, 'a'));
 

@@ -121,7 +121,7 @@ class Reader {
     static constexpr std::string_view kPrefix = "HTTP/1.";
     const auto have = static_cast<std::size_t>(end_ - p_);
     const std::size_t n = std::min(have, kPrefix.size());
-    if (std::memcmp(p_, kPrefix.data(), n) != 0) return Outcome::kDecline;
+    if (n != 0 && std::memcmp(p_, kPrefix.data(), n) != 0) return Outcome::kDecline;
     if (have <= kPrefix.size()) return outOfBytes();
     if (p_[7] != '0' && p_[7] != '1') return Outcome::kDecline;
     v = p_[7] == '1' ? 11 : 10;

@@ -213,7 +213,8 @@ bool percentDecode(std::string_view in, std::string& out, bool plusIsSpace) {
     if (plusIsSpace) {
       while (j < in.size() && in[j] != '%' && in[j] != '+') ++j;
     } else {
-      const void* pct = std::memchr(in.data() + i, '%', in.size() - i);
+      // (No memchr on nothing: an empty view's data may be null.)
+      const void* pct = i < in.size() ? std::memchr(in.data() + i, '%', in.size() - i) : nullptr;
       j = pct == nullptr ? in.size()
                          : static_cast<std::size_t>(static_cast<const char*>(pct) - in.data());
     }

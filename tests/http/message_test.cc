@@ -248,6 +248,15 @@ TEST(PercentTest, DecodesEscapesAndKeepsPlusInPaths) {
   EXPECT_EQ(out, "\xe2\x82\xac");
 }
 
+TEST(PercentTest, AnEmptyInputDecodesToNothing) {
+  std::string out = "stale";
+  ASSERT_TRUE(percentDecode(std::string_view(), out));
+  EXPECT_EQ(out, "");
+  ASSERT_TRUE(percentDecode(std::string_view(), out, /*plusIsSpace=*/true));
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(percentEncode(std::string_view()), "");
+}
+
 TEST(PercentTest, RejectsMalformedEscapes) {
   std::string out;
   EXPECT_FALSE(percentDecode("%", out));

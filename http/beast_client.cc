@@ -588,7 +588,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     finish(transportError(core_, what(), ec, phase, timeout_));
   }
 
-  void finish(StatusOr<Response> result) {
+  void finish(StatusOr<Response>&& result) {
     if (finished_) return;
     finished_ = true;
     ResponseCallback done = std::move(done_);

@@ -150,12 +150,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   }
 
   // ResponseTarget: a handler's Responder answers request `seq` through these, from any thread.
-  void respond(std::uint64_t seq, Response response) override;
+  void respond(std::uint64_t seq, Response&& response) override;
   bool canStream() const override { return true; }
   std::unique_ptr<StreamWriter> startStream(std::uint64_t seq, int status,
                                             Headers headers) override;
 
-  void answer(std::uint64_t seq, Response response);
+  void answer(std::uint64_t seq, Response&& response);
   void beginStream(std::uint64_t seq, int status, Headers headers,
                    std::shared_ptr<StreamState> state);
   void streamWrite(std::uint64_t seq, std::string chunk);
@@ -390,7 +390,16 @@ void Session::dispatchRequest() {
   core_.router.dispatch(std::move(request), std::move(responder));
 }
 
-void Session::respond(std::uint64_t seq, Response response) {
+void Session::respond(std::uint64_t seq, Response&& response) {
+  // On the session's own thread (a handler that answers at once, or a forward answered on the
+  // thread of its connection, as the client arranges) the answer goes out without a hand-off;
+  // the caller (Responder::send) holds the session and the core meanwhile. net::dispatch would
+  // run it inline too, after copying both references and moving the response into its handler.
+  if (const auto* loop = exec_.target<net::io_context::executor_type>();
+      loop != nullptr && loop->running_in_this_thread()) {
+    answer(seq, std::move(response));
+    return;
+  }
   net::dispatch(exec_, [ref = SessionRef{core_.shared_from_this(), shared_from_this()}, seq,
                         response = std::move(response)]() mutable {
     ref.session->answer(seq, std::move(response));
@@ -418,7 +427,7 @@ unsigned validStatus(int status) {
   return (status >= 100 && status <= 999) ? static_cast<unsigned>(status) : 500u;
 }
 
-void Session::answer(std::uint64_t seq, Response response) {
+void Session::answer(std::uint64_t seq, Response&& response) {
   if (seq != seq_ || state_ != State::kHandling) return;
   const int status = static_cast<int>(validStatus(response.status));
   const bool close = !keepAlive_ || stopping_ || asksToClose(response.headers);

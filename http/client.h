@@ -76,7 +76,7 @@ class ResponseStream {
 };
 
 // Move-only: a one-shot callback may own what it answers (a Responder).
-using ResponseCallback = UniqueFunction<void(StatusOr<Response>)>;
+using ResponseCallback = UniqueFunction<void(StatusOr<Response>&&)>;
 
 class Client {
  public:

@@ -12,7 +12,7 @@ class FunctionTarget final : public ResponseTarget {
   FunctionTarget(Responder::SendFn send, Responder::StartStreamFn startStream)
       : send_(std::move(send)), startStream_(std::move(startStream)) {}
 
-  void respond(std::uint64_t, Response response) override {
+  void respond(std::uint64_t, Response&& response) override {
     Responder::SendFn send = std::move(send_);
     send(std::move(response));
   }
@@ -58,9 +58,7 @@ Responder& Responder::operator=(Responder&& other) noexcept {
   return *this;
 }
 
-Responder::~Responder() {
-  if (!sent()) send(unanswered());
-}
+void Responder::sendUnanswered() { send(unanswered()); }
 
 void Responder::send(Response response) {
   if (target_ == nullptr) return;

@@ -53,7 +53,7 @@ class StreamWriter {
 class ResponseTarget {
  public:
   virtual ~ResponseTarget() = default;
-  virtual void respond(std::uint64_t token, Response response) = 0;
+  virtual void respond(std::uint64_t token, Response&& response) = 0;
   virtual bool canStream() const { return false; }
   // Sends the status and headers; null when the connection ended before the stream started.
   // Called only when canStream().
@@ -63,7 +63,7 @@ class ResponseTarget {
 
 class Responder {
  public:
-  using SendFn = UniqueFunction<void(Response)>;
+  using SendFn = UniqueFunction<void(Response&&)>;
   using StartStreamFn = UniqueFunction<std::unique_ptr<StreamWriter>(int status, Headers headers)>;
 
   Responder() = default;
@@ -78,7 +78,10 @@ class Responder {
   Responder& operator=(Responder&&) noexcept;
   Responder(const Responder&) = delete;
   Responder& operator=(const Responder&) = delete;
-  ~Responder();
+  // Answers 500 when the request was not answered.
+  ~Responder() {
+    if (target_ != nullptr) sendUnanswered();
+  }
 
   // Answers the request. A second call is ignored.
   void send(Response response);
@@ -88,13 +91,17 @@ class Responder {
   bool sent() const { return target_ == nullptr; }
 
  private:
+  void sendUnanswered();
+
   // Declared first, released last.
   std::shared_ptr<void> keep_;
   std::shared_ptr<ResponseTarget> target_;
   std::uint64_t token_ = 0;
 };
 
-using Handler = std::function<void(Request request, Responder responder)>;
+// Both are handed on as rvalues: a handler may take them by value, or by rvalue reference to
+// pass them along without a move per layer (the data path does).
+using Handler = std::function<void(Request&& request, Responder&& responder)>;
 
 struct TlsServerOptions {
   std::string certFile;  // PEM chain; re-read on restart only

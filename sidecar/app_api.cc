@@ -25,7 +25,7 @@ AppApi::AppApi(Identity self, Router& router, RoutingTable& table, EntityRegistr
 void AppApi::addRoutes(http::Server& server) {
   server.route(
       http::Method::kPost, "/v1/entities/{type}/{id}",
-      [this](http::Request r, http::Responder res) { send(std::move(r), std::move(res)); });
+      [this](http::Request&& r, http::Responder&& res) { send(std::move(r), std::move(res)); });
   server.route(http::Method::kPost, "/v1/drain", [this](http::Request r, http::Responder res) {
     drain(std::move(r), std::move(res));
   });
@@ -34,7 +34,7 @@ void AppApi::addRoutes(http::Server& server) {
   });
 }
 
-void AppApi::send(http::Request request, http::Responder responder) {
+void AppApi::send(http::Request&& request, http::Responder&& responder) {
   Message m;
   m.key = {std::string(request.param("type")), std::string(request.param("id"))};
   if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
@@ -61,8 +61,9 @@ void AppApi::send(http::Request request, http::Responder responder) {
   m.mode = *mode;
   m.headers = passThroughHeaders(std::move(request.headers));
   m.body = std::move(request.body);
-  router_.send(std::move(m), snapshot->spec.sendTimeout,
-               [res = std::move(responder)](http::Response r) mutable { res.send(std::move(r)); });
+  router_.send(
+      std::move(m), snapshot->spec.sendTimeout,
+      [res = std::move(responder)](http::Response&& r) mutable { res.send(std::move(r)); });
 }
 
 void AppApi::drain(http::Request, http::Responder responder) {

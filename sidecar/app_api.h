@@ -28,7 +28,8 @@ class AppApi {
   void addRoutes(http::Server& server);
 
  private:
-  void send(http::Request request, http::Responder responder);
+  // Both by rvalue reference: the message passes through without a move per layer.
+  void send(http::Request&& request, http::Responder&& responder);
   void drain(http::Request request, http::Responder responder);
   void shardMap(http::Request request, http::Responder responder);
 

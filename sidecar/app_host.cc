@@ -46,7 +46,7 @@ AppHost::AppHost(http::Client& client, Duration deliverTimeout, Duration stopTim
     : client_(client), deliverTimeout_(deliverTimeout), stopTimeout_(stopTimeout) {}
 
 void AppHost::deliver(Message message, Epoch epoch,
-                      UniqueFunction<void(StatusOr<http::Response>)> done) {
+                      UniqueFunction<void(StatusOr<http::Response>&&)> done) {
   http::Request req;
   req.method = http::Method::kPost;
   req.target = entityCallbackPath(message.key);

@@ -20,7 +20,7 @@ class AppHost final : public EntityHost {
   AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout);
 
   void deliver(Message message, Epoch epoch,
-               UniqueFunction<void(StatusOr<http::Response>)> done) override;
+               UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
   void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) override;
 
  private:

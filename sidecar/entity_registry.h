@@ -71,7 +71,7 @@ class EntityHost {
   virtual ~EntityHost() = default;
   // Delivers one message; `epoch` is the fencing token of this pod's ownership of the shard.
   virtual void deliver(Message message, Epoch epoch,
-                       UniqueFunction<void(StatusOr<http::Response>)> done) = 0;
+                       UniqueFunction<void(StatusOr<http::Response>&&)> done) = 0;
   // Stops an entity; OK once its state is safe.
   virtual void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) = 0;
 };
@@ -99,7 +99,7 @@ struct EntityRegistryOptions {
 
 class EntityRegistry {
  public:
-  using DeliveryCallback = UniqueFunction<void(DeliveryOutcome)>;
+  using DeliveryCallback = UniqueFunction<void(DeliveryOutcome&&)>;
   // Called with the shards that were not released before the deadline (empty: all released).
   using HandoffCallback = std::function<void(std::vector<ShardId> stillBusy)>;
 

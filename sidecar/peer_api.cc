@@ -55,9 +55,10 @@ PeerApi::PeerApi(Identity self, EntityRegistry& registry, RoutingTable& table,
       options_(options) {}
 
 void PeerApi::addRoutes(http::Server& server) {
-  server.route(
-      http::Method::kPost, "/v1/peer/entities/{type}/{id}",
-      [this](http::Request r, http::Responder res) { forwarded(std::move(r), std::move(res)); });
+  server.route(http::Method::kPost, "/v1/peer/entities/{type}/{id}",
+               [this](http::Request&& r, http::Responder&& res) {
+                 forwarded(std::move(r), std::move(res));
+               });
   server.route(http::Method::kGet, "/v1/ping", [this](http::Request r, http::Responder res) {
     ping(std::move(r), std::move(res));
   });
@@ -69,7 +70,7 @@ void PeerApi::addRoutes(http::Server& server) {
       [this](http::Request r, http::Responder res) { unassign(std::move(r), std::move(res)); });
 }
 
-void PeerApi::forwarded(http::Request request, http::Responder responder) {
+void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
   const SteadyTime start = clock_.now();
   if (Status s = authorizer_.authorizePeer(request); !s.ok()) {
     responder.send(authorizationError(s));
@@ -123,7 +124,7 @@ void PeerApi::forwarded(http::Request request, http::Responder responder) {
   const ShardId shard = m.shard;
 
   registry_.deliver(
-      std::move(m), [this, shard, start, res = std::move(responder)](DeliveryOutcome o) mutable {
+      std::move(m), [this, shard, start, res = std::move(responder)](DeliveryOutcome&& o) mutable {
         MessageResult result = MessageResult::kOk;
         http::Response out;
         if (o.refusal == Refusal::kOverloaded) {

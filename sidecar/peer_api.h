@@ -31,7 +31,8 @@ class PeerApi {
   void addRoutes(http::Server& server);
 
  private:
-  void forwarded(http::Request request, http::Responder responder);
+  // Both by rvalue reference: the message passes through without a move per layer.
+  void forwarded(http::Request&& request, http::Responder&& responder);
   void ping(http::Request request, http::Responder responder);
   void assign(http::Request request, http::Responder responder);
   void unassign(http::Request request, http::Responder responder);

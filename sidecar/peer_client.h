@@ -31,7 +31,7 @@ struct ForwardResult {
 
 class PeerClient {
  public:
-  using ForwardCallback = UniqueFunction<void(ForwardResult)>;
+  using ForwardCallback = UniqueFunction<void(ForwardResult&&)>;
 
   virtual ~PeerClient() = default;
   // Calls `done` exactly once, from any thread, at the latest after `timeout`.

@@ -58,7 +58,7 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
   const ShardId shard = a->message.shard;
   if (registry_.owns(shard)) {
     a->path = MessagePath::kLocal;
-    registry_.deliver(a->message, [this, a](DeliveryOutcome o) {
+    registry_.deliver(a->message, [this, a](DeliveryOutcome&& o) {
       if (o.refusal == Refusal::kOverloaded) {
         finish(a,
                sidecarError(503, errors::kEntityOverloaded,
@@ -95,7 +95,7 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
   const Duration remaining = a->deadline - scheduler_.clock().now();
   peers_.forward(*owner, a->message, static_cast<Epoch>(snapshot->epoch),
                  std::max(remaining, Duration(std::chrono::milliseconds(1))),
-                 [this, a](ForwardResult r) {
+                 [this, a](ForwardResult&& r) {
                    const std::string& pod = a->owner;
                    switch (r.outcome) {
                      case ForwardOutcome::kAnswered:
@@ -160,7 +160,7 @@ void Router::retry(const std::shared_ptr<Attempt>& a, std::string_view reason) {
   scheduler_.runAfter(wait, [this, a] { attempt(a); });
 }
 
-void Router::finish(const std::shared_ptr<Attempt>& a, http::Response response, MessageResult m) {
+void Router::finish(const std::shared_ptr<Attempt>& a, http::Response&& response, MessageResult m) {
   metrics_.countMessage(a->path, m);
   const auto elapsed = scheduler_.clock().now() - a->start;
   metrics_.observeLatency(a->path, std::chrono::duration<double>(elapsed).count());

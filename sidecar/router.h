@@ -36,7 +36,7 @@ struct RouterOptions {
 
 class Router {
  public:
-  using Done = UniqueFunction<void(http::Response)>;
+  using Done = UniqueFunction<void(http::Response&&)>;
 
   Router(RoutingTable& table, EntityRegistry& registry, PeerClient& peers,
          UnhealthyReporter& reporter, Scheduler& scheduler, Random& random, RouterOptions options,
@@ -51,7 +51,7 @@ class Router {
   struct Attempt;
   void attempt(const std::shared_ptr<Attempt>& a);
   void retry(const std::shared_ptr<Attempt>& a, std::string_view reason);
-  void finish(const std::shared_ptr<Attempt>& a, http::Response response, MessageResult result);
+  void finish(const std::shared_ptr<Attempt>& a, http::Response&& response, MessageResult result);
   Duration jittered(Duration backoff);
 
   RoutingTable& table_;

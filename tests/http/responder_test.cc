@@ -101,7 +101,7 @@ TEST(ResponderTest, AnswersItsTargetWithTheTokenAndReleasesKeepAfterIt) {
   struct Target final : ResponseTarget {
     explicit Target(std::shared_ptr<Order> o) : order(std::move(o)) {}
     ~Target() override { order->events.push_back("target released"); }
-    void respond(std::uint64_t token, Response r) override {
+    void respond(std::uint64_t token, Response&& r) override {
       order->events.push_back("answer " + std::to_string(token) + " " + std::to_string(r.status));
     }
     std::shared_ptr<Order> order;

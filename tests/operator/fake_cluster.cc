@@ -90,7 +90,7 @@ std::optional<sharding::ShardMap> FakeStore::get(const std::string& key) const {
 // Stub pods
 
 void StubHost::deliver(sidecar::Message message, sidecar::Epoch,
-                       UniqueFunction<void(StatusOr<http::Response>)> done) {
+                       UniqueFunction<void(StatusOr<http::Response>&&)> done) {
   active_[message.key.id] = message.shard;
   done(http::Response{200, {}, "ok"});
 }

@@ -40,7 +40,7 @@ class SlowStopHost final : public sidecar::EntityHost {
  public:
   explicit SlowStopHost(Scheduler& scheduler) : scheduler_(scheduler) {}
   void deliver(sidecar::Message, sidecar::Epoch,
-               UniqueFunction<void(StatusOr<http::Response>)> done) override {
+               UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
     done(http::Response{200, {}, "ok"});
   }
   void stop(const sidecar::EntityKey&, sidecar::ShardId,

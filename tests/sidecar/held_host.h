@@ -15,7 +15,7 @@ class HeldHost : public EntityHost {
   struct Delivery {
     Message message;
     Epoch epoch;
-    UniqueFunction<void(StatusOr<http::Response>)> done;
+    UniqueFunction<void(StatusOr<http::Response>&&)> done;
   };
   struct Stop {
     EntityKey key;
@@ -23,7 +23,7 @@ class HeldHost : public EntityHost {
   };
 
   void deliver(Message message, Epoch epoch,
-               UniqueFunction<void(StatusOr<http::Response>)> done) override {
+               UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
     deliveries.push_back({std::move(message), epoch, std::move(done)});
   }
   void stop(const EntityKey& key, ShardId, std::function<void(Status)> done) override {

@@ -8,16 +8,21 @@
 # with the stub manager giving every shard to B. Only one sidecar runs under callgrind (A, the
 # forwarder, or with PROFILE=b the owner B); the other and the app run normally. After WARMUP
 # messages the counters are zeroed, MESSAGES messages are sent (1 KiB bodies, CONNECTIONS
-# connections, as fast as the pair answers, all to one entity), and the counts are dumped.
+# connections, as fast as the pair answers, all to one entity), and the counts are dumped. With
+# ENTITIES above 1 the messages spread over that many entities instead, as in run.sh: wrk
+# (bench/datapath/post.lua) sends them for WRK_SECONDS after as long a warm-up, and the count is
+# wrk's. One entity keeps the owner's messages waiting in the entity's mailbox (one turn at a
+# time); spread, most go straight to the app.
 # Printed: the instructions per message, and the functions that cost most by their own
 # instructions, with the calls to malloc per message (callgrind_top.py, OUT/top.txt).
 #
 #   bench/datapath/instructions.sh                    # build what is missing, count
 #   SIDECAR=/path/to/kshard-sidecar bench/datapath/instructions.sh   # another build of A
 #   PROFILE=b bench/datapath/instructions.sh          # count the owner B instead
+#   ENTITIES=1000 PROFILE=b bench/datapath/instructions.sh   # messages spread over 1000 entities
 #
 # Settings (environment): PROFILE (a or b: the sidecar counted), MESSAGES (4000), WARMUP (2000),
-# CONNECTIONS (16), SIDECAR (the counted sidecar's executable; the other is always build/bin's),
+# CONNECTIONS (16), ENTITIES (1), WRK_SECONDS (10), SIDECAR (the counted sidecar's executable; the other is always build/bin's),
 # SIDECAR_GLIBC_TUNABLES (as run.sh), OUT (build/bench/datapath-instructions). Needs valgrind
 # (apt-get install valgrind).
 set -euo pipefail
@@ -28,6 +33,8 @@ out=${OUT:-$root/build/bench/datapath-instructions}
 messages=${MESSAGES:-4000}
 warmup=${WARMUP:-2000}
 connections=${CONNECTIONS:-16}
+entities=${ENTITIES:-1}
+wrk_seconds=${WRK_SECONDS:-10}
 kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
 fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
 
@@ -38,6 +45,8 @@ for tool in valgrind callgrind_control curl python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install valgrind curl python3)"
 done
 [[ -x $fortio ]] || die "no fortio at $fortio (bench/datapath/run.sh installs it)"
+[[ $entities =~ ^[1-9][0-9]*$ ]] || die "ENTITIES must be a positive number, not '$entities'"
+((entities == 1)) || command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
 
 log "building kshard-sidecar and datapath_stub_app (release preset)"
 (cd "$root" && cmake --preset release >/dev/null &&
@@ -100,11 +109,27 @@ load() {  # load N ID
     die "fortio failed ($out/fortio-$2.log)"
   grep -q "Code 200 : $1 " "$out/fortio-$2.log" || die "not every message answered 200 ($out/fortio-$2.log)"
 }
-log "warming up: $warmup messages"
-load "$warmup" warm
-callgrind_control -z "$counted_pid" >/dev/null 2>&1
-log "counting: $messages messages at $connections connections"
-load "$messages" counted
+# spread NAME: wrk for WRK_SECONDS over the entities; prints the messages answered.
+spread() {
+  ENTITY_IDS=$entities wrk -t1 -c"$connections" -d"${wrk_seconds}s" -s "$here/post.lua" \
+    "http://127.0.0.1:$a_port" >"$out/wrk-$1.log" 2>&1 || die "wrk failed ($out/wrk-$1.log)"
+  ! grep -q "Non-2xx" "$out/wrk-$1.log" || die "not every message answered 2xx ($out/wrk-$1.log)"
+  awk '/requests in/ {print $1}' "$out/wrk-$1.log"
+}
+if ((entities == 1)); then
+  log "warming up: $warmup messages"
+  load "$warmup" warm
+  callgrind_control -z "$counted_pid" >/dev/null 2>&1
+  log "counting: $messages messages at $connections connections"
+  load "$messages" counted
+else
+  log "warming up: wrk for ${wrk_seconds}s over $entities entities"
+  spread warm >/dev/null
+  callgrind_control -z "$counted_pid" >/dev/null 2>&1
+  log "counting: wrk for ${wrk_seconds}s at $connections connections over $entities entities"
+  messages=$(spread counted)
+  [[ $messages =~ ^[1-9][0-9]*$ ]] || die "no message count in $out/wrk-counted.log"
+fi
 callgrind_control -d "$counted_pid" >/dev/null 2>&1
 dump=$out/callgrind.out.1
 wait_until 30 "callgrind's dump" test -s "$dump"

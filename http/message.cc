@@ -146,6 +146,9 @@ void Headers::set(std::string_view name, std::string_view value) {
 void Headers::remove(std::string_view name) {
   // Copied first when it points into the text that removing moves.
   if (pointsInto(name)) return remove(std::string(name));
+  // Mostly there is nothing to remove (set() of a field the message does not carry): get()'s scan
+  // looks only at names of that length, where removeIf would take every line apart.
+  if (!has(name)) return;
   removeIf([name](std::string_view n) { return equalsIgnoreCase(n, name); });
 }
 

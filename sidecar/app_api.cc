@@ -36,7 +36,7 @@ void AppApi::addRoutes(http::Server& server) {
 
 void AppApi::send(http::Request&& request, http::Responder&& responder) {
   Message m;
-  m.key = {std::string(request.param("type")), std::string(request.param("id"))};
+  m.key = takeEntityKey(request);
   if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
     responder.send(sidecarError(400, errors::kBadRequest, s.message()));
     return;

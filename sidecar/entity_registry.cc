@@ -205,6 +205,10 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
   Actions actions;
   std::optional<Refusal> refusal;
   const bool tell = message.mode == DeliveryMode::kTell;
+  // The common case: the entity is idle, and the message goes straight to the app, with no
+  // mailbox and no deferred action.
+  Entity* direct = nullptr;
+  Epoch directEpoch = 0;
   {
     std::lock_guard lock(mu_);
     auto sit = shards_.find(message.shard);
@@ -216,6 +220,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
     } else {
       if (eit == entities_.end()) {
         eit = entities_.try_emplace(message.key).first;
+        eit->second.key = &eit->first;
         eit->second.shard = message.shard;
         eit->second.lastActive = scheduler_.clock().now();
         ++sit->second.entities;
@@ -223,16 +228,13 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
       Entity& e = eit->second;
       if (e.mailbox.size() >= options_.maxMailbox) {
         refusal = Refusal::kOverloaded;
+      } else if (!e.busy && e.mailbox.empty()) {
+        e.busy = true;
+        direct = &e;
+        directEpoch = sit->second.epoch;
       } else {
-        const EntityKey key = message.key;
-        Pending pending{std::move(message), tell ? nullptr : std::move(done)};
-        if (!e.busy && e.mailbox.empty()) {
-          // The common case: the message goes straight to the app, not through the mailbox.
-          startTurnLocked(key, e, std::move(pending), actions);
-        } else {
-          e.mailbox.push(std::move(pending));
-          if (!e.busy) startNextLocked(key, e, actions);
-        }
+        e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done)});
+        if (!e.busy) startNextLocked(e, actions);
       }
     }
   }
@@ -241,41 +243,52 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
   } else if (tell) {
     done(DeliveryOutcome{std::nullopt, acceptedResponse()});
   }
+  if (direct != nullptr) {
+    startTurn(*direct, directEpoch, std::move(message), tell ? nullptr : std::move(done));
+  }
   run(actions);
 }
 
-void EntityRegistry::startNextLocked(const EntityKey& key, Entity& e, Actions& out) {
-  startTurnLocked(key, e, e.mailbox.take(), out);
+void EntityRegistry::startNextLocked(Entity& e, Actions& out) {
+  startTurnLocked(e, e.mailbox.take(), out);
 }
 
-void EntityRegistry::startTurnLocked(const EntityKey& key, Entity& e, Pending next, Actions& out) {
+void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
   e.busy = true;
   const Epoch epoch = shards_.at(e.shard).epoch;
-  // The entity stays in entities_ while it is busy (nothing removes a busy one), and the map's
-  // elements do not move, so the turn's end finds it by address rather than by a second lookup.
-  out.push_back([this, key, entity = &e, epoch, next = std::move(next)]() mutable {
-    host_.deliver(
-        std::move(next.message), epoch,
-        [this, key, entity, done = std::move(next.done)](StatusOr<http::Response> r) mutable {
-          onDelivered(key, *entity, std::move(done), std::move(r));
-        });
+  out.push_back([this, entity = &e, epoch, next = std::move(next)]() mutable {
+    startTurn(*entity, epoch, std::move(next.message), std::move(next.done));
   });
 }
 
-void EntityRegistry::onDelivered(const EntityKey& key, Entity& e, DeliveryCallback done,
+void EntityRegistry::startTurn(Entity& e, Epoch epoch, Message message, DeliveryCallback done) {
+  // The entity stays in entities_ while it is busy (nothing removes a busy one), and the map's
+  // elements do not move, so the turn's end finds it by address rather than by a second lookup.
+  host_.deliver(std::move(message), epoch,
+                [this, entity = &e, done = std::move(done)](StatusOr<http::Response>&& r) mutable {
+                  onDelivered(*entity, std::move(done), std::move(r));
+                });
+}
+
+void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
                                  StatusOr<http::Response> result) {
   Actions actions;
+  // A failed tell is logged after the lock is released, when the entity may be gone: its name
+  // is copied while it is certainly there.
+  std::optional<EntityKey> failedTell;
   {
     std::lock_guard lock(mu_);
+    if (!done && !result.ok()) failedTell = *e.key;
     e.busy = false;
     e.lastActive = scheduler_.clock().now();
-    afterTurnLocked(key, e, actions);
+    afterTurnLocked(*e.key, e, actions);
   }
   if (done) {
     done(DeliveryOutcome{std::nullopt, std::move(result)});
-  } else if (!result.ok()) {
-    log_.warn("tell delivery failed",
-              {{"type", key.type}, {"id", key.id}, {"error", result.status().toString()}});
+  } else if (failedTell) {
+    log_.warn("tell delivery failed", {{"type", failedTell->type},
+                                       {"id", failedTell->id},
+                                       {"error", result.status().toString()}});
   }
   run(actions);
 }
@@ -287,7 +300,7 @@ bool EntityRegistry::handingOffLocked(ShardId shard) const {
 
 void EntityRegistry::afterTurnLocked(const EntityKey& key, Entity& e, Actions& out) {
   if (!e.mailbox.empty()) {
-    startNextLocked(key, e, out);
+    startNextLocked(e, out);
   } else if (handingOffLocked(e.shard)) {
     beginStopLocked(key, e, out);
   } else if (options_.idleTimeout > Duration::zero() && e.idleTimer == 0) {
@@ -364,7 +377,7 @@ void EntityRegistry::onStopped(const EntityKey& key, Status result) {
       }
     } else if (!e.mailbox.empty()) {
       // Messages arrived while the entity stopped (its shard is still owned): start it again.
-      startNextLocked(key, e, actions);
+      startNextLocked(e, actions);
     } else {
       removeEntityLocked(key, actions);
     }

@@ -173,6 +173,9 @@ class EntityRegistry {
     std::unique_ptr<std::deque<Pending>> queue_;  // null when empty
   };
   struct Entity {
+    // Its own key in entities_, whose nodes never move: what a turn's callbacks name the entity
+    // by, instead of a copy of the type and id per message.
+    const EntityKey* key = nullptr;
     ShardId shard = 0;
     Mailbox mailbox;
     bool busy = false;      // a message or the stop call is at the app
@@ -197,11 +200,12 @@ class EntityRegistry {
   using Actions = std::vector<UniqueFunction<void()>>;
 
   // Starts the turn of the mailbox's first message.
-  void startNextLocked(const EntityKey& key, Entity& e, Actions& out);
+  void startNextLocked(Entity& e, Actions& out);
   // Starts a turn with `next` (the entity is idle).
-  void startTurnLocked(const EntityKey& key, Entity& e, Pending next, Actions& out);
-  void onDelivered(const EntityKey& key, Entity& e, DeliveryCallback done,
-                   StatusOr<http::Response> result);
+  void startTurnLocked(Entity& e, Pending next, Actions& out);
+  // Hands a turn's message to the app, under no lock; the entity is busy (it stays in entities_).
+  void startTurn(Entity& e, Epoch epoch, Message message, DeliveryCallback done);
+  void onDelivered(Entity& e, DeliveryCallback done, StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);
   void onIdle(const EntityKey& key);
   void afterTurnLocked(const EntityKey& key, Entity& e, Actions& out);

@@ -26,6 +26,18 @@ Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes) {
   return {};
 }
 
+EntityKey takeEntityKey(http::Request& request) {
+  EntityKey key;
+  for (auto& [name, value] : request.params) {
+    if (name == "type") {
+      key.type = std::move(value);
+    } else if (name == "id") {
+      key.id = std::move(value);
+    }
+  }
+  return key;
+}
+
 std::optional<DeliveryMode> parseMode(std::string_view text) {
   if (text == "ask") return DeliveryMode::kAsk;
   if (text == "tell") return DeliveryMode::kTell;

@@ -20,6 +20,10 @@ inline constexpr std::size_t kDefaultMaxEntityIdBytes = 1024;
 // OK, or InvalidArgument naming the problem ("entity id: longer than 1024 bytes").
 [[nodiscard]] Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes);
 
+// The entity named by the route's {type} and {id} captures, moved out of `request` (an absent
+// capture is empty). Not validated: see validateEntityKey.
+EntityKey takeEntityKey(http::Request& request);
+
 // "ask" | "tell"; nullopt for anything else.
 std::optional<DeliveryMode> parseMode(std::string_view text);
 

@@ -77,7 +77,7 @@ void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
     return;
   }
   Message m;
-  m.key = {std::string(request.param("type")), std::string(request.param("id"))};
+  m.key = takeEntityKey(request);
   if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
     responder.send(badRequest(s.message()));
     return;

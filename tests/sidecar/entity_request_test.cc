@@ -65,6 +65,22 @@ TEST(EntityPath, EncodesTypeAndIdAsOneSegmentEach) {
             "/v1/peer/entities/ty%20pe/%E2%82%AC");
 }
 
+TEST(EntityKeyOfRequest, TakesTheTypeAndIdCapturesWhateverTheirOrder) {
+  http::Request request;
+  const std::string id(40, 'x');
+  request.params = {{"id", id}, {"other", "o"}, {"type", "counter"}};
+  const EntityKey key = takeEntityKey(request);
+  EXPECT_EQ(key.type, "counter");
+  EXPECT_EQ(key.id, id);
+  EXPECT_EQ(request.params[1].second, "o");
+
+  http::Request withoutId;
+  withoutId.params = {{"type", "counter"}};
+  const EntityKey partial = takeEntityKey(withoutId);
+  EXPECT_EQ(partial.type, "counter");
+  EXPECT_TRUE(partial.id.empty());
+}
+
 TEST(PeerAnswer, AnAnswerLosesItsHopByHopFieldsAndKeepsTheRest) {
   http::Response r;
   r.status = 201;

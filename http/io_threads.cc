@@ -22,8 +22,15 @@ IoThreads::Impl::Impl(IoThreadsOptions o) : options(std::move(o)) {
   const bool perThread = options.model == IoThreadsOptions::Model::kContextPerThread;
   const int loopCount = perThread ? n : 1;
   for (int i = 0; i < loopCount; ++i) {
-    // The hint tells Asio that one thread runs the loop, so it can skip some locking.
-    contexts.push_back(std::make_unique<Context>(perThread ? 1 : n));
+    // One thread per loop: Asio may skip the locks of a loop that several threads run. The I/O
+    // locks (a socket's, taken at each operation it starts and each event it gets, about six
+    // pairs per message and connection pair) go too: every socket of such a loop is used from its
+    // thread only. The adapters start a connection's operations from its handlers and post
+    // everything else to it (a close, an abort, an answer from another thread); a socket is opened
+    // for the loop from another thread (an accepted connection) under the registration lock,
+    // which stays.
+    contexts.push_back(
+        std::make_unique<Context>(perThread ? BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO : n));
     work.push_back(net::make_work_guard(*contexts.back()));
   }
   for (int i = 0; i < n; ++i) {

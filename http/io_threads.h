@@ -6,7 +6,9 @@
 //   kContextPerThread  every thread runs its own event loop. A server spreads its connections over
 //                      the loops; a client started from one of the threads uses a connection of
 //                      that thread's loop, so a forward and its answer stay on the thread that
-//                      received the message. The way nginx's and Envoy's workers work.
+//                      received the message. The way nginx's and Envoy's workers work. A loop's
+//                      sockets are used from its thread only (the adapters post what another
+//                      thread asks of them), so the loops run without Asio's per-socket locks.
 //   kSharedContext     all threads run one event loop; any thread may run any connection's next
 //                      step (each connection is serialised on its own strand).
 //

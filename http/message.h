@@ -25,14 +25,68 @@ enum class Method { kGet, kHead, kPost, kPut, kPatch, kDelete, kOptions, kTrace 
 std::string_view methodName(Method m);
 std::optional<Method> parseMethod(std::string_view name);
 
+namespace detail {
+
+// Word-at-a-time byte tests, eight bytes of a little-endian word at once.
+inline constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+inline constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+
+// Non-zero when some byte of `w` is below `n` (n <= 128). The lowest byte flagged is the first
+// such byte exactly; only bytes above it can be flagged wrongly, by the borrow.
+constexpr std::uint64_t bytesBelow(std::uint64_t w, std::uint64_t n) {
+  return (w - kOnes * n) & ~w & kHighs;
+}
+
+// `w` with each ASCII capital ('A' to 'Z') made small; every other byte as it was.
+constexpr std::uint64_t foldCase(std::uint64_t w) {
+  // Seven bits of each byte, so that the sums stay within their byte.
+  const std::uint64_t low = w & ~kHighs;
+  const std::uint64_t fromA = low + kOnes * (0x80 - 'A');      // top bit: at least 'A'
+  const std::uint64_t pastZ = low + kOnes * (0x80 - 'Z' - 1);  // top bit: above 'Z'
+  const std::uint64_t capitals = fromA & ~pastZ & ~w & kHighs;
+  return w | (capitals >> 2);  // bit 7 of a byte to bit 5 of the same byte: 'A' + 0x20 = 'a'
+}
+
+template <typename Word>
+Word loadWord(const char* at) {
+  Word w;
+  std::memcpy(&w, at, sizeof w);
+  return w;
+}
+
+}  // namespace detail
+
 // ASCII case-insensitive comparison, as for header names. Inline: header names are compared
-// several times per message on the data path, and most comparisons end at the lengths.
+// several times per message on the data path, and most comparisons end at the lengths. A word at
+// a time: the first and last words of a name shorter than a word overlap, as do the last two of
+// a longer one.
 inline bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
+  const std::size_t n = a.size();
+  if (n != b.size()) return false;
+  const auto same = [](std::uint64_t x, std::uint64_t y) {
+    return x == y || detail::foldCase(x) == detail::foldCase(y);
+  };
+  if (n >= 8) {
+    for (std::size_t i = 0;; i += 8) {
+      if (i > n - 8) i = n - 8;
+      if (!same(detail::loadWord<std::uint64_t>(a.data() + i),
+                detail::loadWord<std::uint64_t>(b.data() + i))) {
+        return false;
+      }
+      if (i == n - 8) return true;
+    }
+  }
+  if (n >= 4) {
+    const auto halves = [n](const char* at) {
+      return detail::loadWord<std::uint32_t>(at) |
+             (std::uint64_t{detail::loadWord<std::uint32_t>(at + n - 4)} << 32);
+    };
+    return same(halves(a.data()), halves(b.data()));
+  }
   const auto lower = [](char c) {
     return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   };
-  for (std::size_t i = 0; i < a.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (lower(a[i]) != lower(b[i])) return false;
   }
   return true;
@@ -40,9 +94,7 @@ inline bool equalsIgnoreCase(std::string_view a, std::string_view b) {
 
 // Content-Length and Transfer-Encoding: the adapters frame messages themselves and never copy
 // these from a caller's or handler's headers.
-inline bool isFramingHeader(std::string_view name) {
-  return equalsIgnoreCase(name, "Content-Length") || equalsIgnoreCase(name, "Transfer-Encoding");
-}
+inline bool isFramingHeader(std::string_view name);
 
 // A header field that can be written as it is: a non-empty name without CR, LF, NUL or colon,
 // and a value without CR, LF or NUL. Anything else would break a message's framing (header
@@ -184,16 +236,6 @@ class Headers {
 
 namespace detail {
 
-// Word-at-a-time byte tests, eight bytes of a little-endian word at once.
-inline constexpr std::uint64_t kOnes = 0x0101010101010101ull;
-inline constexpr std::uint64_t kHighs = 0x8080808080808080ull;
-
-// Non-zero when some byte of `w` is below `n` (n <= 128). The lowest byte flagged is the first
-// such byte exactly; only bytes above it can be flagged wrongly, by the borrow.
-constexpr std::uint64_t bytesBelow(std::uint64_t w, std::uint64_t n) {
-  return (w - kOnes * n) & ~w & kHighs;
-}
-
 // The first `c` at or after `at`, which the caller knows is before `end`. Eight bytes at a time:
 // the fields' names and values are mostly short, where a call to memchr costs more than the scan.
 inline const char* findKnownByte(const char* at, const char* end, char c) {
@@ -236,6 +278,10 @@ inline std::uint8_t Headers::knownBit(std::string_view name) {
     default:
       return 0;
   }
+}
+
+inline bool isFramingHeader(std::string_view name) {
+  return (Headers::knownBit(name) & Headers::kFraming) != 0;
 }
 
 template <typename Pred>

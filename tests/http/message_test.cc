@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,48 @@ TEST(MethodTest, ParseIsCaseSensitiveAndRejectsUnknown) {
   EXPECT_FALSE(parseMethod("get").has_value());
   EXPECT_FALSE(parseMethod("QUERY").has_value());
   EXPECT_FALSE(parseMethod("").has_value());
+}
+
+// The byte-at-a-time definition the word-at-a-time comparison must agree with.
+bool referenceEqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+    if (lower(static_cast<unsigned char>(a[i])) != lower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(EqualsIgnoreCaseTest, AgreesWithTheByteDefinitionForEveryPairOfBytesAtEveryLength) {
+  // Every pair of byte values, at the first, a middle and the last position of names of every
+  // length from 1 to 20 (each way of splitting a name into words), the other bytes equal up to
+  // case.
+  for (std::size_t n = 1; n <= 20; ++n) {
+    const std::string base = std::string("Kshard-Shard-Epoch-X").substr(0, n);
+    std::string other = base;
+    for (char& c : other) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+      std::string a = base;
+      std::string b = other;
+      for (int x = 0; x < 256; ++x) {
+        for (int y = 0; y < 256; ++y) {
+          a[at] = static_cast<char>(x);
+          b[at] = static_cast<char>(y);
+          if (equalsIgnoreCase(a, b) != referenceEqualsIgnoreCase(a, b)) {
+            FAIL() << "length " << n << ", position " << at << ": bytes " << x << " and " << y;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(equalsIgnoreCase("", ""));
+  EXPECT_FALSE(equalsIgnoreCase("Host", "Hosts"));
+  EXPECT_TRUE(equalsIgnoreCase("TRANSFER-ENCODING", "transfer-encoding"));
+  EXPECT_FALSE(equalsIgnoreCase("transfer-encoding", "transfer_encoding"));
+  // '@' and '`', '[' and '{' differ by the case bit too, but are no letters.
+  EXPECT_FALSE(equalsIgnoreCase("a@b[cdefgh", "a`b{cdefgh"));
 }
 
 TEST(HeadersTest, GetIsCaseInsensitiveAndReturnsFirst) {

@@ -112,15 +112,28 @@ void Router::dispatch(Request request, Responder responder) const {
     return;
   }
 
-  // Inline room for the paths of kshard's own APIs: the segments need no allocation of their
-  // own, only those too long for a short string do.
-  boost::container::small_vector<std::string, 8> segments;
-  const bool decoded = forEachSegment(path, [&segments](std::string_view raw) {
-    return percentDecode(raw, segments.emplace_back());
+  // Each segment, decoded: a view of the path itself for a segment without an escape (nearly
+  // all), of its decoded text in `decodedText` otherwise. Inline room for the paths of kshard's
+  // own APIs.
+  boost::container::small_vector<std::string_view, 8> segments;
+  forEachSegment(path, [&segments](std::string_view raw) {
+    segments.push_back(raw);
+    return true;
   });
-  if (!decoded) {
-    responder.send(Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
-    return;
+  boost::container::small_vector<std::string, 2> decodedText;
+  if (path.find('%') != std::string_view::npos) {
+    // Room for every segment first: the views must not move with the strings.
+    decodedText.reserve(segments.size());
+    for (std::string_view& segment : segments) {
+      if (segment.find('%') == std::string_view::npos) continue;
+      std::string& text = decodedText.emplace_back();
+      if (!percentDecode(segment, text)) {
+        responder.send(
+            Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
+        return;
+      }
+      segment = text;
+    }
   }
 
   // Every node the path reaches, literal branches first, so the first candidate that has the
@@ -132,7 +145,7 @@ void Router::dispatch(Request request, Responder responder) const {
         if (!node->routes.empty()) candidates.emplace_back(node, mask);
         return;
       }
-      const std::string& segment = segments[index];
+      const std::string_view segment = segments[index];
       if (const auto it = node->literals.find(segment); it != node->literals.end()) {
         self(self, it->second.get(), index + 1, mask);
       }
@@ -152,7 +165,7 @@ void Router::dispatch(Request request, Responder responder) const {
     std::size_t name = 0;
     for (std::size_t i = 0; i < segments.size(); ++i) {
       if (mask & (CaptureMask{1} << i)) {
-        request.params.emplace_back(names[name++], std::move(segments[i]));
+        request.params.emplace_back(names[name++], segments[i]);
       }
     }
     try {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/beast/http/status.hpp>
+#include <cassert>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -10,41 +11,56 @@ namespace kshard::http::beast_detail {
 
 namespace {
 
-void appendNumber(std::string& out, std::uint64_t n) {
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-  out.append(digits, end);
-}
+// Writes a head into room sized beforehand: one size check and one fill for the whole head, not
+// a capacity check and a call per piece. `most` must cover everything written.
+class HeadWriter {
+ public:
+  HeadWriter(std::string& out, std::size_t most) : out_(out) {
+    const std::size_t start = out.size();
+    out.resize(start + most);
+    at_ = out.data() + start;
+    end_ = at_ + most;
+  }
+  HeadWriter& operator<<(std::string_view piece) {
+    assert(piece.size() <= static_cast<std::size_t>(end_ - at_) && "a head outgrew its room");
+    if (!piece.empty()) std::memcpy(at_, piece.data(), piece.size());
+    at_ += piece.size();
+    return *this;
+  }
+  HeadWriter& number(std::uint64_t n) {
+    at_ = std::to_chars(at_, end_, n).ptr;
+    return *this;
+  }
+  // Keeps what was written, and drops the rest of the room.
+  void finish() { out_.resize(static_cast<std::size_t>(at_ - out_.data())); }
 
-void appendField(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name);
-  out.append(": ");
-  out.append(value);
-  out.append("\r\n");
-}
+ private:
+  std::string& out_;
+  char* at_;
+  char* end_;
+};
 
-void appendContentLength(std::string& out, std::size_t length) {
-  out.append("Content-Length: ");
-  appendNumber(out, length);
-  out.append("\r\n");
-}
+// What a head holds besides its request line or status reason, fields, host and user agent: the
+// separators, "Host: ", "User-Agent: ", "Content-Length: " with 20 digits, "Connection: ...",
+// the status code and the blank line (86 bytes at most).
+constexpr std::size_t kHeadExtra = 96;
 
-// Appends the fields of `headers` for which `skip(name)` is false. Headers keeps its fields in
-// their wire form, so runs of kept fields are appended as they are, with one copy per run.
+// Writes the fields of `headers` for which `skip(name)` is false. Headers keeps its fields in
+// their wire form, so runs of kept fields are written as they are, with one copy per run.
 template <typename Skip>
-void appendFields(std::string& out, const Headers& headers, Skip skip) {
+void writeFields(HeadWriter& out, const Headers& headers, Skip skip) {
   const std::string_view wire = headers.wire();
   std::size_t runStart = 0;
   std::size_t at = 0;
   for (const auto [name, value] : headers) {
     const std::size_t size = name.size() + value.size() + 4;
     if (skip(name)) {
-      out.append(wire.substr(runStart, at - runStart));
+      out << wire.substr(runStart, at - runStart);
       runStart = at + size;
     }
     at += size;
   }
-  out.append(wire.substr(runStart, at - runStart));
+  out << wire.substr(runStart, at - runStart);
 }
 
 }  // namespace
@@ -64,28 +80,29 @@ bool asksToClose(const Headers& headers) {
 std::string requestHead(const Request& request, std::string_view host, std::string_view userAgent) {
   const std::string_view method = methodName(request.method);
   const std::string_view target = request.target.empty() ? "/" : std::string_view(request.target);
-  std::string out;
-  out.reserve(method.size() + target.size() + request.headers.wire().size() + host.size() +
-              userAgent.size() + 96);
-  out.append(method);
-  out.push_back(' ');
-  out.append(target);
-  out.append(" HTTP/1.1\r\n");
-  const bool hasHost = request.headers.holdsAny(Headers::kHost);
-  const bool hasUserAgent = request.headers.holdsAny(Headers::kUserAgent);
+  std::string head;
+  HeadWriter out(head, method.size() + target.size() + request.headers.wire().size() + host.size() +
+                           userAgent.size() + kHeadExtra);
+  out << method << " " << target << " HTTP/1.1\r\n";
   if (request.headers.holdsAny(Headers::kFraming)) {
-    appendFields(out, request.headers, isFramingHeader);
+    writeFields(out, request.headers, isFramingHeader);
   } else {
-    out.append(request.headers.wire());  // a message read or forwarded: no framing to drop
+    out << request.headers.wire();  // a message read or forwarded: no framing to drop
   }
-  if (!hasHost) appendField(out, "Host", host);
-  if (!hasUserAgent && !userAgent.empty()) appendField(out, "User-Agent", userAgent);
+  if (!request.headers.holdsAny(Headers::kHost)) out << "Host: " << host << "\r\n";
+  if (!request.headers.holdsAny(Headers::kUserAgent) && !userAgent.empty()) {
+    out << "User-Agent: " << userAgent << "\r\n";
+  }
   // As Beast's prepare_payload: a length whenever there is a body or the method expects one.
   const bool expectsBody = request.method == Method::kPost || request.method == Method::kPut ||
                            request.method == Method::kPatch || request.method == Method::kOptions;
-  if (!request.body.empty() || expectsBody) appendContentLength(out, request.body.size());
-  out.append("\r\n");
-  return out;
+  if (!request.body.empty() || expectsBody) {
+    out << "Content-Length: ";
+    out.number(request.body.size()) << "\r\n";
+  }
+  out << "\r\n";
+  out.finish();
+  return head;
 }
 
 std::string responseHead(int status, const Headers& headers, std::size_t bodySize, unsigned version,
@@ -95,28 +112,29 @@ std::string responseHead(int status, const Headers& headers, std::size_t bodySiz
   return out;
 }
 
-void writeResponseHead(std::string& out, int status, const Headers& headers, std::size_t bodySize,
+void writeResponseHead(std::string& head, int status, const Headers& headers, std::size_t bodySize,
                        unsigned version, bool close) {
   const auto code = static_cast<unsigned>(status);
   const auto reason = boost::beast::http::obsolete_reason(boost::beast::http::int_to_status(code));
-  out.clear();
-  out.reserve(headers.wire().size() + reason.size() + 96);
-  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-  appendNumber(out, code);
-  out.push_back(' ');
-  out.append(reason.data(), reason.size());
-  out.append("\r\n");
+  head.clear();
+  HeadWriter out(head, headers.wire().size() + reason.size() + kHeadExtra);
+  out << (version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  out.number(code) << " " << std::string_view(reason.data(), reason.size()) << "\r\n";
   if (headers.holdsAny(Headers::kFraming | Headers::kConnection)) {
-    appendFields(out, headers, [](std::string_view name) {
+    writeFields(out, headers, [](std::string_view name) {
       return isFramingHeader(name) || equalsIgnoreCase(name, "Connection");
     });
   } else {
-    out.append(headers.wire());
+    out << headers.wire();
   }
-  if (!statusHasNoBody(status)) appendContentLength(out, bodySize);
-  if (version == 10 && !close) out.append("Connection: keep-alive\r\n");
-  if (version != 10 && close) out.append("Connection: close\r\n");
-  out.append("\r\n");
+  if (!statusHasNoBody(status)) {
+    out << "Content-Length: ";
+    out.number(bodySize) << "\r\n";
+  }
+  if (version == 10 && !close) out << "Connection: keep-alive\r\n";
+  if (version != 10 && close) out << "Connection: close\r\n";
+  out << "\r\n";
+  out.finish();
 }
 
 }  // namespace kshard::http::beast_detail

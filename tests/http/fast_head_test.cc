@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,35 @@ TEST(FastHeadTest, ReadsASimpleRequestHead) {
   EXPECT_EQ(fields.wire(), "Host: x\r\nX-Empty: \r\n");
   EXPECT_TRUE(fields.holdsAny(Headers::kHost));
   EXPECT_FALSE(fields.holdsAny(Headers::kFraming | Headers::kUserAgent | Headers::kConnection));
+}
+
+TEST(FastHeadTest, ReadsANameByTheTokenRuleWhateverByteAndWhereverItIs) {
+  // RFC 9110's tchar.
+  const auto isToken = [](unsigned char c) {
+    return std::isalnum(c) != 0 ||
+           std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  // Every byte value at every position of a 20-byte name.
+  for (std::size_t at = 0; at < 20; ++at) {
+    for (int b = 0; b < 256; ++b) {
+      const auto c = static_cast<unsigned char>(b);
+      std::string name = "X-Long-Field-Name-09";
+      name[at] = static_cast<char>(c);
+      Head head;
+      Headers fields;
+      const Outcome outcome = request("GET / HTTP/1.1\r\n" + name + ": v\r\n\r\n", head, fields);
+      if (isToken(c)) {
+        ASSERT_EQ(outcome, Outcome::kParsed) << "byte " << b << " at " << at;
+        ASSERT_EQ(entries(fields), (std::vector<Headers::Entry>{{name, "v"}})) << b << " at " << at;
+      } else if (c == ':' && at > 0) {
+        // The name ends there; the rest of the line is the value.
+        ASSERT_EQ(outcome, Outcome::kParsed) << "byte " << b << " at " << at;
+        ASSERT_EQ(entries(fields)[0].first, name.substr(0, at)) << "at " << at;
+      } else {
+        ASSERT_EQ(outcome, Outcome::kDecline) << "byte " << b << " at " << at;
+      }
+    }
+  }
 }
 
 TEST(FastHeadTest, WritesFieldsNotInWireFormAsBeastReadsThem) {

@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/adaptive_mutex.h"
 #include "base/logger.h"
 #include "base/scheduler.h"
 #include "base/status.h"
@@ -195,7 +196,6 @@ class EntityRegistry {
     Epoch epoch = 0;
     std::size_t entities = 0;
   };
-  using Lock = std::unique_lock<std::mutex>;
   // Work to do once the lock is released.
   using Actions = std::vector<UniqueFunction<void()>>;
 
@@ -225,7 +225,9 @@ class EntityRegistry {
   EntityRegistryOptions options_;  // idleTimeout under mu_
   Logger log_;
 
-  mutable std::mutex mu_;
+  // Taken by every I/O thread for each message (deliver and the turn's end): spins before it
+  // sleeps, see base/adaptive_mutex.h.
+  mutable AdaptiveMutex mu_;
   std::unordered_map<EntityKey, Entity, EntityKeyHash> entities_;
   std::unordered_map<ShardId, Shard> shards_;
   std::unordered_map<ShardId, Epoch> fences_;  // epoch of the last unassign/revoke per shard

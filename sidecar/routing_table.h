@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/adaptive_mutex.h"
 #include "base/clock.h"
 #include "sharding/shard_map.h"
 
@@ -68,7 +69,8 @@ class RoutingTable {
 
  private:
   const Clock& clock_;
-  mutable std::mutex mu_;
+  // Taken by every I/O thread for each message, for a pointer copy: spins before it sleeps.
+  mutable AdaptiveMutex mu_;
   std::shared_ptr<const RoutingSnapshot> current_ = std::make_shared<RoutingSnapshot>();
 };
 

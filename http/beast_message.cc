@@ -40,6 +40,11 @@ class HeadWriter {
   char* end_;
 };
 
+void writeContentLength(HeadWriter& out, std::uint64_t length) {
+  out << "Content-Length: ";
+  out.number(length) << "\r\n";
+}
+
 // What a head holds besides its request line or status reason, fields, host and user agent: the
 // separators, "Host: ", "User-Agent: ", "Content-Length: " with 20 digits, "Connection: ...",
 // the status code and the blank line (86 bytes at most).
@@ -96,10 +101,7 @@ std::string requestHead(const Request& request, std::string_view host, std::stri
   // As Beast's prepare_payload: a length whenever there is a body or the method expects one.
   const bool expectsBody = request.method == Method::kPost || request.method == Method::kPut ||
                            request.method == Method::kPatch || request.method == Method::kOptions;
-  if (!request.body.empty() || expectsBody) {
-    out << "Content-Length: ";
-    out.number(request.body.size()) << "\r\n";
-  }
+  if (!request.body.empty() || expectsBody) writeContentLength(out, request.body.size());
   out << "\r\n";
   out.finish();
   return head;
@@ -127,10 +129,7 @@ void writeResponseHead(std::string& head, int status, const Headers& headers, st
   } else {
     out << headers.wire();
   }
-  if (!statusHasNoBody(status)) {
-    out << "Content-Length: ";
-    out.number(bodySize) << "\r\n";
-  }
+  if (!statusHasNoBody(status)) writeContentLength(out, bodySize);
   if (version == 10 && !close) out << "Connection: keep-alive\r\n";
   if (version != 10 && close) out << "Connection: close\r\n";
   out << "\r\n";

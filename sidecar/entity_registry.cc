@@ -29,6 +29,31 @@ EntityRegistry::~EntityRegistry() {
   for (const auto& [id, unused] : timers_) scheduler_.cancel(id);
 }
 
+// At most this many entities are passivated per sweep under the lock; more due ones wait for the
+// next sweep, which follows at once, so that messages are not held up behind a long sweep.
+constexpr std::size_t kMaxPassivationsPerSweep = 1024;
+
+void EntityRegistry::IdleList::pushBack(Entity& e) {
+  if (e.inIdleList) remove(e);
+  e.idlePrev = tail;
+  e.idleNext = nullptr;
+  if (tail != nullptr) {
+    tail->idleNext = &e;
+  } else {
+    head = &e;
+  }
+  tail = &e;
+  e.inIdleList = true;
+}
+
+void EntityRegistry::IdleList::remove(Entity& e) {
+  if (!e.inIdleList) return;
+  (e.idlePrev != nullptr ? e.idlePrev->idleNext : head) = e.idleNext;
+  (e.idleNext != nullptr ? e.idleNext->idlePrev : tail) = e.idlePrev;
+  e.idlePrev = e.idleNext = nullptr;
+  e.inIdleList = false;
+}
+
 void EntityRegistry::run(Actions& actions) {
   for (auto& a : actions) a();
   actions.clear();
@@ -229,7 +254,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
       if (e.mailbox.size() >= options_.maxMailbox) {
         refusal = Refusal::kOverloaded;
       } else if (!e.busy && e.mailbox.empty()) {
-        e.busy = true;
+        markBusyLocked(e);
         direct = &e;
         directEpoch = sit->second.epoch;
       } else {
@@ -253,8 +278,13 @@ void EntityRegistry::startNextLocked(Entity& e, Actions& out) {
   startTurnLocked(e, e.mailbox.take(), out);
 }
 
-void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
+void EntityRegistry::markBusyLocked(Entity& e) {
   e.busy = true;
+  idle_.remove(e);
+}
+
+void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
+  markBusyLocked(e);
   const Epoch epoch = shards_.at(e.shard).epoch;
   out.push_back([this, entity = &e, epoch, next = std::move(next)]() mutable {
     startTurn(*entity, epoch, std::move(next.message), std::move(next.done));
@@ -303,42 +333,52 @@ void EntityRegistry::afterTurnLocked(const EntityKey& key, Entity& e, Actions& o
     startNextLocked(e, out);
   } else if (handingOffLocked(e.shard)) {
     beginStopLocked(key, e, out);
-  } else if (options_.idleTimeout > Duration::zero() && e.idleTimer == 0) {
-    scheduleLocked(
-        options_.idleTimeout, [this, key] { onIdle(key); }, &e.idleTimer);
+  } else {
+    // Idle: at the back of the idle list. The sweep armed for the front fires no later than
+    // this entity is due, so it is armed only when none is.
+    idle_.pushBack(e);
+    if (options_.idleTimeout > Duration::zero())
+      armSweepLocked(e.lastActive + options_.idleTimeout);
   }
 }
 
-void EntityRegistry::onIdle(const EntityKey& key) {
+void EntityRegistry::armSweepLocked(SteadyTime due) {
+  if (sweepArmed_ && sweepDue_ <= due) return;
+  sweepArmed_ = true;
+  sweepDue_ = due;
+  const std::uint64_t seq = ++sweepSeq_;
+  const Duration delay = std::max(Duration::zero(), due - scheduler_.clock().now());
+  scheduleLocked(
+      delay, [this, seq] { onSweep(seq); }, nullptr);
+}
+
+void EntityRegistry::onSweep(std::uint64_t seq) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
-    auto it = entities_.find(key);
-    if (it == entities_.end()) return;
-    Entity& e = it->second;
-    e.idleTimer = 0;
-    if (e.busy || !e.mailbox.empty()) return;              // afterTurnLocked re-arms the timer
-    if (options_.idleTimeout <= Duration::zero()) return;  // passivation was switched off
-    const Duration idle = scheduler_.clock().now() - e.lastActive;
-    if (idle < options_.idleTimeout) {
-      // Timers are not re-armed on every message (that would cost a timer per message); a
-      // timer that fires early re-arms itself for the remainder instead.
-      scheduleLocked(
-          options_.idleTimeout - idle, [this, key] { onIdle(key); }, &e.idleTimer);
-      return;
+    if (!sweepArmed_ || seq != sweepSeq_) return;  // superseded by an earlier sweep
+    sweepArmed_ = false;
+    const Duration timeout = options_.idleTimeout;
+    if (timeout <= Duration::zero()) return;  // passivation was switched off
+    const SteadyTime now = scheduler_.clock().now();
+    std::size_t stopped = 0;
+    while (idle_.head != nullptr && now - idle_.head->lastActive >= timeout) {
+      if (stopped == kMaxPassivationsPerSweep) {
+        armSweepLocked(now);
+        break;
+      }
+      Entity& e = *idle_.head;
+      beginStopLocked(*e.key, e, actions);
+      if (options_.onPassivation) actions.push_back(options_.onPassivation);
+      ++stopped;
     }
-    beginStopLocked(key, e, actions);
-    if (options_.onPassivation) actions.push_back(options_.onPassivation);
+    if (!sweepArmed_ && idle_.head != nullptr) armSweepLocked(idle_.head->lastActive + timeout);
   }
   run(actions);
 }
 
 void EntityRegistry::beginStopLocked(const EntityKey& key, Entity& e, Actions& out) {
-  if (e.idleTimer != 0) {
-    if (timers_.erase(e.idleTimer)) scheduler_.cancel(e.idleTimer);
-    e.idleTimer = 0;
-  }
-  e.busy = true;
+  markBusyLocked(e);
   e.stopping = true;
   const ShardId shard = e.shard;
   out.push_back([this, key, shard] {
@@ -356,6 +396,8 @@ void EntityRegistry::onStopped(const EntityKey& key, Status result) {
     e.busy = false;
     e.stopping = false;
     if (!result.ok()) {
+      // It stays active: passivation is tried again after another idle timeout.
+      e.lastActive = scheduler_.clock().now();
       log_.warn("entity stop failed",
                 {{"type", key.type}, {"id", key.id}, {"error", result.toString()}});
       if (handingOffLocked(e.shard)) {
@@ -373,7 +415,7 @@ void EntityRegistry::onStopped(const EntityKey& key, Status result) {
             },
             nullptr);
       } else {
-        afterTurnLocked(key, e, actions);  // stays active; passivation is tried again later
+        afterTurnLocked(key, e, actions);
       }
     } else if (!e.mailbox.empty()) {
       // Messages arrived while the entity stopped (its shard is still owned): start it again.
@@ -388,6 +430,7 @@ void EntityRegistry::onStopped(const EntityKey& key, Status result) {
 void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
   auto it = entities_.find(key);
   const ShardId shard = it->second.shard;
+  idle_.remove(it->second);
   entities_.erase(it);
   auto sit = shards_.find(shard);
   if (sit == shards_.end()) return;
@@ -400,7 +443,13 @@ void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
 
 void EntityRegistry::setIdleTimeout(Duration timeout) {
   std::lock_guard lock(mu_);
+  if (timeout == options_.idleTimeout) return;
   options_.idleTimeout = timeout;
+  if (timeout <= Duration::zero()) {
+    sweepArmed_ = false;  // the armed sweep, if any, is now stale
+  } else if (idle_.head != nullptr) {
+    armSweepLocked(idle_.head->lastActive + timeout);  // earlier, if the timeout got shorter
+  }
 }
 
 bool EntityRegistry::owns(ShardId shard) const {

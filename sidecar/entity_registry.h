@@ -134,7 +134,8 @@ class EntityRegistry {
   // soon as the message is queued; the app's answer is only logged.
   void deliver(Message message, DeliveryCallback done);
 
-  // Follows spec.entityIdleTimeout of the watched map; applies to timers armed from now on.
+  // Follows spec.entityIdleTimeout of the watched map. Applies at once: an entity idle for
+  // longer than the new timeout is passivated by the next sweep, which is moved earlier.
   void setIdleTimeout(Duration timeout);
 
   bool owns(ShardId shard) const;
@@ -182,7 +183,20 @@ class EntityRegistry {
     bool busy = false;      // a message or the stop call is at the app
     bool stopping = false;  // the stop call is at the app
     SteadyTime lastActive{};
-    Scheduler::TaskId idleTimer = 0;
+    // Links in the idle list (IdleList): set while the entity is idle (not busy, nothing in its
+    // mailbox, not stopping).
+    Entity* idlePrev = nullptr;
+    Entity* idleNext = nullptr;
+    bool inIdleList = false;
+  };
+  // The idle entities, least recently active first: an entity joins at the back when its turn
+  // ends and leaves when a turn starts or it stops. One sweep timer passivates from the front,
+  // so a message costs no timer, and a new entity no allocation beyond its map node.
+  struct IdleList {
+    Entity* head = nullptr;
+    Entity* tail = nullptr;
+    void pushBack(Entity& e);
+    void remove(Entity& e);
   };
   // A caller waiting for shards to be released (an unassign or the drain).
   struct Handoff {
@@ -207,7 +221,11 @@ class EntityRegistry {
   void startTurn(Entity& e, Epoch epoch, Message message, DeliveryCallback done);
   void onDelivered(Entity& e, DeliveryCallback done, StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);
-  void onIdle(const EntityKey& key);
+  // Starts a turn or a stop: the entity is busy and leaves the idle list.
+  void markBusyLocked(Entity& e);
+  // The sweep timer, armed to fire at `due` unless a sweep is already armed no later.
+  void armSweepLocked(SteadyTime due);
+  void onSweep(std::uint64_t seq);
   void afterTurnLocked(const EntityKey& key, Entity& e, Actions& out);
   bool handingOffLocked(ShardId shard) const;
   void beginStopLocked(const EntityKey& key, Entity& e, Actions& out);
@@ -234,6 +252,12 @@ class EntityRegistry {
   std::vector<std::shared_ptr<Handoff>> handoffs_;
   bool draining_ = false;
   std::unordered_map<Scheduler::TaskId, bool> timers_;  // pending timers, cancelled on destruction
+  IdleList idle_;
+  // The sweep that passivates idle entities: at most one is current (armed, with sweepSeq_);
+  // an older one that still fires finds its sequence number stale and does nothing.
+  bool sweepArmed_ = false;
+  SteadyTime sweepDue_{};
+  std::uint64_t sweepSeq_ = 0;
 };
 
 }  // namespace kshard::sidecar

@@ -134,6 +134,103 @@ TEST_F(EntityRegistryTest, ActivityPostponesPassivation) {
   EXPECT_EQ(host_.stops.size(), 1u);
 }
 
+TEST_F(EntityRegistryTest, EntitiesPassivateInTheOrderTheyFellIdleEachAfterItsOwnTimeout) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  // a, b and c fall idle at 0 s, 10 s and 20 s; a is active again at 30 s.
+  for (const char* id : {"a", "b", "c"}) {
+    registry_.deliver(msg(id, 7), out_.callback());
+    host_.completeDelivery();
+    scheduler_.advance(seconds(10));
+  }
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(39));  // 69 s
+  EXPECT_TRUE(host_.stops.empty()) << "an entity was stopped before its 60 s";
+  scheduler_.advance(seconds(1));  // 70 s
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_EQ(host_.stops[0].key.id, "b") << "b fell idle at 10 s";
+  scheduler_.advance(seconds(9));  // 79 s
+  ASSERT_EQ(host_.stops.size(), 1u) << "c was stopped before its 60 s";
+  scheduler_.advance(seconds(1));  // 80 s
+  ASSERT_EQ(host_.stops.size(), 2u);
+  EXPECT_EQ(host_.stops[1].key.id, "c");
+  scheduler_.advance(seconds(9));  // 89 s
+  EXPECT_EQ(host_.stops.size(), 2u) << "a was stopped less than 60 s after its last message";
+  scheduler_.advance(seconds(1));  // 90 s
+  ASSERT_EQ(host_.stops.size(), 3u);
+  EXPECT_EQ(host_.stops[2].key.id, "a");
+}
+
+TEST_F(EntityRegistryTest, ABusyEntityIsNotPassivatedWhateverItsAge) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(30));
+  registry_.deliver(msg("a", 7), out_.callback());  // held at the app
+  scheduler_.advance(seconds(120));
+  EXPECT_TRUE(host_.stops.empty()) << "stopped while a message was at the app";
+  host_.completeDelivery();
+  scheduler_.advance(seconds(59));
+  EXPECT_TRUE(host_.stops.empty());
+  scheduler_.advance(seconds(1));
+  EXPECT_EQ(host_.stops.size(), 1u);
+}
+
+TEST_F(EntityRegistryTest, ManyEntitiesDueTogetherAreAllPassivated) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  constexpr int kEntities = 3000;  // more than one sweep stops at a time
+  for (int i = 0; i < kEntities; ++i) {
+    registry_.deliver(msg("e" + std::to_string(i), 7), out_.callback());
+    host_.completeDelivery();
+  }
+  scheduler_.advance(seconds(60));
+  ASSERT_EQ(host_.stops.size(), static_cast<std::size_t>(kEntities));
+  EXPECT_EQ(host_.stops.front().key.id, "e0");
+  EXPECT_EQ(host_.stops.back().key.id, "e" + std::to_string(kEntities - 1));
+  while (!host_.stops.empty()) host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(EntityRegistryTest, AShorterIdleTimeoutAppliesToEntitiesAlreadyIdle) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(5));
+  registry_.setIdleTimeout(seconds(10));
+  scheduler_.advance(seconds(4));
+  EXPECT_TRUE(host_.stops.empty()) << "stopped after 9 s idle";
+  scheduler_.advance(seconds(1));
+  EXPECT_EQ(host_.stops.size(), 1u) << "not stopped after 10 s idle, the new timeout";
+}
+
+TEST_F(EntityRegistryTest, IdleTimeoutZeroTurnsPassivationOffAndBackOn) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  registry_.setIdleTimeout(seconds(0));
+  scheduler_.advance(seconds(600));
+  EXPECT_TRUE(host_.stops.empty()) << "passivated with passivation off";
+  registry_.setIdleTimeout(seconds(60));
+  scheduler_.runDue();
+  EXPECT_EQ(host_.stops.size(), 1u) << "idle for 600 s, and not stopped once passivation is on";
+}
+
+TEST_F(EntityRegistryTest, AFailedPassivationIsTriedAgainAfterAnotherIdleTimeout) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(seconds(60));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop(unavailable("app down"));
+  EXPECT_EQ(registry_.activeEntities(), 1u);
+  scheduler_.advance(seconds(59));
+  EXPECT_TRUE(host_.stops.empty());
+  scheduler_.advance(seconds(1));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
 TEST_F(EntityRegistryTest, MessageDuringPassivationRestartsTheEntityAfterTheStop) {
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   registry_.deliver(msg("a", 7, "1"), out_.callback());

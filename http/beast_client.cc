@@ -562,11 +562,17 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     // Bytes after the response were never asked for: the connection is out of step.
     if (parser_->keep_alive() && !parser_->need_eof() && conn_->buffer.size() == 0) {
       conn_->watchdog.never();
-      core_.watch(conn_);
+      // Pooled first, so that a request the callback sends on this thread may reuse it; its wait
+      // is armed after the callback, which is the response's way back (the wait is a system
+      // call). Everything on the connection runs on this thread, and an exchange that takes it
+      // in between arms the wait itself.
+      std::shared_ptr<Conn> pooled = conn_;
       core_.putIdle(std::move(conn_));
-    } else {
-      conn_->stream.close();
+      finish(std::move(response));
+      core_.watch(pooled);
+      return;
     }
+    conn_->stream.close();
     finish(std::move(response));
   }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 namespace kshard::metrics {
 namespace {
@@ -57,6 +59,58 @@ TEST(PrometheusRegistryTest, HistogramBucketsAreCumulative) {
       << text;
   EXPECT_TRUE(contains(text, "kshard_sidecar_send_seconds_count{mode=\"ask\"} 3\n")) << text;
   EXPECT_TRUE(contains(text, "kshard_sidecar_send_seconds_sum{mode=\"ask\"} 5.55")) << text;
+}
+
+TEST(PrometheusRegistryTest, UpdatesFromManyThreadsAreAllCountedAndEachExpositionIsCurrent) {
+  PrometheusRegistry registry;
+  auto& counter = registry.counter("kshard_test_total", "Test.").with({});
+  auto& histogram = registry.histogram("kshard_test_seconds", "Test.", {0.1, 1.0}).with({});
+  constexpr int kThreads = 12;  // more than the per-thread cells, so some threads share one
+  constexpr int kEach = 20000;
+  auto run = [&] {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          counter.inc();
+          histogram.observe(t % 2 == 0 ? 0.5 : 2.0);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  };
+  run();
+  constexpr int kTotal = kThreads * kEach;
+  EXPECT_EQ(counter.value(), kTotal);
+  EXPECT_EQ(histogram.count(), static_cast<std::uint64_t>(kTotal));
+  EXPECT_DOUBLE_EQ(histogram.sum(), kTotal / 2 * 0.5 + kTotal / 2 * 2.0);
+  std::string text = registry.exposition();
+  EXPECT_TRUE(contains(text, "kshard_test_total " + std::to_string(kTotal) + "\n")) << text;
+  EXPECT_TRUE(contains(text, "kshard_test_seconds_bucket{le=\"0.1\"} 0\n")) << text;
+  EXPECT_TRUE(
+      contains(text, "kshard_test_seconds_bucket{le=\"1\"} " + std::to_string(kTotal / 2) + "\n"))
+      << text;
+  EXPECT_TRUE(contains(text, "kshard_test_seconds_count " + std::to_string(kTotal) + "\n")) << text;
+
+  // A second exposition adds only what came since the first.
+  run();
+  counter.inc(0.5);
+  text = registry.exposition();
+  EXPECT_TRUE(contains(text, "kshard_test_total " + std::to_string(2 * kTotal) + ".5\n")) << text;
+  EXPECT_TRUE(contains(text, "kshard_test_seconds_count " + std::to_string(2 * kTotal) + "\n"))
+      << text;
+  EXPECT_TRUE(contains(text, "kshard_test_seconds_sum " + std::to_string(3 * kTotal / 2 + kTotal)))
+      << text;
+  EXPECT_EQ(registry.exposition(), text) << "an exposition with no update in between differs";
+}
+
+TEST(PrometheusRegistryTest, ACounterNeverDecreases) {
+  PrometheusRegistry registry;
+  auto& c = registry.counter("kshard_test_total", "Test.").with({});
+  c.inc(2);
+  c.inc(-1);
+  EXPECT_EQ(c.value(), 2);
+  EXPECT_TRUE(contains(registry.exposition(), "kshard_test_total 2\n"));
 }
 
 TEST(PrometheusRegistryTest, SameNameReturnsSameFamilyAndOtherKindIsRejected) {

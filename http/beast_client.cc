@@ -60,6 +60,10 @@ struct Conn {
   bool watching = false;              // the wait is pending
   bool readable = false;              // it completed, and nobody has read since
   UniqueFunction<void()> onReadable;  // the exchange waiting for its response, if any
+  // The client's core, for the wait's handler to drop the connection from the pool: moved into
+  // the pending wait and back, so that arming it per exchange writes no reference count that
+  // every I/O thread writes.
+  std::weak_ptr<void> owner;
 };
 
 // Something in flight that the client's destruction must end. Tracked in its loop's list of
@@ -132,6 +136,7 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
   std::size_t idleCount();
   std::shared_ptr<Conn> newConn(std::size_t loop, net::any_io_executor exec) {
     auto conn = std::make_shared<Conn>(loop, exec, tls ? &*tls : nullptr);
+    conn->owner = weak_from_this();
     conn->watchdog.onExpire([weak = std::weak_ptr<Conn>(conn)] {
       if (auto c = weak.lock()) {
         c->timedOut = true;
@@ -271,7 +276,9 @@ void BeastClient::Core::dropIdle(const std::shared_ptr<Conn>& conn) {
 void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
   if (conn->watching || conn->stream.isTls()) return;
   conn->watching = true;
-  auto fired = [conn, core = weak_from_this()](const beast::error_code&) {
+  // `this` is used only while `owner` shows the core alive.
+  auto fired = [conn, this, owner = std::move(conn->owner)](const beast::error_code&) mutable {
+    conn->owner = std::move(owner);
     // Whatever came (bytes, a close, an error), the next read reports it.
     conn->watching = false;
     conn->readable = true;
@@ -279,8 +286,8 @@ void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
       UniqueFunction<void()> notify = std::move(conn->onReadable);
       conn->onReadable = nullptr;
       notify();
-    } else if (auto c = core.lock()) {
-      c->dropIdle(conn);
+    } else if (auto alive = conn->owner.lock()) {
+      dropIdle(conn);
     }
   };
   conn->stream.socket().async_wait(tcp::socket::wait_read, std::move(fired));
@@ -426,7 +433,8 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     if (isTracked) core_.untrack(loop_, this);
   }
 
-  void start() {
+  // `self` is this exchange's reference, handed on to its first handler.
+  void start(std::shared_ptr<Exchange> self) {
     // Sent from a thread of the set, the exchange stays on that thread's loop: a connection of
     // another loop would complete on another thread. From elsewhere, any idle connection will do.
     loop_ = core_.io().pick();
@@ -447,9 +455,9 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     // Dispatched: started from a handler on the same loop (a forward), the request is written
     // at once, on this thread.
     if (conn_ != nullptr) {
-      net::dispatch(exec_, [self = shared_from_this()] { self->write(); });
+      net::dispatch(exec_, [self = std::move(self)] { self->write(); });
     } else {
-      net::dispatch(exec_, [self = shared_from_this()] { self->connect(); });
+      net::dispatch(exec_, [self = std::move(self)] { self->connect(); });
     }
   }
 
@@ -915,7 +923,9 @@ BeastClient::~BeastClient() {
 std::size_t BeastClient::idleConnections() const { return core_->idleCount(); }
 
 void BeastClient::send(Request request, ResponseCallback done) {
-  std::make_shared<Exchange>(*core_, std::move(request), std::move(done))->start();
+  auto exchange = std::make_shared<Exchange>(*core_, std::move(request), std::move(done));
+  Exchange& e = *exchange;
+  e.start(std::move(exchange));
 }
 
 StatusOr<std::unique_ptr<ResponseStream>> BeastClient::openStream(Request request) {

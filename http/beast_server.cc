@@ -167,11 +167,13 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
 
   void begin();
   void readHeader();
-  void onHeader(const beast::error_code& ec);
-  void readBody();
-  void onBody(const beast::error_code& ec);
+  // `self` is the reference the read's handler held, handed on from the header to the body to
+  // the Responder, rather than taken anew at each step (an atomic compare-and-swap each).
+  void onHeader(const beast::error_code& ec, std::shared_ptr<Session> self);
+  void readBody(std::shared_ptr<Session> self);
+  void onBody(const beast::error_code& ec, std::shared_ptr<Session> self);
   void onReadError(const beast::error_code& ec);
-  void dispatchRequest();
+  void dispatchRequest(std::shared_ptr<Session> self);
   // Writes out_ (an answer), then reads the next request or closes.
   void writeMessage(bool close);
   void onWritten(const beast::error_code& ec, bool close);
@@ -293,53 +295,61 @@ void Session::readHeader() {
   parser_->eager(false);
   asyncReadUntil(
       stream_, buffer_, *parser_, [](const auto& p) { return p.is_header_done(); },
-      [self = shared_from_this()](const beast::error_code& ec) { self->onHeader(ec); });
+      [self = shared_from_this()](const beast::error_code& ec) mutable {
+        Session& session = *self;
+        session.onHeader(ec, std::move(self));
+      });
 }
 
-void Session::onHeader(const beast::error_code& ec) {
+void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> self) {
   if (state_ == State::kClosed) return;
   if (ec) {
     onReadError(ec);
     return;
   }
   if (parser_->is_done()) {
-    dispatchRequest();
+    dispatchRequest(std::move(self));
     return;
   }
   if (parser_->expectsContinue()) {
     auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
                                                                      parser_->version());
-    stream_.visit([this, cont](auto& s) {
+    stream_.visit([cont, &self](auto& s) {
       bhttp::async_write(
-          s, *cont, [self = shared_from_this(), cont](const beast::error_code& e, std::size_t) {
+          s, *cont,
+          [self = std::move(self), cont](const beast::error_code& e, std::size_t) mutable {
             if (self->state_ == State::kClosed) return;
             if (e) {
               self->closeNow();
               return;
             }
-            self->readBody();
+            Session& session = *self;
+            session.readBody(std::move(self));
           });
     });
     return;
   }
-  readBody();
+  readBody(std::move(self));
 }
 
-void Session::readBody() {
+void Session::readBody(std::shared_ptr<Session> self) {
   // Usually the body came with the header, in the same read, and is parsed without I/O.
   parser_->eager(true);
   asyncReadUntil(
       stream_, buffer_, *parser_, [](const auto& p) { return p.is_done(); },
-      [self = shared_from_this()](const beast::error_code& ec) { self->onBody(ec); });
+      [self = std::move(self)](const beast::error_code& ec) mutable {
+        Session& session = *self;
+        session.onBody(ec, std::move(self));
+      });
 }
 
-void Session::onBody(const beast::error_code& ec) {
+void Session::onBody(const beast::error_code& ec, std::shared_ptr<Session> self) {
   if (state_ == State::kClosed) return;
   if (ec) {
     onReadError(ec);
     return;
   }
-  dispatchRequest();
+  dispatchRequest(std::move(self));
 }
 
 void Session::onReadError(const beast::error_code& ec) {
@@ -363,7 +373,7 @@ void Session::onReadError(const beast::error_code& ec) {
   closeNow();
 }
 
-void Session::dispatchRequest() {
+void Session::dispatchRequest(std::shared_ptr<Session> self) {
   ++seq_;
   state_ = State::kHandling;
   setBusy(true);
@@ -383,8 +393,11 @@ void Session::dispatchRequest() {
   request.method = *method;
   request.remoteAddress = remote_;
 
-  // The Responder holds the session (the target) and the core (released after it).
-  Responder responder(shared_from_this(), seq_, core_.shared_from_this());
+  // The Responder holds the session (the target) and, when the server runs its own threads, the
+  // core (released after it, so the io_context outlives the session). On shared threads the
+  // session holds the core itself (keepCore_), and another reference would cost two atomic
+  // writes per request to a cache line that every I/O thread writes.
+  Responder responder(std::move(self), seq_, keepCore_ ? nullptr : core_.shared_from_this());
   // Nothing after this line may touch the session's state: the handler may have answered
   // already, inline, and the connection moved on.
   core_.router.dispatch(std::move(request), std::move(responder));

@@ -60,10 +60,10 @@ struct Conn {
   bool watching = false;              // the wait is pending
   bool readable = false;              // it completed, and nobody has read since
   UniqueFunction<void()> onReadable;  // the exchange waiting for its response, if any
-  // The client's core, for the wait's handler to drop the connection from the pool: moved into
-  // the pending wait and back, so that arming it per exchange writes no reference count that
+  // The client's core, for the wait's handler to drop the connection from the pool. Kept here,
+  // not in the handler, so that arming the wait per exchange copies no reference count that
   // every I/O thread writes.
-  std::weak_ptr<void> owner;
+  std::weak_ptr<BeastClient::Core> owner;
 };
 
 // Something in flight that the client's destruction must end. Tracked in its loop's list of
@@ -276,9 +276,7 @@ void BeastClient::Core::dropIdle(const std::shared_ptr<Conn>& conn) {
 void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
   if (conn->watching || conn->stream.isTls()) return;
   conn->watching = true;
-  // `this` is used only while `owner` shows the core alive.
-  auto fired = [conn, this, owner = std::move(conn->owner)](const beast::error_code&) mutable {
-    conn->owner = std::move(owner);
+  auto fired = [conn](const beast::error_code&) {
     // Whatever came (bytes, a close, an error), the next read reports it.
     conn->watching = false;
     conn->readable = true;
@@ -286,8 +284,8 @@ void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
       UniqueFunction<void()> notify = std::move(conn->onReadable);
       conn->onReadable = nullptr;
       notify();
-    } else if (auto alive = conn->owner.lock()) {
-      dropIdle(conn);
+    } else if (auto core = conn->owner.lock()) {
+      core->dropIdle(conn);
     }
   };
   conn->stream.socket().async_wait(tcp::socket::wait_read, std::move(fired));

@@ -29,9 +29,21 @@ EntityRegistry::~EntityRegistry() {
   for (const auto& [id, unused] : timers_) scheduler_.cancel(id);
 }
 
+namespace {
+
 // At most this many entities are passivated per sweep under the lock; more due ones wait for the
 // next sweep, which follows at once, so that messages are not held up behind a long sweep.
 constexpr std::size_t kMaxPassivationsPerSweep = 1024;
+
+// How long after a sweep the next one may come at the earliest: a fraction of the idle timeout,
+// from 1 ms to 1 s. Entities that fall idle one after another (a new entity per message) are
+// then passivated in batches, at most this late, rather than one sweep per entity.
+Duration sweepInterval(Duration idleTimeout) {
+  return std::clamp<Duration>(idleTimeout / 64, std::chrono::milliseconds(1),
+                              std::chrono::seconds(1));
+}
+
+}  // namespace
 
 void EntityRegistry::IdleList::pushBack(Entity& e) {
   if (e.inIdleList) remove(e);
@@ -372,7 +384,9 @@ void EntityRegistry::onSweep(std::uint64_t seq) {
       if (options_.onPassivation) actions.push_back(options_.onPassivation);
       ++stopped;
     }
-    if (!sweepArmed_ && idle_.head != nullptr) armSweepLocked(idle_.head->lastActive + timeout);
+    if (!sweepArmed_ && idle_.head != nullptr) {
+      armSweepLocked(std::max(idle_.head->lastActive + timeout, now + sweepInterval(timeout)));
+    }
   }
   run(actions);
 }

@@ -191,6 +191,24 @@ TEST_F(EntityRegistryTest, ManyEntitiesDueTogetherAreAllPassivated) {
   EXPECT_EQ(registry_.activeEntities(), 0u);
 }
 
+TEST_F(EntityRegistryTest, EntitiesFallingIdleOneAfterAnotherArePassivatedInBatches) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  // 100 entities fall idle 1 ms apart; with a 60 s timeout, sweeps come at most every 60/64 s.
+  for (int i = 0; i < 100; ++i) {
+    registry_.deliver(msg("e" + std::to_string(i), 7), out_.callback());
+    host_.completeDelivery();
+    scheduler_.advance(milliseconds(1));
+  }
+  scheduler_.advance(seconds(60) - milliseconds(100));  // 60 s after the first fell idle
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_EQ(scheduler_.pending(), 1u) << "more than one sweep is waiting";
+  scheduler_.advance(milliseconds(900));
+  EXPECT_EQ(host_.stops.size(), 1u) << "a sweep came sooner than 60/64 s after the last";
+  scheduler_.advance(milliseconds(40));  // 60.94 s: the next sweep takes all that are due
+  EXPECT_EQ(host_.stops.size(), 100u);
+  EXPECT_EQ(host_.stops.back().key.id, "e99");
+}
+
 TEST_F(EntityRegistryTest, AShorterIdleTimeoutAppliesToEntitiesAlreadyIdle) {
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   registry_.deliver(msg("a", 7), out_.callback());

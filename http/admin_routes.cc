@@ -15,10 +15,14 @@ Response plainText(std::string body, std::string contentType) {
 
 }  // namespace
 
-void addAdminRoutes(Server& server, const metrics::Registry& registry, ReadinessCheck ready) {
-  server.route(Method::kGet, "/metrics", [&registry](Request, Responder responder) {
-    responder.send(plainText(registry.exposition(), "text/plain; version=0.0.4; charset=utf-8"));
-  });
+void addAdminRoutes(Server& server, const metrics::Registry& registry, ReadinessCheck ready,
+                    MetricsRefresh refresh) {
+  server.route(Method::kGet, "/metrics",
+               [&registry, refresh = std::move(refresh)](Request, Responder responder) {
+                 if (refresh) refresh();
+                 responder.send(
+                     plainText(registry.exposition(), "text/plain; version=0.0.4; charset=utf-8"));
+               });
   server.route(Method::kGet, "/healthz", [](Request, Responder responder) {
     responder.send(plainText("ok\n", "text/plain; charset=utf-8"));
   });

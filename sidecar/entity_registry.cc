@@ -260,6 +260,9 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
         eit->second.key = &eit->first;
         eit->second.shard = message.shard;
         eit->second.lastActive = scheduler_.clock().now();
+        std::size_t& typeCount = typeCounts_.try_emplace(message.key.type, 0).first->second;
+        ++typeCount;
+        eit->second.typeCount = &typeCount;
         ++sit->second.entities;
       }
       Entity& e = eit->second;
@@ -445,6 +448,7 @@ void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
   auto it = entities_.find(key);
   const ShardId shard = it->second.shard;
   idle_.remove(it->second);
+  if (--*it->second.typeCount == 0) typeCounts_.erase(it->first.type);
   entities_.erase(it);
   auto sit = shards_.find(shard);
   if (sit == shards_.end()) return;
@@ -496,8 +500,18 @@ std::size_t EntityRegistry::activeEntities() const {
 
 std::size_t EntityRegistry::activeEntities(const std::string& type) const {
   std::lock_guard lock(mu_);
-  return static_cast<std::size_t>(std::count_if(
-      entities_.begin(), entities_.end(), [&](const auto& kv) { return kv.first.type == type; }));
+  auto it = typeCounts_.find(type);
+  return it == typeCounts_.end() ? 0 : it->second;
+}
+
+std::vector<std::pair<std::string, std::size_t>> EntityRegistry::activeEntitiesByType() const {
+  std::vector<std::pair<std::string, std::size_t>> out;
+  {
+    std::lock_guard lock(mu_);
+    out.assign(typeCounts_.begin(), typeCounts_.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool EntityRegistry::draining() const {

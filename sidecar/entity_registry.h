@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/adaptive_mutex.h"
@@ -143,6 +144,8 @@ class EntityRegistry {
   std::vector<ShardId> ownedShards() const;
   std::size_t activeEntities() const;
   std::size_t activeEntities(const std::string& type) const;
+  // Active entities per type, sorted by type; a type with none active is not listed.
+  std::vector<std::pair<std::string, std::size_t>> activeEntitiesByType() const;
   bool draining() const;
 
  private:
@@ -179,6 +182,7 @@ class EntityRegistry {
     // by, instead of a copy of the type and id per message.
     const EntityKey* key = nullptr;
     ShardId shard = 0;
+    std::size_t* typeCount = nullptr;  // its type's entry in typeCounts_, whose nodes never move
     Mailbox mailbox;
     bool busy = false;      // a message or the stop call is at the app
     bool stopping = false;  // the stop call is at the app
@@ -247,6 +251,9 @@ class EntityRegistry {
   // sleeps, see base/adaptive_mutex.h.
   mutable AdaptiveMutex mu_;
   std::unordered_map<EntityKey, Entity, EntityKeyHash> entities_;
+  // Entities per type, kept as they start and stop, so that a scrape reads it without a pass
+  // over entities_ under the lock; a type leaves when its last entity stops.
+  std::unordered_map<std::string, std::size_t> typeCounts_;
   std::unordered_map<ShardId, Shard> shards_;
   std::unordered_map<ShardId, Epoch> fences_;  // epoch of the last unassign/revoke per shard
   std::vector<std::shared_ptr<Handoff>> handoffs_;

@@ -204,8 +204,8 @@ int run(int argc, char** argv) {
       }
       fixedKeys.set(cfg.issuer, std::move(*set));
     } else {
-      issuerKeys = std::make_unique<ApiServerIssuerKeys>(
-          *api, scheduler, log.withFields({{"part", "issuer-keys"}}));
+      issuerKeys = std::make_unique<ApiServerIssuerKeys>(*api, scheduler,
+                                                         log.withFields({{"part", "issuer-keys"}}));
       issuerKeys->start();
       keys = issuerKeys.get();
     }
@@ -219,7 +219,7 @@ int run(int argc, char** argv) {
     authorizer = std::make_unique<AllowAllAuthorizer>();
   }
 
-  MapApplier applier(self, table, entities, metrics, log.withFields({{"part", "map"}}));
+  MapApplier applier(self, table, entities, log.withFields({{"part", "map"}}));
 
   http::ServerOptions base;
   base.maxBodyBytes = static_cast<std::size_t>(cfg.maxBodyBytes);
@@ -249,15 +249,18 @@ int run(int argc, char** argv) {
   // Its own thread: /healthz and /metrics answer even while the data path's threads are busy.
   adminOptions.threads = 1;
   auto adminServer = http::makeServer(http::Backend::kBeast, adminOptions);
-  http::addAdminRoutes(*adminServer, registry, [&]() -> std::string {
-    if (drainer.started()) return "draining";
-    if (!applier.haveMap()) return "ShardMap not loaded yet";
-    if (issuerKeys && issuerKeys->current() == nullptr) {
-      return "service-account issuer keys not loaded yet";
-    }
-    if (!registered.load()) return "not registered with the operator yet";
-    return "";
-  });
+  http::addAdminRoutes(
+      *adminServer, registry,
+      [&]() -> std::string {
+        if (drainer.started()) return "draining";
+        if (!applier.haveMap()) return "ShardMap not loaded yet";
+        if (issuerKeys && issuerKeys->current() == nullptr) {
+          return "service-account issuer keys not loaded yet";
+        }
+        if (!registered.load()) return "not registered with the operator yet";
+        return "";
+      },
+      [&] { metrics.refresh(entities.activeEntitiesByType(), entities.ownedShards().size()); });
 
   // The preStop hook: the kubelet runs httpGet hooks from the node against the pod IP, so the
   // drain is also served on the admin port, as GET (what an httpGet hook sends), to the node and

@@ -5,13 +5,8 @@
 
 namespace kshard::sidecar {
 
-MapApplier::MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry,
-                       SidecarMetrics& metrics, Logger logger)
-    : self_(std::move(self)),
-      table_(table),
-      registry_(registry),
-      metrics_(metrics),
-      log_(std::move(logger)) {}
+MapApplier::MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, Logger logger)
+    : self_(std::move(self)), table_(table), registry_(registry), log_(std::move(logger)) {}
 
 void MapApplier::apply(const nlohmann::json& object) {
   std::unique_lock lock(mu_);
@@ -33,7 +28,6 @@ void MapApplier::apply(const nlohmann::json& object) {
                {"revoked", static_cast<std::uint64_t>(result.revoked)},
                {"adopted", static_cast<std::uint64_t>(result.adopted)}});
   }
-  metrics_.ownedShards().set(static_cast<double>(registry_.ownedShards().size()));
   if (!haveMap_) {
     haveMap_ = true;
     log_.info("ShardMap loaded", {{"shard_map", self_.shardMap.toString()},

@@ -15,14 +15,12 @@
 #include "sidecar/entity_registry.h"
 #include "sidecar/identity.h"
 #include "sidecar/routing_table.h"
-#include "sidecar/sidecar_metrics.h"
 
 namespace kshard::sidecar {
 
 class MapApplier {
  public:
-  MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, SidecarMetrics& metrics,
-             Logger logger);
+  MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, Logger logger);
 
   // Thread-safe; versions are applied one at a time.
   void apply(const nlohmann::json& object);
@@ -34,7 +32,6 @@ class MapApplier {
   Identity self_;
   RoutingTable& table_;
   EntityRegistry& registry_;
-  SidecarMetrics& metrics_;
   Logger log_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -51,6 +51,21 @@ void SidecarMetrics::observeLatency(MessagePath path, double seconds) {
   latency_[static_cast<std::size_t>(path)]->observe(seconds);
 }
 
+void SidecarMetrics::refresh(const std::vector<std::pair<std::string, std::size_t>>& activeByType,
+                             std::size_t ownedShards) {
+  std::lock_guard lock(refreshMu_);
+  std::set<std::string> shown;
+  for (const auto& [type, count] : activeByType) {
+    activeEntities_.with({{"type", type}}).set(static_cast<double>(count));
+    shown.insert(type);
+  }
+  for (const auto& type : typesShown_) {
+    if (!shown.count(type)) activeEntities_.remove({{"type", type}});
+  }
+  typesShown_ = std::move(shown);
+  ownedShards_.set(static_cast<double>(ownedShards));
+}
+
 void SidecarMetrics::countRetry(RetryReason reason) {
   retries_[static_cast<std::size_t>(reason)]->inc();
 }

@@ -4,14 +4,19 @@
 //   kshard_sidecar_messages_total{path, result}       path: local | forwarded | received
 //   kshard_sidecar_message_duration_seconds{path}     end-to-end latency as the sidecar sees it
 //   kshard_sidecar_retries_total{reason}              reason: no_owner | not_managed | unreachable
-//   kshard_sidecar_active_entities{type}              set at scrape time
-//   kshard_sidecar_owned_shards                       set at scrape time
+//   kshard_sidecar_active_entities{type}              set at scrape time (refresh)
+//   kshard_sidecar_owned_shards                       set at scrape time (refresh)
 //   kshard_sidecar_passivations_total                 entities stopped for idleness
 //   kshard_sidecar_handoffs_total{result}             unassign/revoke/drain handoffs: ok | timeout
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "metrics/metrics.h"
 
@@ -30,8 +35,10 @@ class SidecarMetrics {
   void countRetry(RetryReason reason);
   void countPassivation() { passivations_.inc(); }
   void countHandoff(bool ok) { (ok ? handoffOk_ : handoffTimeout_).inc(); }
-  metrics::Gauge& ownedShards() { return ownedShards_; }
-  metrics::Family<metrics::Gauge>& activeEntities() { return activeEntities_; }
+  // Sets the gauges read at scrape time: the active entities of each type listed (a type
+  // listed before and missing now loses its series) and the number of shards owned.
+  void refresh(const std::vector<std::pair<std::string, std::size_t>>& activeByType,
+               std::size_t ownedShards);
 
  private:
   static constexpr std::size_t kPaths = 3;
@@ -45,6 +52,8 @@ class SidecarMetrics {
   metrics::Counter& handoffTimeout_;
   metrics::Gauge& ownedShards_;
   metrics::Family<metrics::Gauge>& activeEntities_;
+  std::mutex refreshMu_;
+  std::set<std::string> typesShown_;  // under refreshMu_
 };
 
 }  // namespace kshard::sidecar

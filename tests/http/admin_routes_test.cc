@@ -23,7 +23,8 @@ class FixedRegistry : public metrics::Registry {
                                                  const std::vector<double>&) override {
     std::abort();
   }
-  std::string exposition() const override { return "kshard_test_total 3\n"; }
+  std::string exposition() const override { return text; }
+  std::string text = "kshard_test_total 3\n";
 };
 
 TEST(AdminRoutesTest, ServesMetricsHealthAndReadiness) {
@@ -57,6 +58,32 @@ TEST(AdminRoutesTest, ServesMetricsHealthAndReadiness) {
   EXPECT_NE(notReady.body.find("waiting for the shard map"), std::string::npos);
   ready = true;
   EXPECT_EQ(get("/readyz").status, 200);
+  server.stop();
+}
+
+TEST(AdminRoutesTest, RefreshRunsBeforeEveryExposition) {
+  FixedRegistry registry;
+  int refreshes = 0;
+  BeastServer server(ServerOptions{});
+  addAdminRoutes(
+      server, registry, [] { return std::string(); },
+      [&] { registry.text = "kshard_test_refreshes " + std::to_string(++refreshes) + "\n"; });
+  ASSERT_TRUE(server.start().ok());
+  ClientOptions o;
+  o.baseUrl = "http://127.0.0.1:" + std::to_string(server.port());
+  auto client = makeClient(Backend::kBeast, o);
+  ASSERT_TRUE(client.ok());
+  for (int i = 1; i <= 2; ++i) {
+    Request r;
+    r.target = "/metrics";
+    StatusOr<Response> res = (*client)->sendSync(std::move(r));
+    ASSERT_TRUE(res.ok()) << res.status().toString();
+    EXPECT_EQ(res->body, "kshard_test_refreshes " + std::to_string(i) + "\n");
+  }
+  Request health;
+  health.target = "/healthz";
+  ASSERT_TRUE((*client)->sendSync(std::move(health)).ok());
+  EXPECT_EQ(refreshes, 2) << "a probe refreshed the metrics";
   server.stop();
 }
 

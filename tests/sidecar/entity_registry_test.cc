@@ -14,6 +14,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using ::testing::Pair;
 
 using testing::HeldHost;
 
@@ -119,6 +120,38 @@ TEST_F(EntityRegistryTest, PassivatesAfterIdleTimeout) {
   host_.completeStop();
   EXPECT_EQ(registry_.activeEntities(), 0u);
   EXPECT_TRUE(registry_.owns(7));
+}
+
+TEST_F(EntityRegistryTest, ActiveEntitiesAreCountedByTypeAsTheyStartAndStop) {
+  ASSERT_THAT(registry_.assign({7, 8}, 1), IsEmpty());
+  const auto of = [](std::string type, std::string id, ShardId shard) {
+    Message m = msg(std::move(id), shard);
+    m.key.type = std::move(type);
+    return m;
+  };
+  registry_.deliver(of("counter", "a", 7), out_.callback());
+  registry_.deliver(of("counter", "b", 8), out_.callback());
+  registry_.deliver(of("cart", "a", 7), out_.callback());
+  registry_.deliver(of("counter", "a", 7), out_.callback());  // the same entity again
+  EXPECT_THAT(registry_.activeEntitiesByType(), ElementsAre(Pair("cart", 1u), Pair("counter", 2u)));
+  EXPECT_EQ(registry_.activeEntities("counter"), 2u);
+  EXPECT_EQ(registry_.activeEntities("cart"), 1u);
+  EXPECT_EQ(registry_.activeEntities("order"), 0u);
+  while (!host_.deliveries.empty()) host_.completeDelivery();
+
+  // Idle since the same instant: all three stop, counter/b first (its turn ended first).
+  scheduler_.advance(seconds(60));
+  ASSERT_EQ(host_.stops.size(), 3u);
+  host_.completeStop();
+  EXPECT_THAT(registry_.activeEntitiesByType(), ElementsAre(Pair("cart", 1u), Pair("counter", 1u)));
+  host_.completeStop();
+  host_.completeStop();
+  EXPECT_THAT(registry_.activeEntitiesByType(), IsEmpty()) << "a type with no entity is listed";
+  EXPECT_EQ(registry_.activeEntities("counter"), 0u);
+
+  // A type that comes back is counted from one again.
+  registry_.deliver(of("cart", "z", 8), out_.callback());
+  EXPECT_THAT(registry_.activeEntitiesByType(), ElementsAre(Pair("cart", 1u)));
 }
 
 TEST_F(EntityRegistryTest, ActivityPostponesPassivation) {

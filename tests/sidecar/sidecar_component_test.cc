@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -375,6 +376,18 @@ class SidecarComponentTest : public ::testing::Test {
         sharding::ShardSet::parse(json::parse(res->body)["owned"].get<std::string>(), kShards);
     return owned.ok() ? static_cast<std::size_t>(owned->size()) : 0;
   }
+  // The value of one series of `sc`'s /metrics (name and labels as exported), or nullopt when
+  // the series is absent or the scrape failed.
+  std::optional<double> metric(Sidecar& sc, const std::string& series) {
+    http::Request r;
+    r.target = "/metrics";
+    auto res = sc.admin->sendSync(std::move(r));
+    if (!res.ok() || res->status != 200) return std::nullopt;
+    const std::string key = "\n" + series + " ";
+    const auto at = res->body.find(key);
+    if (at == std::string::npos) return std::nullopt;
+    return std::stod(res->body.substr(at + key.size()));
+  }
   StatusOr<http::Response> increment(Sidecar& sc, const std::string& id) {
     http::Request r;
     r.method = http::Method::kPost;
@@ -423,6 +436,7 @@ class SidecarComponentTest : public ::testing::Test {
 };
 
 TEST_F(SidecarComponentTest, MessagesReachTheOwnerOfTheirShard) {
+  std::map<std::string, int> entitiesOn;  // by owner
   for (int i = 0; i < 60; ++i) {
     const std::string id = "entity-" + std::to_string(i);
     const auto shard = *sharding::shardIdOf(id, kShards);
@@ -433,6 +447,16 @@ TEST_F(SidecarComponentTest, MessagesReachTheOwnerOfTheirShard) {
     const std::string owner = operator_.ownerOf(shard);
     EXPECT_EQ(r->headers.get(protocol::kOwnerHeader), owner) << id << " sent via " << via.pod;
     EXPECT_EQ(json::parse(r->body)["pod"], owner) << "the app of another pod ran " << id;
+    ++entitiesOn[owner];
+  }
+  // Each owner's metrics show the entities its app runs and the shards it owns.
+  for (const auto& sc : sidecars_) {
+    EXPECT_EQ(metric(*sc, R"(kshard_sidecar_active_entities{type="counter"})"),
+              static_cast<double>(entitiesOn[sc->pod]))
+        << sc->pod;
+    EXPECT_EQ(metric(*sc, "kshard_sidecar_owned_shards"),
+              static_cast<double>(operator_.shardsOf(sc->pod).size()))
+        << sc->pod;
   }
 }
 
@@ -524,13 +548,7 @@ TEST_F(SidecarComponentTest, AnAppRequestInFlightAtExitIsAnsweredOnceItsShardHas
   operator_.placeOnUnregister_.store(false);
   ASSERT_TRUE(operator_.release("p1", {shard}));
   const auto retriesNoOwner = [&] {
-    http::Request r;
-    r.target = "/metrics";
-    auto res = leaving.admin->sendSync(std::move(r));
-    if (!res.ok()) return 0.0;
-    const std::string key = "kshard_sidecar_retries_total{reason=\"no_owner\"} ";
-    const auto at = res->body.find(key);
-    return at == std::string::npos ? 0.0 : std::stod(res->body.substr(at + key.size()));
+    return metric(leaving, R"(kshard_sidecar_retries_total{reason="no_owner"})").value_or(0.0);
   };
   const double retriesBefore = retriesNoOwner();
   auto inFlight = std::async(std::launch::async, [&] { return increment(leaving, id); });

@@ -1,0 +1,40 @@
+#include "sidecar/sidecar_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "metrics/prometheus_registry.h"
+
+namespace kshard::sidecar {
+namespace {
+
+// The series of `name` with `labels` (as the exposition writes them) and its value, or "absent".
+std::string series(const metrics::Registry& registry, const std::string& nameAndLabels) {
+  const std::string text = registry.exposition();
+  const std::string key = "\n" + nameAndLabels + " ";
+  const auto at = text.find(key);
+  if (at == std::string::npos) return "absent";
+  const auto start = at + key.size();
+  return text.substr(start, text.find('\n', start) - start);
+}
+
+TEST(SidecarMetricsTest, RefreshShowsActiveEntitiesByTypeAndDropsTypesThatWentAway) {
+  metrics::PrometheusRegistry registry;
+  SidecarMetrics metrics(registry);
+  metrics.refresh({{"cart", 2}, {"counter", 5}}, 12);
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="cart"})"), "2");
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="counter"})"), "5");
+  EXPECT_EQ(series(registry, "kshard_sidecar_owned_shards"), "12");
+
+  metrics.refresh({{"counter", 1}}, 0);
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="cart"})"), "absent")
+      << "a type with no active entity is still exported";
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="counter"})"), "1");
+  EXPECT_EQ(series(registry, "kshard_sidecar_owned_shards"), "0");
+
+  metrics.refresh({{"cart", 3}}, 4);
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="cart"})"), "3");
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="counter"})"), "absent");
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

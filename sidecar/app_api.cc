@@ -23,9 +23,13 @@ AppApi::AppApi(Identity self, Router& router, RoutingTable& table, EntityRegistr
       options_(options) {}
 
 void AppApi::addRoutes(http::Server& server) {
-  server.route(
-      http::Method::kPost, "/v1/entities/{type}/{id}",
-      [this](http::Request&& r, http::Responder&& res) { send(std::move(r), std::move(res)); });
+  // The shapes with an empty or missing type or id reach the same handler, whose check of the
+  // key names what is missing (a 400, where the router alone would answer 404).
+  for (const char* pattern : kEntityPatterns) {
+    server.route(
+        http::Method::kPost, std::string("/v1/entities") + pattern,
+        [this](http::Request&& r, http::Responder&& res) { send(std::move(r), std::move(res)); });
+  }
   server.route(http::Method::kPost, "/v1/drain", [this](http::Request r, http::Responder res) {
     drain(std::move(r), std::move(res));
   });

@@ -20,6 +20,12 @@ inline constexpr std::size_t kDefaultMaxEntityIdBytes = 1024;
 // OK, or InvalidArgument naming the problem ("entity id: longer than 1024 bytes").
 [[nodiscard]] Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes);
 
+// The route patterns, after the APIs' prefix ("/v1/entities", "/v1/peer/entities"), of a message
+// to an entity: the real one, and the shapes with an empty or missing type or id, routed to the
+// same handler so that validateEntityKey names the problem (400), not the router (404).
+inline constexpr const char* kEntityPatterns[] = {"/{type}/{id}", "/{type}/", "/{type}", "//{id}",
+                                                  "//"};
+
 // The entity named by the route's {type} and {id} captures, moved out of `request` (an absent
 // capture is empty). Not validated: see validateEntityKey.
 EntityKey takeEntityKey(http::Request& request);

@@ -55,10 +55,12 @@ PeerApi::PeerApi(Identity self, EntityRegistry& registry, RoutingTable& table,
       options_(options) {}
 
 void PeerApi::addRoutes(http::Server& server) {
-  server.route(http::Method::kPost, "/v1/peer/entities/{type}/{id}",
-               [this](http::Request&& r, http::Responder&& res) {
-                 forwarded(std::move(r), std::move(res));
-               });
+  for (const char* pattern : kEntityPatterns) {
+    server.route(http::Method::kPost, std::string("/v1/peer/entities") + pattern,
+                 [this](http::Request&& r, http::Responder&& res) {
+                   forwarded(std::move(r), std::move(res));
+                 });
+  }
   server.route(http::Method::kGet, "/v1/ping", [this](http::Request r, http::Responder res) {
     ping(std::move(r), std::move(res));
   });

@@ -319,6 +319,7 @@ struct Sidecar {
   std::uint16_t adminPort;
   std::unique_ptr<Subprocess> process;
   std::unique_ptr<http::Client> api;
+  std::unique_ptr<http::Client> peer;
   std::unique_ptr<http::Client> admin;
 };
 
@@ -345,6 +346,7 @@ class SidecarComponentTest : public ::testing::Test {
               "--map-poll-interval=100ms"},
           std::map<std::string, std::string>{}, ::testing::TempDir() + "/sidecar-" + pod + ".log");
       sc->api = client("127.0.0.1:" + std::to_string(sc->apiPort));
+      sc->peer = client("127.0.0.1:" + std::to_string(peerPort));
       sc->admin = client("127.0.0.1:" + std::to_string(sc->adminPort));
       sidecars_.push_back(std::move(sc));
     }
@@ -473,7 +475,36 @@ TEST_F(SidecarComponentTest, RejectsBadInputAndKeepsServing) {
   EXPECT_EQ(post("/v1/entities/counter/%FF%FE")->status, 400);
   EXPECT_EQ(post("/v1/entities/counter/a?mode=shout")->status, 400);
   EXPECT_EQ(post("/v1/nothing/here")->status, 404);
+  // An empty or missing type or id is named as such.
+  for (const auto& [target, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/entities/counter/", "entity id: must not be empty"},
+           {"/v1/entities/counter", "entity id: must not be empty"},
+           {"/v1/entities//a", "entity type: must not be empty"},
+           {"/v1/entities//", "entity type: must not be empty"}}) {
+    auto r = post(target);
+    ASSERT_TRUE(r.ok()) << target << ": " << r.status().toString();
+    EXPECT_EQ(r->status, 400) << target;
+    EXPECT_NE(r->body.find(problem), std::string::npos) << target << ": " << r->body;
+  }
   EXPECT_EQ(post("/v1/entities/counter/a", std::string(5 << 20, 'x'))->status, 413);
+  // The same on the peer API, and for malformed JSON from the operator.
+  const auto postPeer = [&](std::string target, std::string body) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = std::move(target);
+    r.headers.set("Kshard-Shard", "1");
+    r.headers.set("Content-Type", "application/json");
+    r.body = std::move(body);
+    return sc.peer->sendSync(std::move(r));
+  };
+  auto emptyId = postPeer("/v1/peer/entities/counter/", "{}");
+  ASSERT_TRUE(emptyId.ok()) << emptyId.status().toString();
+  EXPECT_EQ(emptyId->status, 400);
+  EXPECT_NE(emptyId->body.find("entity id: must not be empty"), std::string::npos) << emptyId->body;
+  auto malformed = postPeer("/v1/shards/assign", R"({"shards": [1, 2)");
+  ASSERT_TRUE(malformed.ok()) << malformed.status().toString();
+  EXPECT_EQ(malformed->status, 400) << malformed->body;
+  EXPECT_TRUE(json::accept(malformed->body)) << "not a JSON error: " << malformed->body;
   auto ok = increment(sc, "still-serving");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->status, 200);

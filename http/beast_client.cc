@@ -413,6 +413,19 @@ Status transportError(const BeastClient::Core& core, const std::string& what,
   return unavailable(what + ": " + std::string(phaseText(phase)) + ": " + ec.message());
 }
 
+// A request's body as the client sends it: its own, moved in, or one its sender keeps
+// (Request::sharedBody), held until the exchange ends.
+class OutgoingBody {
+ public:
+  explicit OutgoingBody(Request& r)
+      : shared_(std::move(r.sharedBody)), own_(shared_ ? std::string() : std::move(r.body)) {}
+  std::string_view view() const { return shared_ ? std::string_view(*shared_) : own_; }
+
+ private:
+  std::shared_ptr<const std::string> shared_;
+  std::string own_;
+};
+
 // One request and its response, on a pooled or new connection.
 class Exchange : public Abortable, public std::enable_shared_from_this<Exchange> {
  public:
@@ -424,7 +437,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
         idempotent_(idempotent(request.method)),
         head_(request.method == Method::kHead),
         wireHead_(wireHead(core, request)),
-        body_(std::move(request.body)),
+        body_(request),
         done_(std::move(done)) {}
 
   ~Exchange() override {
@@ -501,7 +514,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
       conn_->onReadable = [self = shared_from_this()] { self->onReadable(); };
       core_.watch(conn_);
     }
-    asyncWriteMessage(conn_->stream, wireHead_, body_,
+    asyncWriteMessage(conn_->stream, wireHead_, body_.view(),
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
                         if (self->finished_) return;
                         if (ec) {
@@ -618,7 +631,7 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
   std::string what() const { return describeRequest(core_, wireHead_); }
 
   const std::string wireHead_;  // the request line and fields
-  const std::string body_;
+  const OutgoingBody body_;
   ResponseCallback done_;
   std::size_t loop_ = 0;
   net::any_io_executor exec_;
@@ -637,7 +650,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
         timeout_(request.timeout.count() > 0 ? request.timeout : core_->options.requestTimeout),
         deadline_(Clock::now() + timeout_),
         wireHead_(wireHead(*core_, request)),
-        body_(std::move(request.body)),
+        body_(request),
         loop_(core_->io().pick()),
         exec_(core_->io().connectionExecutor(loop_)) {}
 
@@ -738,7 +751,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     // Until the headers are in, the connection's watchdog keeps the deadline.
     conn_->stream.tcp().expires_never();
     conn_->watchdog.expiresAt(deadline_);
-    asyncWriteMessage(conn_->stream, wireHead_, body_,
+    asyncWriteMessage(conn_->stream, wireHead_, body_.view(),
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
                         if (self->stopped()) return;
                         if (ec) {
@@ -835,7 +848,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
   std::string what() const { return describeRequest(*core_, wireHead_); }
 
   const std::string wireHead_;  // the request line and fields
-  const std::string body_;
+  const OutgoingBody body_;
   const std::size_t loop_;
   const net::any_io_executor exec_;
   std::shared_ptr<Conn> conn_;

@@ -101,7 +101,8 @@ std::string requestHead(const Request& request, std::string_view host, std::stri
   // As Beast's prepare_payload: a length whenever there is a body or the method expects one.
   const bool expectsBody = request.method == Method::kPost || request.method == Method::kPut ||
                            request.method == Method::kPatch || request.method == Method::kOptions;
-  if (!request.body.empty() || expectsBody) writeContentLength(out, request.body.size());
+  const std::size_t bodySize = request.payload().size();
+  if (bodySize != 0 || expectsBody) writeContentLength(out, bodySize);
   out << "\r\n";
   out.finish();
   return head;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -130,7 +131,7 @@ class Watchdog {
 // Writes a message kept as its head (start line and fields) and its body, in one gather write,
 // and calls `done(error_code, bytes)`. Both strings must live until then.
 template <typename Handler>
-void asyncWriteMessage(AnyStream& stream, const std::string& head, const std::string& body,
+void asyncWriteMessage(AnyStream& stream, const std::string& head, std::string_view body,
                        Handler&& done) {
   const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(body)};
   stream.visitIo(

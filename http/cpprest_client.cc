@@ -94,9 +94,9 @@ struct CppRestClient::Impl {
     } catch (const std::exception& e) {
       return invalidArgument("malformed request target " + r.target + ": " + e.what());
     }
-    if (!r.body.empty()) {
+    if (const std::string_view body = r.payload(); !body.empty()) {
       // Bytes, not a std::string: see toCppRest in cpprest_server.cc.
-      req.set_body(std::vector<unsigned char>(r.body.begin(), r.body.end()));
+      req.set_body(std::vector<unsigned char>(body.begin(), body.end()));
       if (!r.headers.has("Content-Type")) req.headers().remove("Content-Type");
     }
     for (const auto& [name, value] : r.headers) {

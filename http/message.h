@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -324,6 +325,12 @@ struct Request {
   std::string body;
   // Client side: a per-request timeout overriding the client's default; zero means the default.
   std::chrono::milliseconds timeout{0};
+  // Client side: a body the caller keeps (to send it again on a retry), sent instead of `body`
+  // without a copy. The client holds the reference until the request's callback has run.
+  std::shared_ptr<const std::string> sharedBody;
+
+  // The body a client sends: *sharedBody when set, else body.
+  std::string_view payload() const { return sharedBody ? std::string_view(*sharedBody) : body; }
 
   // The target without the query (and fragment), still percent-encoded.
   std::string_view path() const;

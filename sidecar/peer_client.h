@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "base/unique_function.h"
@@ -34,9 +35,10 @@ class PeerClient {
   using ForwardCallback = UniqueFunction<void(ForwardResult&&)>;
 
   virtual ~PeerClient() = default;
-  // Calls `done` exactly once, from any thread, at the latest after `timeout`.
-  virtual void forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch,
-                       Duration timeout, ForwardCallback done) = 0;
+  // Calls `done` exactly once, from any thread, at the latest after `timeout`. The body of
+  // `message` is sent from where it is, without a copy: `message` is kept until `done` ran.
+  virtual void forward(const RouteOwner& owner, std::shared_ptr<const Message> message,
+                       Epoch senderEpoch, Duration timeout, ForwardCallback done) = 0;
 };
 
 // Tells the operator that a pod did not answer (notify-unhealthy). Implementations rate-limit.

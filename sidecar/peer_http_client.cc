@@ -70,16 +70,18 @@ ForwardResult PeerHttpClient::classify(StatusOr<http::Response> result) {
   return out;
 }
 
-void PeerHttpClient::forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch,
-                             Duration timeout, ForwardCallback done) {
+void PeerHttpClient::forward(const RouteOwner& owner, std::shared_ptr<const Message> message,
+                             Epoch senderEpoch, Duration timeout, ForwardCallback done) {
   http::Request req;
   req.method = http::Method::kPost;
-  req.target = peerEntityPath(message.key);
-  req.headers.reserve(message.headers.wire().size() + kMessageFieldsBytes);
-  req.headers = message.headers;
-  addMessageFields(req.headers, message.shard, senderEpoch, message.mode);
+  req.target = peerEntityPath(message->key);
+  req.headers.reserve(message->headers.wire().size() + kMessageFieldsBytes);
+  req.headers = message->headers;
+  addMessageFields(req.headers, message->shard, senderEpoch, message->mode);
   if (authorization_) req.headers.add(protocol::kAuthorizationHeader, authorization_());
-  req.body = message.body;
+  // The body stays in the message, which the router keeps for a retry.
+  const std::string* body = &message->body;
+  req.sharedBody = std::shared_ptr<const std::string>(std::move(message), body);
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
   http::Client* client;
   std::shared_ptr<std::atomic<int>> inFlight;

@@ -26,8 +26,8 @@ class PeerHttpClient final : public PeerClient {
   PeerHttpClient(ClientFactory factory, std::size_t maxPeers = 512,
                  std::function<std::string()> authorization = nullptr);
 
-  void forward(const RouteOwner& owner, const Message& message, Epoch senderEpoch, Duration timeout,
-               ForwardCallback done) override;
+  void forward(const RouteOwner& owner, std::shared_ptr<const Message> message, Epoch senderEpoch,
+               Duration timeout, ForwardCallback done) override;
 
   // How a transport result maps onto the router's retry decision.
   static ForwardResult classify(StatusOr<http::Response> result);

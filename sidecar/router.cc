@@ -25,7 +25,10 @@ struct Router::Attempt {
   Duration backoff{};
   Done done;
   MessagePath path = MessagePath::kLocal;
-  std::string owner;  // the pod the message was last forwarded to
+  // The pod the message was last forwarded to, in the routing view it was chosen from (kept
+  // with it: a pointer, not a copy of the name per message).
+  std::shared_ptr<const RoutingSnapshot> route;
+  const RouteOwner* owner = nullptr;
   int retries = 0;
   std::string lastReason = "no attempt";
 };
@@ -82,7 +85,7 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
     return;
   }
 
-  const auto snapshot = table_.snapshot();
+  auto snapshot = table_.snapshot();
   const RouteOwner* owner = snapshot->ownerOf(shard);
   if (owner == nullptr || owner->pod == options_.selfPod) {
     // No owner yet, or the map names this pod before its assign arrived: wait for either.
@@ -91,12 +94,14 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
     return;
   }
   a->path = MessagePath::kForwarded;
-  a->owner = owner->pod;
+  const auto epoch = static_cast<Epoch>(snapshot->epoch);
+  a->route = std::move(snapshot);
+  a->owner = owner;
   const Duration remaining = a->deadline - scheduler_.clock().now();
-  peers_.forward(*owner, a->message, static_cast<Epoch>(snapshot->epoch),
+  peers_.forward(*owner, std::shared_ptr<const Message>(a, &a->message), epoch,
                  std::max(remaining, Duration(std::chrono::milliseconds(1))),
                  [this, a](ForwardResult&& r) {
-                   const std::string& pod = a->owner;
+                   const std::string& pod = a->owner->pod;
                    switch (r.outcome) {
                      case ForwardOutcome::kAnswered:
                        finish(a, std::move(r.response), appResult(r.response));

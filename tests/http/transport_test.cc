@@ -209,6 +209,32 @@ TEST_P(TransportTest, ContentLengthOverLimitIs413WithoutRunningTheHandler) {
   EXPECT_EQ(ok->body, std::string(1024, 'y'));
 }
 
+// A body the caller keeps (Request::sharedBody) goes out as the body, with its length, and the
+// client keeps it alive itself: the caller's reference is gone before the request is sent.
+TEST_P(TransportTest, SharedBodyIsSentAsTheBodyAndKeptByTheClient) {
+  server().route(Method::kPost, "/echo", echo());
+  start();
+  auto c = client();
+  for (const std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{100000}}) {
+    std::string expected(size, 'q');
+    if (size > 0) expected.back() = 'z';
+    Request req = post("/echo", "");
+    req.body = "ignored when a shared body is set";
+    req.sharedBody = std::make_shared<const std::string>(expected);
+    std::weak_ptr<const std::string> watch = req.sharedBody;
+    const StatusOr<Response> res = c->sendSync(std::move(req));
+    ASSERT_TRUE(res.ok()) << res.status().toString();
+    EXPECT_EQ(res->body.size(), size);
+    EXPECT_EQ(res->body, expected);
+    // Released when the exchange ends, just after its callback.
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!watch.expired() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(watch.expired()) << "the client still held the body long after the answer";
+  }
+}
+
 TEST_P(TransportTest, ChunkedBodyOverLimitIs413WithoutRunningTheHandler) {
   ServerOptions o;
   o.maxBodyBytes = 1024;

@@ -31,9 +31,9 @@ class HeldPeers : public PeerClient {
     SteadyTime at;
   };
   explicit HeldPeers(const Clock& clock) : clock_(clock) {}
-  void forward(const RouteOwner& owner, const Message& message, Epoch epoch, Duration timeout,
-               PeerClient::ForwardCallback done) override {
-    calls.push_back({owner, message, epoch, timeout, std::move(done), clock_.now()});
+  void forward(const RouteOwner& owner, std::shared_ptr<const Message> message, Epoch epoch,
+               Duration timeout, PeerClient::ForwardCallback done) override {
+    calls.push_back({owner, *message, epoch, timeout, std::move(done), clock_.now()});
   }
   void complete(ForwardOutcome outcome, int status = 200, std::string body = "") {
     ASSERT_FALSE(calls.empty()) << "no forward is in flight";

@@ -63,7 +63,7 @@ TEST(AdminRoutesTest, ServesMetricsHealthAndReadiness) {
 
 TEST(AdminRoutesTest, RefreshRunsBeforeEveryExposition) {
   FixedRegistry registry;
-  int refreshes = 0;
+  std::atomic<int> refreshes{0};
   BeastServer server(ServerOptions{});
   addAdminRoutes(
       server, registry, [] { return std::string(); },

@@ -87,6 +87,8 @@ bench: build
 	@KSHARDCTL=build/bin/kshardctl bash bench/simulate/run.sh
 	@echo "== sidecar data path (direct, nginx pair, sidecar pair; wrk and fortio on loopback)"
 	@bash bench/datapath/run.sh
+	@echo "== sidecar drain (stopping 50,000 entities on SIGTERM)"
+	@bash bench/datapath/drain.sh
 	@echo "== operator at scale (1,000 stub pods, 10,000 shards, on the local cluster)"
 	@bash bench/operator/run.sh
 

@@ -34,3 +34,50 @@ sidecar_tunables() {
   [[ -n $image ]] || die "Dockerfile sets no GLIBC_TUNABLES for the sidecar image"
   printf '%s\n' "${SIDECAR_GLIBC_TUNABLES-$image}"
 }
+
+# fortio (FORTIO, or installed from the Go module proxy into the cache the local cluster's Go
+# builds use, e2e/cluster/lib.sh's setup_go): prints its path. fortio 1.69 and later import
+# grol.io/grol, whose module zip proxy.golang.org does not serve from this machine (403); 1.68.2
+# is the last release without it.
+install_fortio() {
+  local cache=${KSHARD_CACHE:-$HOME/.cache/kshard} version=${FORTIO_VERSION:-v1.68.2}
+  local fortio=${FORTIO:-$cache/go/bin/fortio}
+  if [[ ! -x $fortio ]]; then
+    command -v go >/dev/null || [[ -x /usr/local/go/bin/go ]] || die "no Go toolchain to install fortio with"
+    log "installing fortio $version into $cache/go/bin"
+    (
+      export PATH="$PATH:/usr/local/go/bin"
+      export GOPATH="$cache/go" GOBIN="$cache/go/bin"
+      export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build"
+      export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GONOSUMDB="*" GOSUMDB=off CGO_ENABLED=0
+      go install "fortio.org/fortio@$version" >&2
+    ) || die "could not install fortio"
+    fortio=$cache/go/bin/fortio
+  fi
+  printf '%s\n' "$fortio"
+}
+
+# Sets `sidecar` and `stub_app`: SIDECAR and STUB_APP when given, else built (release preset).
+datapath_binaries() {
+  sidecar=${SIDECAR:-}
+  stub_app=${STUB_APP:-}
+  if [[ -z $sidecar || -z $stub_app ]]; then
+    log "building kshard-sidecar and datapath_stub_app (release preset)"
+    (cd "$root" && cmake --preset release >/dev/null &&
+      cmake --build --preset release --target kshard-sidecar datapath_stub_app >&2)
+    sidecar=${sidecar:-$root/build/bin/kshard-sidecar}
+    stub_app=${stub_app:-$root/build/bin/datapath_stub_app}
+  fi
+}
+
+post_ok() { curl -fsS -o /dev/null -X POST --data-binary x "$1"; }
+
+# Starts the stub app ($stub_app) on a free port of 127.0.0.1, logging to $out/app.log: sets
+# app_port and app_pid, adds the pid to `pids`, and waits until it answers.
+start_stub_app() {
+  app_port=$(free_port)
+  "$stub_app" --port "$app_port" >"$out/app.log" 2>&1 &
+  app_pid=$!
+  pids+=("$app_pid")
+  wait_until 10 "the stub app listening" post_ok "http://127.0.0.1:$app_port/v1/entities/bench/probe"
+}

@@ -35,8 +35,6 @@ warmup=${WARMUP:-2000}
 connections=${CONNECTIONS:-16}
 entities=${ENTITIES:-1}
 wrk_seconds=${WRK_SECONDS:-10}
-kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
-fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
 
 # shellcheck source=bench/datapath/common.sh
 source "$here/common.sh"
@@ -44,9 +42,9 @@ source "$here/common.sh"
 for tool in valgrind callgrind_control curl python3; do
   command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install valgrind curl python3)"
 done
-[[ -x $fortio ]] || die "no fortio at $fortio (bench/datapath/run.sh installs it)"
 [[ $entities =~ ^[1-9][0-9]*$ ]] || die "ENTITIES must be a positive number, not '$entities'"
 ((entities == 1)) || command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
+fortio=$(install_fortio)
 
 log "building kshard-sidecar and datapath_stub_app (release preset)"
 (cd "$root" && cmake --preset release >/dev/null &&

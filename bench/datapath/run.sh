@@ -54,10 +54,6 @@ nginx_workers=${NGINX_WORKERS:-auto}
 # fortio's histogram starts with buckets of this many seconds; its default (1 ms) is coarser than
 # the figures measured here, whose percentiles it would interpolate inside one bucket.
 fortio_resolution=${FORTIO_RESOLUTION:-0.00001}
-# fortio 1.69 and later import grol.io/grol, whose module zip proxy.golang.org does not serve
-# from this machine (403); 1.68.2 is the last release without it.
-fortio_version=${FORTIO_VERSION:-v1.68.2}
-kshard_cache=${KSHARD_CACHE:-$HOME/.cache/kshard}
 
 # shellcheck source=bench/datapath/common.sh
 source "$here/common.sh"
@@ -68,34 +64,12 @@ done
 
 # --- What runs: the sidecar, the stub app, fortio --------------------------------------------------
 
-sidecar=${SIDECAR:-}
-stub_app=${STUB_APP:-}
-if [[ -z $sidecar || -z $stub_app ]]; then
-  log "building kshard-sidecar and datapath_stub_app (release preset)"
-  (cd "$root" && cmake --preset release >/dev/null &&
-    cmake --build --preset release --target kshard-sidecar datapath_stub_app >&2)
-  sidecar=${sidecar:-$root/build/bin/kshard-sidecar}
-  stub_app=${stub_app:-$root/build/bin/datapath_stub_app}
-fi
+datapath_binaries
 # The sidecar image's allocator settings (Dockerfile, the sidecar stage).
 sidecar_tunables=$(sidecar_tunables)
 log "sidecars run with GLIBC_TUNABLES=$sidecar_tunables"
 
-# fortio from the Go module proxy, into the cache the local cluster's Go builds use
-# (e2e/cluster/lib.sh, setup_go).
-fortio=${FORTIO:-$kshard_cache/go/bin/fortio}
-if [[ ! -x $fortio ]]; then
-  command -v go >/dev/null || [[ -x /usr/local/go/bin/go ]] || die "no Go toolchain to install fortio with"
-  log "installing fortio $fortio_version into $kshard_cache/go/bin"
-  (
-    export PATH="$PATH:/usr/local/go/bin"
-    export GOPATH="$kshard_cache/go" GOBIN="$kshard_cache/go/bin"
-    export GOMODCACHE="$kshard_cache/go/mod" GOCACHE="$kshard_cache/go/build"
-    export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GONOSUMDB="*" GOSUMDB=off CGO_ENABLED=0
-    go install "fortio.org/fortio@$fortio_version"
-  ) || die "could not install fortio"
-  fortio=$kshard_cache/go/bin/fortio
-fi
+fortio=$(install_fortio)
 
 # --- Processes ----------------------------------------------------------------------------------
 
@@ -131,13 +105,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-post_ok() { curl -fsS -o /dev/null -X POST --data-binary x "$1"; }
-
-app_port=$(free_port)
-"$stub_app" --port "$app_port" >"$out/app.log" 2>&1 &
-app_pid=$!
-pids+=($app_pid)
-wait_until 10 "the stub app listening" post_ok "http://127.0.0.1:$app_port/v1/entities/bench/probe"
+start_stub_app
 
 # (b) Two nginx, each its own prefix, config and temp directories, as an unprivileged user
 # (nobody when this script runs as root). Keep-alive to clients and to the upstream.

@@ -53,6 +53,10 @@ void SidecarConfig::declare(OptionSet& opts) {
               &appTimeout);
   addDuration(opts, "stop-timeout", "KSHARD_STOP_TIMEOUT",
               "Longest one entity stop callback may take.", &stopTimeout);
+  opts.addInt("max-concurrent-stops", "KSHARD_MAX_CONCURRENT_STOPS",
+              "Entity stop callbacks at the app at once (a drain or a handoff of many entities "
+              "queues the rest, handoffs before idle passivations).",
+              &maxConcurrentStops, 1, 100000);
   addDuration(opts, "app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
               "How long to wait at start-up for the app to listen before giving up.",
               &appWaitTimeout);
@@ -147,7 +151,8 @@ Status SidecarConfig::validate() const {
     if (!protocol::isServiceAccountSubject(operatorIdentity)) {
       return invalidArgument(
           "--operator-identity: must be system:serviceaccount:<namespace>:<name> with "
-          "--peer-auth=token, got \"" + operatorIdentity + "\"");
+          "--peer-auth=token, got \"" +
+          operatorIdentity + "\"");
     }
     if (managerTokenFile.empty()) {
       return invalidArgument(

@@ -35,6 +35,7 @@ struct SidecarConfig {
   Duration appTimeout = std::chrono::seconds(30);   // one message at the app
   Duration stopTimeout = std::chrono::seconds(30);  // one stop call at the app
   Duration appWaitTimeout = std::chrono::minutes(5);
+  std::int64_t maxConcurrentStops = 64;  // entity stop calls at the app at once
   std::int64_t ioThreads = 2;
   // How those threads run their event loops: "thread" (one loop per thread; a message stays on
   // the thread that received it) or "shared" (one loop that every thread runs).

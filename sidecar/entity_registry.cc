@@ -45,25 +45,25 @@ Duration sweepInterval(Duration idleTimeout) {
 
 }  // namespace
 
-void EntityRegistry::IdleList::pushBack(Entity& e) {
-  if (e.inIdleList) remove(e);
-  e.idlePrev = tail;
-  e.idleNext = nullptr;
+void EntityRegistry::EntityList::pushBack(Entity& e) {
+  if (e.list == id) remove(e);
+  e.prev = tail;
+  e.next = nullptr;
   if (tail != nullptr) {
-    tail->idleNext = &e;
+    tail->next = &e;
   } else {
     head = &e;
   }
   tail = &e;
-  e.inIdleList = true;
+  e.list = id;
 }
 
-void EntityRegistry::IdleList::remove(Entity& e) {
-  if (!e.inIdleList) return;
-  (e.idlePrev != nullptr ? e.idlePrev->idleNext : head) = e.idleNext;
-  (e.idleNext != nullptr ? e.idleNext->idlePrev : tail) = e.idlePrev;
-  e.idlePrev = e.idleNext = nullptr;
-  e.inIdleList = false;
+void EntityRegistry::EntityList::remove(Entity& e) {
+  if (e.list != id) return;
+  (e.prev != nullptr ? e.prev->next : head) = e.next;
+  (e.next != nullptr ? e.next->prev : tail) = e.prev;
+  e.prev = e.next = nullptr;
+  e.list = kInNoList;
 }
 
 void EntityRegistry::run(Actions& actions) {
@@ -183,9 +183,18 @@ void EntityRegistry::handOffLocked(const std::vector<ShardId>& shards, std::opti
     }
   }
   if (!starting.empty()) {
+    // A passivation waiting for its turn now goes with the handoff's stops, in its order.
+    for (Entity* e = passivationStops_.head; e != nullptr;) {
+      Entity* next = e->next;
+      if (starting.count(e->shard)) {
+        passivationStops_.remove(*e);
+        handoffStops_.pushBack(*e);
+      }
+      e = next;
+    }
     // Idle entities stop now; busy ones stop after their accepted messages (afterTurnLocked).
     for (auto& [key, e] : entities_) {
-      if (starting.count(e.shard) && !e.busy && e.mailbox.empty()) beginStopLocked(key, e, out);
+      if (starting.count(e.shard) && !e.busy && e.mailbox.empty()) beginStopLocked(e, true, out);
     }
   }
   completeHandoffsLocked(out);
@@ -326,7 +335,7 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
     if (!done && !result.ok()) failedTell = *e.key;
     e.busy = false;
     e.lastActive = scheduler_.clock().now();
-    afterTurnLocked(*e.key, e, actions);
+    afterTurnLocked(e, actions);
   }
   if (done) {
     done(DeliveryOutcome{std::nullopt, std::move(result)});
@@ -343,11 +352,11 @@ bool EntityRegistry::handingOffLocked(ShardId shard) const {
   return it == shards_.end() || it->second.state == ShardState::kHandingOff;
 }
 
-void EntityRegistry::afterTurnLocked(const EntityKey& key, Entity& e, Actions& out) {
+void EntityRegistry::afterTurnLocked(Entity& e, Actions& out) {
   if (!e.mailbox.empty()) {
     startNextLocked(e, out);
   } else if (handingOffLocked(e.shard)) {
-    beginStopLocked(key, e, out);
+    beginStopLocked(e, true, out);
   } else {
     // Idle: at the back of the idle list. The sweep armed for the front fires no later than
     // this entity is due, so it is armed only when none is.
@@ -383,7 +392,7 @@ void EntityRegistry::onSweep(std::uint64_t seq) {
         break;
       }
       Entity& e = *idle_.head;
-      beginStopLocked(*e.key, e, actions);
+      beginStopLocked(e, false, actions);
       if (options_.onPassivation) actions.push_back(options_.onPassivation);
       ++stopped;
     }
@@ -394,60 +403,86 @@ void EntityRegistry::onSweep(std::uint64_t seq) {
   run(actions);
 }
 
-void EntityRegistry::beginStopLocked(const EntityKey& key, Entity& e, Actions& out) {
+void EntityRegistry::beginStopLocked(Entity& e, bool handoff, Actions& out) {
   markBusyLocked(e);
   e.stopping = true;
-  const ShardId shard = e.shard;
-  out.push_back([this, key, shard] {
+  if (stopsAtApp_ < options_.maxConcurrentStops) {
+    sendStopLocked(e, out);
+  } else {
+    (handoff ? handoffStops_ : passivationStops_).pushBack(e);
+  }
+}
+
+void EntityRegistry::sendStopLocked(Entity& e, Actions& out) {
+  ++stopsAtApp_;
+  out.push_back([this, key = *e.key, shard = e.shard] {
     host_.stop(key, shard, [this, key](Status st) { onStopped(key, std::move(st)); });
   });
+}
+
+void EntityRegistry::stopFinishedLocked(Actions& out) {
+  --stopsAtApp_;
+  while (stopsAtApp_ < options_.maxConcurrentStops) {
+    EntityList& queue = handoffStops_.head != nullptr ? handoffStops_ : passivationStops_;
+    if (queue.head == nullptr) return;
+    Entity& next = *queue.head;
+    queue.remove(next);
+    sendStopLocked(next, out);
+  }
 }
 
 void EntityRegistry::onStopped(const EntityKey& key, Status result) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
+    stopFinishedLocked(actions);
+    // Nothing removes an entity whose stop is at the app, so it is there.
     auto it = entities_.find(key);
-    if (it == entities_.end()) return;
-    Entity& e = it->second;
-    e.busy = false;
-    e.stopping = false;
-    if (!result.ok()) {
-      // It stays active: passivation is tried again after another idle timeout.
-      e.lastActive = scheduler_.clock().now();
-      log_.warn("entity stop failed",
-                {{"type", key.type}, {"id", key.id}, {"error", result.toString()}});
-      if (handingOffLocked(e.shard)) {
-        // The shard cannot be released while the entity may still hold state: retry.
-        scheduleLocked(
-            options_.stopRetryDelay,
-            [this, key] {
-              Actions retry;
-              {
-                std::lock_guard inner(mu_);
-                auto r = entities_.find(key);
-                if (r != entities_.end() && !r->second.busy) afterTurnLocked(key, r->second, retry);
-              }
-              run(retry);
-            },
-            nullptr);
-      } else {
-        afterTurnLocked(key, e, actions);
-      }
-    } else if (!e.mailbox.empty()) {
-      // Messages arrived while the entity stopped (its shard is still owned): start it again.
-      startNextLocked(e, actions);
-    } else {
-      removeEntityLocked(key, actions);
-    }
+    if (it != entities_.end()) afterStopLocked(key, it->second, result, actions);
   }
   run(actions);
+}
+
+void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Status& result,
+                                     Actions& out) {
+  e.busy = false;
+  e.stopping = false;
+  if (!result.ok()) {
+    // It stays active: passivation is tried again after another idle timeout.
+    e.lastActive = scheduler_.clock().now();
+    log_.warn("entity stop failed",
+              {{"type", key.type}, {"id", key.id}, {"error", result.toString()}});
+    if (handingOffLocked(e.shard)) {
+      // The shard cannot be released while the entity may still hold state: retry.
+      scheduleLocked(
+          options_.stopRetryDelay,
+          [this, key] {
+            Actions retry;
+            {
+              std::lock_guard inner(mu_);
+              auto r = entities_.find(key);
+              if (r != entities_.end() && !r->second.busy) afterTurnLocked(r->second, retry);
+            }
+            run(retry);
+          },
+          nullptr);
+    } else {
+      afterTurnLocked(e, out);
+    }
+  } else if (!e.mailbox.empty()) {
+    // Messages arrived while the entity stopped (its shard is still owned): start it again.
+    startNextLocked(e, out);
+  } else {
+    removeEntityLocked(key, out);
+  }
 }
 
 void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
   auto it = entities_.find(key);
   const ShardId shard = it->second.shard;
   idle_.remove(it->second);
+  handoffStops_.remove(it->second);
+  passivationStops_.remove(it->second);
   if (--*it->second.typeCount == 0) typeCounts_.erase(it->first.type);
   entities_.erase(it);
   auto sit = shards_.find(shard);

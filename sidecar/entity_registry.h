@@ -95,6 +95,10 @@ struct EntityRegistryOptions {
   Duration idleTimeout = std::chrono::seconds(60);  // zero: never passivate
   std::size_t maxMailbox = 1000;                    // queued messages per entity
   Duration stopRetryDelay = std::chrono::milliseconds(200);
+  // Stop calls at the app at once; the rest wait their turn, those of shards being handed off
+  // (an unassign, the drain) before idle passivations. Each stop call holds a connection to the
+  // app: without a bound, a drain of N entities opened N connections at once.
+  std::size_t maxConcurrentStops = 64;
   // Called (under no lock) each time an idle entity is being stopped; for metrics.
   std::function<void()> onPassivation;
 };
@@ -184,24 +188,29 @@ class EntityRegistry {
     ShardId shard = 0;
     std::size_t* typeCount = nullptr;  // its type's entry in typeCounts_, whose nodes never move
     Mailbox mailbox;
-    bool busy = false;      // a message or the stop call is at the app
-    bool stopping = false;  // the stop call is at the app
+    bool busy = false;      // a message or the stop call is at the app, or the stop waits
+    bool stopping = false;  // the stop call is at the app or waits its turn (a stop queue)
+    // The list the entity is in (EntityList::id), linked by prev and next: the idle list while
+    // it is idle (not busy, nothing in its mailbox, not stopping), a stop queue while its stop
+    // call waits for one of the maxConcurrentStops places.
+    std::uint8_t list = 0;
     SteadyTime lastActive{};
-    // Links in the idle list (IdleList): set while the entity is idle (not busy, nothing in its
-    // mailbox, not stopping).
-    Entity* idlePrev = nullptr;
-    Entity* idleNext = nullptr;
-    bool inIdleList = false;
+    Entity* prev = nullptr;
+    Entity* next = nullptr;
   };
-  // The idle entities, least recently active first: an entity joins at the back when its turn
-  // ends and leaves when a turn starts or it stops. One sweep timer passivates from the front,
-  // so a message costs no timer, and a new entity no allocation beyond its map node.
-  struct IdleList {
+  // An intrusive list of entities; an entity is in at most one (Entity::list). The idle list
+  // holds the idle entities, least recently active first: an entity joins at the back when its
+  // turn ends and leaves when a turn starts or it stops. One sweep timer passivates from the
+  // front, so a message costs no timer, and a new entity no allocation beyond its map node. The
+  // stop queues hold the entities whose stop waits, oldest first.
+  struct EntityList {
+    std::uint8_t id;  // nonzero, distinct per list
     Entity* head = nullptr;
     Entity* tail = nullptr;
     void pushBack(Entity& e);
-    void remove(Entity& e);
+    void remove(Entity& e);  // nothing when `e` is not in this list
   };
+  enum ListId : std::uint8_t { kInNoList = 0, kIdleList, kHandoffStops, kPassivationStops };
   // A caller waiting for shards to be released (an unassign or the drain).
   struct Handoff {
     std::vector<ShardId> shards;
@@ -225,14 +234,20 @@ class EntityRegistry {
   void startTurn(Entity& e, Epoch epoch, Message message, DeliveryCallback done);
   void onDelivered(Entity& e, DeliveryCallback done, StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);
+  void afterStopLocked(const EntityKey& key, Entity& e, const Status& result, Actions& out);
   // Starts a turn or a stop: the entity is busy and leaves the idle list.
   void markBusyLocked(Entity& e);
   // The sweep timer, armed to fire at `due` unless a sweep is already armed no later.
   void armSweepLocked(SteadyTime due);
   void onSweep(std::uint64_t seq);
-  void afterTurnLocked(const EntityKey& key, Entity& e, Actions& out);
+  void afterTurnLocked(Entity& e, Actions& out);
   bool handingOffLocked(ShardId shard) const;
-  void beginStopLocked(const EntityKey& key, Entity& e, Actions& out);
+  // Marks the entity stopping and calls the app's stop, or queues the call when
+  // maxConcurrentStops are at the app. `handoff`: its shard is being released (queued first).
+  void beginStopLocked(Entity& e, bool handoff, Actions& out);
+  void sendStopLocked(Entity& e, Actions& out);
+  // One stop call came back: sends the next waiting one, if any.
+  void stopFinishedLocked(Actions& out);
   void removeEntityLocked(const EntityKey& key, Actions& out);
   void handOffLocked(const std::vector<ShardId>& shards, std::optional<Epoch> fence, Actions& out);
   void scheduleLocked(Duration delay, std::function<void()> task, Scheduler::TaskId* slot);
@@ -259,7 +274,10 @@ class EntityRegistry {
   std::vector<std::shared_ptr<Handoff>> handoffs_;
   bool draining_ = false;
   std::unordered_map<Scheduler::TaskId, bool> timers_;  // pending timers, cancelled on destruction
-  IdleList idle_;
+  EntityList idle_{kIdleList};
+  EntityList handoffStops_{kHandoffStops};
+  EntityList passivationStops_{kPassivationStops};
+  std::size_t stopsAtApp_ = 0;
   // The sweep that passivates idle entities: at most one is current (armed, with sweepSeq_);
   // an older one that still fires finds its sequence number stale and does nothing.
   bool sweepArmed_ = false;

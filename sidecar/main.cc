@@ -141,6 +141,7 @@ int run(int argc, char** argv) {
 
   EntityRegistryOptions registryOptions;
   registryOptions.onPassivation = [&metrics] { metrics.countPassivation(); };
+  registryOptions.maxConcurrentStops = static_cast<std::size_t>(cfg.maxConcurrentStops);
   EntityRegistry entities(appHost, scheduler, registryOptions,
                           log.withFields({{"part", "entities"}}));
   RoutingTable table;

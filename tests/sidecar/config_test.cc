@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace kshard::sidecar {
 namespace {
 
@@ -55,6 +60,30 @@ TEST(SidecarConfig, TokenAuthWithoutTheApiNeedsAKeysFileAndItsIssuer) {
   EXPECT_EQ(errorOf(c), "--issuer: required with --issuer-keys-file");
   c.issuer = "https://kubernetes.default.svc.cluster.local";
   EXPECT_TRUE(c.validate().ok()) << errorOf(c);
+}
+
+TEST(SidecarConfig, MaxConcurrentStopsComesFromItsFlagOrEnvironmentAndIsAtLeastOne) {
+  auto parse = [](std::vector<std::string> args, std::map<std::string, std::string> env) {
+    SidecarConfig c;
+    OptionSet opts("kshard-sidecar", "test");
+    c.declare(opts);
+    std::vector<const char*> argv{"kshard-sidecar"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    Status st = opts.parse(static_cast<int>(argv.size()), argv.data(),
+                           [env](const std::string& name) -> std::optional<std::string> {
+                             auto it = env.find(name);
+                             if (it == env.end()) return std::nullopt;
+                             return it->second;
+                           })
+                    .status();
+    return std::make_pair(st, c.maxConcurrentStops);
+  };
+  EXPECT_EQ(parse({}, {}).second, 64);
+  EXPECT_EQ(parse({"--max-concurrent-stops=8"}, {}).second, 8);
+  EXPECT_EQ(parse({}, {{"KSHARD_MAX_CONCURRENT_STOPS", "512"}}).second, 512);
+  const Status zero = parse({"--max-concurrent-stops=0"}, {}).first;
+  EXPECT_FALSE(zero.ok());
+  EXPECT_NE(zero.message().find("max-concurrent-stops"), std::string::npos) << zero.toString();
 }
 
 }  // namespace

@@ -40,11 +40,28 @@ class EntityRegistryTest : public ::testing::Test {
   EntityRegistryTest()
       : registry_(host_, scheduler_, options(), Logger("test", LogLevel::kError)) {}
 
-  static EntityRegistryOptions options() {
+  static constexpr std::size_t kMaxStops = 64;
+
+  static EntityRegistryOptions options(std::size_t maxConcurrentStops = kMaxStops) {
     EntityRegistryOptions o;
     o.idleTimeout = seconds(60);
     o.maxMailbox = 3;
+    o.maxConcurrentStops = maxConcurrentStops;
     return o;
+  }
+
+  // Delivers one message to each entity and lets it finish: they are active and idle.
+  void startIdle(EntityRegistry& registry, HeldHost& host, ShardId shard,
+                 const std::vector<std::string>& ids) {
+    for (const auto& id : ids) {
+      registry.deliver(msg(id, shard), out_.callback());
+      host.completeDelivery();
+    }
+  }
+  static std::vector<std::string> heldStops(const HeldHost& host) {
+    std::vector<std::string> ids;
+    for (const auto& s : host.stops) ids.push_back(s.key.id);
+    return ids;
   }
 
   HeldHost host_;
@@ -209,7 +226,7 @@ TEST_F(EntityRegistryTest, ABusyEntityIsNotPassivatedWhateverItsAge) {
   EXPECT_EQ(host_.stops.size(), 1u);
 }
 
-TEST_F(EntityRegistryTest, ManyEntitiesDueTogetherAreAllPassivated) {
+TEST_F(EntityRegistryTest, ManyEntitiesDueTogetherAreAllPassivatedAFewStopsAtATime) {
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   constexpr int kEntities = 3000;  // more than one sweep stops at a time
   for (int i = 0; i < kEntities; ++i) {
@@ -217,10 +234,12 @@ TEST_F(EntityRegistryTest, ManyEntitiesDueTogetherAreAllPassivated) {
     host_.completeDelivery();
   }
   scheduler_.advance(seconds(60));
-  ASSERT_EQ(host_.stops.size(), static_cast<std::size_t>(kEntities));
-  EXPECT_EQ(host_.stops.front().key.id, "e0");
-  EXPECT_EQ(host_.stops.back().key.id, "e" + std::to_string(kEntities - 1));
-  while (!host_.stops.empty()) host_.completeStop();
+  // Each answered stop lets the next waiting one go, oldest first, never more than the bound.
+  for (int i = 0; i < kEntities; ++i) {
+    ASSERT_EQ(host_.stops.size(), std::min<std::size_t>(kMaxStops, kEntities - i)) << i;
+    ASSERT_EQ(host_.stops.front().key.id, "e" + std::to_string(i));
+    host_.completeStop();
+  }
   EXPECT_EQ(registry_.activeEntities(), 0u);
 }
 
@@ -237,9 +256,11 @@ TEST_F(EntityRegistryTest, EntitiesFallingIdleOneAfterAnotherArePassivatedInBatc
   EXPECT_EQ(scheduler_.pending(), 1u) << "more than one sweep is waiting";
   scheduler_.advance(milliseconds(900));
   EXPECT_EQ(host_.stops.size(), 1u) << "a sweep came sooner than 60/64 s after the last";
-  scheduler_.advance(milliseconds(40));  // 60.94 s: the next sweep takes all that are due
-  EXPECT_EQ(host_.stops.size(), 100u);
-  EXPECT_EQ(host_.stops.back().key.id, "e99");
+  scheduler_.advance(milliseconds(40));      // 60.94 s: the next sweep takes all that are due
+  EXPECT_EQ(host_.stops.size(), kMaxStops);  // the rest wait for places at the app
+  for (int i = 0; i < 100; ++i) host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u) << "the sweep at 60.94 s did not take every one due";
+  EXPECT_EQ(scheduler_.pending(), 0u);
 }
 
 TEST_F(EntityRegistryTest, AShorterIdleTimeoutAppliesToEntitiesAlreadyIdle) {
@@ -418,6 +439,86 @@ TEST_F(EntityRegistryTest, DrainReportsIncompleteAtTheDeadline) {
   scheduler_.advance(seconds(5));
   ASSERT_TRUE(drained.has_value());
   EXPECT_FALSE(*drained);
+}
+
+TEST_F(EntityRegistryTest, StopCallsBeyondTheBoundWaitAndAFailedOneFreesItsPlace) {
+  HeldHost host;
+  EntityRegistry registry(host, scheduler_, options(2), Logger("test", LogLevel::kError));
+  ASSERT_THAT(registry.assign({7}, 1), IsEmpty());
+  startIdle(registry, host, 7, {"a", "b", "c", "d"});
+  scheduler_.advance(seconds(60));
+  EXPECT_THAT(heldStops(host), ElementsAre("a", "b"));
+  // A message for an entity whose stop waits is queued, not delivered, until the stop is done.
+  registry.deliver(msg("c", 7, "late"), out_.callback());
+  EXPECT_TRUE(host.deliveries.empty()) << "a message reached an entity that is being stopped";
+
+  host.completeStop(unavailable("app busy"));  // "a" stays active; "c" takes its place
+  EXPECT_THAT(heldStops(host), ElementsAre("b", "c"));
+  host.completeStop();
+  EXPECT_THAT(heldStops(host), ElementsAre("c", "d"));
+  host.completeStop();  // "c" had a message waiting: it starts again
+  ASSERT_EQ(host.deliveries.size(), 1u);
+  EXPECT_EQ(host.deliveries[0].message.body, "late");
+  host.completeDelivery();
+  EXPECT_THAT(heldStops(host), ElementsAre("d"));
+  host.completeStop();
+  EXPECT_EQ(registry.activeEntities(), 2u);  // "a" (its stop failed) and "c" (restarted)
+}
+
+TEST_F(EntityRegistryTest, HandoffStopsGoBeforePassivationsThatWait) {
+  HeldHost host;
+  EntityRegistry registry(host, scheduler_, options(1), Logger("test", LogLevel::kError));
+  ASSERT_THAT(registry.assign({7, 8, 9}, 1), IsEmpty());
+  startIdle(registry, host, 7, {"p1"});
+  startIdle(registry, host, 8, {"q1", "q2"});
+  scheduler_.advance(seconds(60));  // all three passivate: p1 at the app, q1 and q2 wait
+  EXPECT_THAT(heldStops(host), ElementsAre("p1"));
+  startIdle(registry, host, 9, {"r1"});  // idle, not due
+
+  std::vector<ShardId> released;
+  auto record = [&](ShardId s) {
+    return [&, s](std::vector<ShardId> busy) {
+      EXPECT_THAT(busy, IsEmpty());
+      released.push_back(s);
+    };
+  };
+  registry.unassign({9}, 2, seconds(300), record(9));  // r1's stop waits, before q1 and q2
+  registry.unassign({8}, 2, seconds(300), record(8));  // q1 and q2 now wait as a handoff's
+  startIdle(registry, host, 7, {"p2"});
+  scheduler_.advance(seconds(60));  // p2 passivates, after every handoff's stop
+  EXPECT_THAT(heldStops(host), ElementsAre("p1"));
+
+  std::vector<std::string> order;
+  while (!host.stops.empty()) {
+    order.push_back(host.stops.front().key.id);
+    host.completeStop();
+  }
+  EXPECT_THAT(order, ElementsAre("p1", "r1", "q1", "q2", "p2"));
+  EXPECT_THAT(released, ElementsAre(9, 8));
+  EXPECT_EQ(registry.activeEntities(), 0u);
+}
+
+TEST_F(EntityRegistryTest, DrainOfMoreEntitiesThanTheBoundStopsThemAll) {
+  HeldHost host;
+  EntityRegistry registry(host, scheduler_, options(3), Logger("test", LogLevel::kError));
+  ASSERT_THAT(registry.assign({7, 8}, 1), IsEmpty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back("e" + std::to_string(i));
+  startIdle(registry, host, 7, ids);
+  registry.deliver(msg("busy", 8), out_.callback());  // at the app when the drain starts
+  std::optional<bool> drained;
+  registry.drain(seconds(30), [&](bool complete) { drained = complete; });
+  std::size_t stopped = 0;
+  while (!host.stops.empty()) {
+    EXPECT_LE(host.stops.size(), 3u);
+    host.completeStop();
+    ++stopped;
+    if (stopped == 5) host.completeDelivery();  // "busy" finishes; its stop waits its turn
+  }
+  EXPECT_EQ(stopped, 11u);
+  ASSERT_TRUE(drained.has_value());
+  EXPECT_TRUE(*drained);
+  EXPECT_EQ(registry.activeEntities(), 0u);
 }
 
 TEST_F(EntityRegistryTest, DestructionCancelsPendingTimers) {

@@ -45,6 +45,13 @@ Duration sweepInterval(Duration idleTimeout) {
 
 }  // namespace
 
+std::string overloadMessage(Refusal refusal) {
+  if (refusal == Refusal::kTellBacklog) {
+    return "too many tell messages wait for this pod's app; slow down and retry";
+  }
+  return "the entity's mailbox is full; slow down and retry";
+}
+
 void EntityRegistry::EntityList::pushBack(Entity& e) {
   if (e.list == id) remove(e);
   e.prev = tail;
@@ -263,6 +270,10 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
       refusal = Refusal::kNotOwned;
     } else if (eit == entities_.end() && draining_) {
       refusal = Refusal::kDraining;
+    } else if (tell && pendingTells_ > 0 &&
+               (pendingTells_ >= options_.maxPendingTells ||
+                pendingTellBytes_ + message.body.size() > options_.maxPendingTellBytes)) {
+      refusal = Refusal::kTellBacklog;
     } else {
       if (eit == entities_.end()) {
         eit = entities_.try_emplace(message.key).first;
@@ -277,13 +288,20 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
       Entity& e = eit->second;
       if (e.mailbox.size() >= options_.maxMailbox) {
         refusal = Refusal::kOverloaded;
-      } else if (!e.busy && e.mailbox.empty()) {
-        markBusyLocked(e);
-        direct = &e;
-        directEpoch = sit->second.epoch;
       } else {
-        e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done)});
-        if (!e.busy) startNextLocked(e, actions);
+        if (tell) {
+          ++pendingTells_;
+          pendingTellBytes_ += message.body.size();
+        }
+        if (!e.busy && e.mailbox.empty()) {
+          markBusyLocked(e);
+          if (tell) e.tellBytes = static_cast<std::uint32_t>(message.body.size());
+          direct = &e;
+          directEpoch = sit->second.epoch;
+        } else {
+          e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done)});
+          if (!e.busy) startNextLocked(e, actions);
+        }
       }
     }
   }
@@ -309,6 +327,7 @@ void EntityRegistry::markBusyLocked(Entity& e) {
 
 void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
   markBusyLocked(e);
+  if (!next.done) e.tellBytes = static_cast<std::uint32_t>(next.message.body.size());
   const Epoch epoch = shards_.at(e.shard).epoch;
   out.push_back([this, entity = &e, epoch, next = std::move(next)]() mutable {
     startTurn(*entity, epoch, std::move(next.message), std::move(next.done));
@@ -332,7 +351,12 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
   std::optional<EntityKey> failedTell;
   {
     std::lock_guard lock(mu_);
-    if (!done && !result.ok()) failedTell = *e.key;
+    if (!done) {
+      --pendingTells_;
+      pendingTellBytes_ -= e.tellBytes;
+      e.tellBytes = 0;
+      if (!result.ok()) failedTell = *e.key;
+    }
     e.busy = false;
     e.lastActive = scheduler_.clock().now();
     afterTurnLocked(e, actions);

@@ -80,10 +80,14 @@ class EntityHost {
 
 // Why a message was not accepted. The sender retries kNotOwned and kDraining elsewhere or later.
 enum class Refusal {
-  kNotOwned,    // this pod does not own the shard (or it is being handed off)
-  kDraining,    // the pod drains: no new entity starts here
-  kOverloaded,  // the entity's mailbox is full
+  kNotOwned,     // this pod does not own the shard (or it is being handed off)
+  kDraining,     // the pod drains: no new entity starts here
+  kOverloaded,   // the entity's mailbox is full
+  kTellBacklog,  // too many tells (or bytes of them) wait for the app, across all entities
 };
+
+// What a 503 EntityOverloaded says for kOverloaded and kTellBacklog.
+std::string overloadMessage(Refusal refusal);
 
 // The outcome of deliver(): the app's response (ask), 202 once queued (tell), or a refusal.
 struct DeliveryOutcome {
@@ -94,6 +98,12 @@ struct DeliveryOutcome {
 struct EntityRegistryOptions {
   Duration idleTimeout = std::chrono::seconds(60);  // zero: never passivate
   std::size_t maxMailbox = 1000;                    // queued messages per entity
+  // Tells accepted (answered 202) and not yet answered by the app, across all entities, and
+  // their bodies' bytes: beyond either, a tell is refused (503 EntityOverloaded) so that a caller
+  // faster than the app is slowed down instead of filling the pod's memory. A tell larger than
+  // the byte bound is still accepted when none waits.
+  std::size_t maxPendingTells = 10000;
+  std::size_t maxPendingTellBytes = std::size_t{256} << 20;
   Duration stopRetryDelay = std::chrono::milliseconds(200);
   // Stop calls at the app at once; the rest wait their turn, those of shards being handed off
   // (an unassign, the drain) before idle passivations. Each stop call holds a connection to the
@@ -186,6 +196,9 @@ class EntityRegistry {
     // by, instead of a copy of the type and id per message.
     const EntityKey* key = nullptr;
     ShardId shard = 0;
+    // While a tell's turn is at the app: its body's size, to take off pendingTellBytes_ when it
+    // ends (it fits beside `shard`, in what was padding).
+    std::uint32_t tellBytes = 0;
     std::size_t* typeCount = nullptr;  // its type's entry in typeCounts_, whose nodes never move
     Mailbox mailbox;
     bool busy = false;      // a message or the stop call is at the app, or the stop waits
@@ -278,6 +291,9 @@ class EntityRegistry {
   EntityList handoffStops_{kHandoffStops};
   EntityList passivationStops_{kPassivationStops};
   std::size_t stopsAtApp_ = 0;
+  // Tells accepted and not yet answered by the app (in mailboxes or at the app), and their bytes.
+  std::size_t pendingTells_ = 0;
+  std::size_t pendingTellBytes_ = 0;
   // The sweep that passivates idle entities: at most one is current (armed, with sweepSeq_);
   // an older one that still fires finds its sequence number stale and does nothing.
   bool sweepArmed_ = false;

@@ -142,6 +142,8 @@ int run(int argc, char** argv) {
   EntityRegistryOptions registryOptions;
   registryOptions.onPassivation = [&metrics] { metrics.countPassivation(); };
   registryOptions.maxConcurrentStops = static_cast<std::size_t>(cfg.maxConcurrentStops);
+  registryOptions.maxPendingTells = static_cast<std::size_t>(cfg.maxPendingTells);
+  registryOptions.maxPendingTellBytes = static_cast<std::size_t>(cfg.maxPendingTellBytes);
   EntityRegistry entities(appHost, scheduler, registryOptions,
                           log.withFields({{"part", "entities"}}));
   RoutingTable table;

@@ -62,10 +62,8 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
   if (registry_.owns(shard)) {
     a->path = MessagePath::kLocal;
     registry_.deliver(a->message, [this, a](DeliveryOutcome&& o) {
-      if (o.refusal == Refusal::kOverloaded) {
-        finish(a,
-               sidecarError(503, errors::kEntityOverloaded,
-                            "the entity's mailbox is full; slow down and retry"),
+      if (o.refusal == Refusal::kOverloaded || o.refusal == Refusal::kTellBacklog) {
+        finish(a, sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal)),
                MessageResult::kOverloaded);
       } else if (o.refusal) {
         // The shard began a handoff between owns() and deliver(): the next owner will take it.

@@ -124,6 +124,57 @@ TEST_F(EntityRegistryTest, FullMailboxRefusesWithOverload) {
   EXPECT_EQ(out_.got[0].refusal, Refusal::kOverloaded);
 }
 
+TEST_F(EntityRegistryTest, TellsBeyondTheBacklogAreRefusedUntilTheAppAnswersOne) {
+  EntityRegistryOptions o = options();
+  o.maxPendingTells = 3;
+  HeldHost host;
+  EntityRegistry registry(host, scheduler_, o, Logger("test", LogLevel::kError));
+  ASSERT_THAT(registry.assign({7}, 1), IsEmpty());
+  const auto tell = [](const std::string& id) { return msg(id, 7, "t", DeliveryMode::kTell); };
+  registry.deliver(tell("a"), out_.callback());
+  registry.deliver(tell("b"), out_.callback());
+  registry.deliver(tell("a"), out_.callback());  // waits in a's mailbox: it counts too
+  registry.deliver(tell("c"), out_.callback());
+  ASSERT_EQ(out_.got.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out_.got[i].response->status, 202) << i;
+  EXPECT_EQ(out_.got[3].refusal, Refusal::kTellBacklog);
+  EXPECT_EQ(registry.activeEntities(), 2u) << "a refused tell started an entity";
+  registry.deliver(msg("c", 7), out_.callback());  // an ask is not held back by tells
+  EXPECT_EQ(out_.got.size(), 4u) << "the ask was answered before the app answered it";
+  ASSERT_EQ(host.deliveries.size(), 3u);  // a's first tell, b's tell, c's ask
+  EXPECT_EQ(host.deliveries[2].message.key.id, "c");
+
+  host.completeDelivery();  // a's first tell; a's second goes to the app, still pending
+  registry.deliver(tell("d"), out_.callback());
+  EXPECT_EQ(out_.got.back().response->status, 202);
+  registry.deliver(tell("e"), out_.callback());
+  EXPECT_EQ(out_.got.back().refusal, Refusal::kTellBacklog);
+  host.completeDelivery(500);  // b's tell: an app error ends it as well
+  registry.deliver(tell("e"), out_.callback());
+  EXPECT_EQ(out_.got.back().response->status, 202);
+  while (!host.deliveries.empty()) host.completeDelivery();
+}
+
+TEST_F(EntityRegistryTest, TellBytesBeyondTheBoundAreRefusedButOneLargeTellAloneIsTaken) {
+  EntityRegistryOptions o = options();
+  o.maxPendingTellBytes = 10;
+  HeldHost host;
+  EntityRegistry registry(host, scheduler_, o, Logger("test", LogLevel::kError));
+  ASSERT_THAT(registry.assign({7}, 1), IsEmpty());
+  registry.deliver(msg("a", 7, std::string(8, 'x'), DeliveryMode::kTell), out_.callback());
+  registry.deliver(msg("b", 7, std::string(3, 'x'), DeliveryMode::kTell), out_.callback());
+  EXPECT_EQ(out_.got.back().refusal, Refusal::kTellBacklog);
+  registry.deliver(msg("b", 7, std::string(2, 'x'), DeliveryMode::kTell), out_.callback());
+  EXPECT_FALSE(out_.got.back().refusal.has_value());
+  host.completeDelivery();
+  host.completeDelivery();
+  registry.deliver(msg("c", 7, std::string(100, 'x'), DeliveryMode::kTell), out_.callback());
+  EXPECT_FALSE(out_.got.back().refusal.has_value()) << "a tell over the bound, none waiting";
+  registry.deliver(msg("d", 7, "x", DeliveryMode::kTell), out_.callback());
+  EXPECT_EQ(out_.got.back().refusal, Refusal::kTellBacklog);
+  host.completeDelivery();
+}
+
 TEST_F(EntityRegistryTest, PassivatesAfterIdleTimeout) {
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   registry_.deliver(msg("a", 7), out_.callback());

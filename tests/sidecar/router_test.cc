@@ -226,6 +226,29 @@ TEST_F(RouterTest, LocalRefusalDuringHandoffIsRetriedWithTheNextOwner) {
   EXPECT_EQ(peers_.calls[0].owner.pod, "p2");
 }
 
+TEST_F(RouterTest, ATellOverTheBacklogIsAnswered503AndNotRetried) {
+  EntityRegistryOptions o;
+  o.maxPendingTells = 1;
+  EntityRegistry small(host_, scheduler_, o, Logger("test", LogLevel::kError));
+  Router r(table_, small, peers_, reporter_, scheduler_, random_, {"p1"}, metrics_,
+           Logger("test", LogLevel::kError));
+  ASSERT_THAT(small.assign({3}, 1), IsEmpty());
+  for (int i = 0; i < 2; ++i) {
+    Message m = msg(3);
+    m.key.id = "e" + std::to_string(i);
+    m.mode = DeliveryMode::kTell;
+    r.send(std::move(m), seconds(10),
+           [this](http::Response x) { answers_.push_back(std::move(x)); });
+  }
+  ASSERT_EQ(answers_.size(), 2u);
+  EXPECT_EQ(answers_[0].status, 202);
+  EXPECT_EQ(answers_[1].status, 503);
+  EXPECT_EQ(errorCode(answers_[1]), "EntityOverloaded");
+  EXPECT_NE(answers_[1].body.find("too many tell messages"), std::string::npos) << answers_[1].body;
+  EXPECT_EQ(scheduler_.pending(), 0u) << "the refused tell was scheduled for a retry";
+  host_.completeDelivery();
+}
+
 TEST_F(RouterTest, OverloadedEntityIsNotRetried) {
   EntityRegistryOptions o;
   o.maxMailbox = 1;

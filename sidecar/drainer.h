@@ -7,6 +7,8 @@
 //      the shards move once, straight to them (operator/unregister_hold.h);
 //   2. refuse new entities and stop whatever still runs (nothing, once step 1 succeeded).
 // The peer API stays open until the process exits, so senders keep getting clear refusals.
+// Until it ends, a line every 5 s says which step the drain is at and how many entities are
+// still active.
 //
 // When the unregister fails (the operator unreachable, or the entities of a shard did not stop
 // within the handoff timeout), the pod stays registered: its shards must not move while an
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "base/logger.h"
+#include "base/scheduler.h"
 #include "base/status.h"
 #include "sidecar/entity_registry.h"
 #include "sidecar/manager_client.h"
@@ -29,7 +32,8 @@ namespace kshard::sidecar {
 
 class Drainer {
  public:
-  Drainer(EntityRegistry& registry, ManagerClient& manager, RoutingTable& table, Logger logger);
+  Drainer(EntityRegistry& registry, ManagerClient& manager, RoutingTable& table,
+          Scheduler& scheduler, Logger logger);
 
   // Starts the drain on the first call; every caller's `done` gets the one result.
   void drain(std::function<void(Status)> done);
@@ -38,13 +42,19 @@ class Drainer {
 
  private:
   void finish(Status result);
+  // Logs the drain's progress and schedules the next report, until the drain ends.
+  void reportProgress();
 
   EntityRegistry& registry_;
   ManagerClient& manager_;
   RoutingTable& table_;
+  Scheduler& scheduler_;
   Logger log_;
   mutable std::mutex mu_;
   bool started_ = false;
+  bool unregistered_ = false;  // step 1 is over (whatever its result)
+  SteadyTime startedAt_{};
+  Scheduler::TaskId progressTask_ = 0;
   std::optional<Status> result_;
   std::vector<std::function<void(Status)>> waiters_;
 };

@@ -171,7 +171,7 @@ int run(int argc, char** argv) {
                         log.withFields({{"part", "manager"}}), managerOptions, podAuthorization);
   Router router(table, entities, peers, manager, scheduler, random, {self.pod}, metrics,
                 log.withFields({{"part", "router"}}));
-  Drainer drainer(entities, manager, table, log.withFields({{"part", "drain"}}));
+  Drainer drainer(entities, manager, table, scheduler, log.withFields({{"part", "drain"}}));
 
   // The Kubernetes API: the ShardMap watch and the service-account issuer keys.
   std::unique_ptr<http::Client> kubeTransport;

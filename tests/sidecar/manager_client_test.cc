@@ -9,57 +9,22 @@
 
 #include "base/scheduler.h"
 #include "protocol/wire.h"
+#include "tests/sidecar/scripted_client.h"
 
 namespace kshard::sidecar {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Answers each request with the next scripted response; records what it was sent.
-struct ScriptedManager {
-  std::deque<http::Response> answers;
-  std::vector<http::Request> seen;
-};
-
-class ScriptedClient final : public http::Client {
- public:
-  explicit ScriptedClient(std::shared_ptr<ScriptedManager> m) : m_(std::move(m)) {}
-  void send(http::Request r, http::ResponseCallback done) override {
-    m_->seen.push_back(r);
-    if (m_->answers.empty()) return done(unavailable("no scripted answer"));
-    http::Response a = m_->answers.front();
-    m_->answers.pop_front();
-    done(std::move(a));
-  }
-  StatusOr<std::unique_ptr<http::ResponseStream>> openStream(http::Request) override {
-    return unavailable("no streams");
-  }
-
- private:
-  std::shared_ptr<ScriptedManager> m_;
-};
-
-http::Response answer(int status, std::string body) {
-  return http::Response{status, {}, std::move(body)};
-}
+using testing::answer;
+using testing::ScriptedClient;
+using testing::ScriptedManager;
 
 class ManagerClientTest : public ::testing::Test {
  protected:
   std::unique_ptr<ManagerClient> client(std::function<std::string()> authorization) {
-    Identity self;
-    self.pod = "counter-0";
-    self.uid = "u-0";
-    self.podIp = "10.0.0.5";
-    self.version = "1.0.0";
-    self.shardMap = {"demo", "counter"};
-    self.peerAddress = "10.0.0.5:7101";
-    ManagerClient::Options o;
-    o.managerOverride = "10.0.0.1:7200";
-    return std::make_unique<ManagerClient>(
-        self, table_,
-        [m = manager_](const std::string&) { return std::make_unique<ScriptedClient>(m); },
-        scheduler_, random_, Logger("t", LogLevel::kError, [](std::string_view) {}), o,
-        std::move(authorization));
+    return testing::scriptedManagerClient(manager_, table_, scheduler_, random_,
+                                          Logger("t", LogLevel::kError, [](std::string_view) {}),
+                                          std::move(authorization));
   }
   std::optional<std::string> authorizationOf(std::size_t i) const {
     auto v = manager_->seen.at(i).headers.get("Authorization");

@@ -34,6 +34,10 @@ namespace {
 // At most this many entities are passivated per sweep under the lock; more due ones wait for the
 // next sweep, which follows at once, so that messages are not held up behind a long sweep.
 constexpr std::size_t kMaxPassivationsPerSweep = 1024;
+// A stop that failed while its shard hands off is tried again after stopRetryDelay, doubled for
+// each failure in a row up to this (and at most kMaxStopRetryDoublings times).
+constexpr Duration kMaxStopRetryDelay = std::chrono::seconds(5);
+constexpr std::uint8_t kMaxStopRetryDoublings = 16;
 
 // How long after a sweep the next one may come at the earliest: a fraction of the idle timeout,
 // from 1 ms to 1 s. Entities that fall idle one after another (a new entity per message) are
@@ -349,16 +353,19 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
   // A failed tell is logged after the lock is released, when the entity may be gone: its name
   // is copied while it is certainly there.
   std::optional<EntityKey> failedTell;
+  std::uint64_t failedTells = 0;  // the failures the log line stands for (LogThrottle)
   {
     std::lock_guard lock(mu_);
+    const SteadyTime now = scheduler_.clock().now();
     if (!done) {
       --pendingTells_;
       pendingTellBytes_ -= e.tellBytes;
       e.tellBytes = 0;
-      if (!result.ok()) failedTell = *e.key;
+      if (!result.ok() && (failedTells = tellFailureLog_.occur(now)) > 0) failedTell = *e.key;
     }
+    if (result.ok()) e.stopFailures = 0;  // the app answers
     e.busy = false;
-    e.lastActive = scheduler_.clock().now();
+    e.lastActive = now;
     afterTurnLocked(e, actions);
   }
   if (done) {
@@ -366,7 +373,8 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
   } else if (failedTell) {
     log_.warn("tell delivery failed", {{"type", failedTell->type},
                                        {"id", failedTell->id},
-                                       {"error", result.status().toString()}});
+                                       {"error", result.status().toString()},
+                                       {"failures", failedTells}});
   }
   run(actions);
 }
@@ -474,12 +482,20 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
   if (!result.ok()) {
     // It stays active: passivation is tried again after another idle timeout.
     e.lastActive = scheduler_.clock().now();
-    log_.warn("entity stop failed",
-              {{"type", key.type}, {"id", key.id}, {"error", result.toString()}});
+    if (e.stopFailures < kMaxStopRetryDoublings) ++e.stopFailures;
+    if (const std::uint64_t n = stopFailureLog_.occur(e.lastActive)) {
+      log_.warn(
+          "entity stop failed",
+          {{"type", key.type}, {"id", key.id}, {"error", result.toString()}, {"failures", n}});
+    }
     if (handingOffLocked(e.shard)) {
-      // The shard cannot be released while the entity may still hold state: retry.
+      // The shard cannot be released while the entity may still hold state: retry, backing off
+      // (stopRetryDelay, doubled for each failure in a row, at most kMaxStopRetryDelay), so that
+      // an app that is down is not asked again for every entity five times a second.
+      const Duration delay = std::min<Duration>(
+          options_.stopRetryDelay * (Duration::rep{1} << (e.stopFailures - 1)), kMaxStopRetryDelay);
       scheduleLocked(
-          options_.stopRetryDelay,
+          delay,
           [this, key] {
             Actions retry;
             {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "base/adaptive_mutex.h"
+#include "base/log_throttle.h"
 #include "base/logger.h"
 #include "base/scheduler.h"
 #include "base/status.h"
@@ -207,6 +208,9 @@ class EntityRegistry {
     // it is idle (not busy, nothing in its mailbox, not stopping), a stop queue while its stop
     // call waits for one of the maxConcurrentStops places.
     std::uint8_t list = 0;
+    // Stop calls that failed in a row (capped), for the retry's backoff; 0 once the app answers
+    // a message.
+    std::uint8_t stopFailures = 0;
     SteadyTime lastActive{};
     Entity* prev = nullptr;
     Entity* next = nullptr;
@@ -294,6 +298,10 @@ class EntityRegistry {
   // Tells accepted and not yet answered by the app (in mailboxes or at the app), and their bytes.
   std::size_t pendingTells_ = 0;
   std::size_t pendingTellBytes_ = 0;
+  // An app that is down fails every entity's stop and every tell: at most one "entity stop
+  // failed" and one "tell delivery failed" line per 5 s, each with the failures it stands for.
+  LogThrottle stopFailureLog_{std::chrono::seconds(5)};
+  LogThrottle tellFailureLog_{std::chrono::seconds(5)};
   // The sweep that passivates idle entities: at most one is current (armed, with sweepSeq_);
   // an older one that still fires finds its sequence number stale and does nothing.
   bool sweepArmed_ = false;

@@ -168,11 +168,19 @@ void Router::finish(const std::shared_ptr<Attempt>& a, http::Response&& response
   const auto elapsed = scheduler_.clock().now() - a->start;
   metrics_.observeLatency(a->path, std::chrono::duration<double>(elapsed).count());
   if (m == MessageResult::kTimeout || m == MessageResult::kFailed) {
-    log_.warn("message not delivered", {{"type", a->message.key.type},
-                                        {"id", a->message.key.id},
-                                        {"shard", a->message.shard},
-                                        {"attempts", a->retries + 1},
-                                        {"reason", a->lastReason}});
+    std::uint64_t failures = 0;
+    {
+      std::lock_guard lock(failureLogMu_);
+      failures = failureLog_.occur(scheduler_.clock().now());
+    }
+    if (failures > 0) {
+      log_.warn("message not delivered", {{"type", a->message.key.type},
+                                          {"id", a->message.key.id},
+                                          {"shard", a->message.shard},
+                                          {"attempts", a->retries + 1},
+                                          {"reason", a->lastReason},
+                                          {"failures", failures}});
+    }
   }
   a->done(std::move(response));
 }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/log_throttle.h"
 #include "base/logger.h"
 #include "base/random.h"
 #include "base/scheduler.h"
@@ -63,6 +64,10 @@ class Router {
   SidecarMetrics& metrics_;
   Logger log_;
   std::mutex randomMu_;
+  // "message not delivered": at most one line per 5 s, with the messages it stands for, so that
+  // an outage does not cost a line per message.
+  std::mutex failureLogMu_;
+  LogThrottle failureLog_{std::chrono::seconds(5)};
   Random& random_;
 };
 

@@ -430,6 +430,44 @@ TEST_F(EntityRegistryTest, StopFailureDuringHandoffIsRetried) {
   EXPECT_TRUE(released);
 }
 
+TEST_F(EntityRegistryTest, StopsFailingDuringHandoffBackOffAndAreLoggedOncePerInterval) {
+  std::vector<std::string> lines;
+  HeldHost host;
+  EntityRegistry registry(
+      host, scheduler_, options(),
+      Logger("test", LogLevel::kWarn, [&lines](std::string_view l) { lines.emplace_back(l); }));
+  ASSERT_THAT(registry.assign({7}, 1), IsEmpty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back("e" + std::to_string(i));
+  startIdle(registry, host, 7, ids);
+  registry.unassign({7}, 2, seconds(300), [](std::vector<ShardId>) {});
+  ASSERT_EQ(host.stops.size(), 10u);
+  // The app is down: every stop fails. Each entity's retries come after 0.2, 0.4, 0.8, 1.6,
+  // 3.2 s, then every 5 s.
+  const std::vector<int> gapsMs = {200, 400, 800, 1600, 3200, 5000, 5000};
+  for (std::size_t round = 0; round < gapsMs.size(); ++round) {
+    while (!host.stops.empty()) host.completeStop(unavailable("connection refused"));
+    scheduler_.advance(milliseconds(gapsMs[round] - 1));
+    EXPECT_TRUE(host.stops.empty()) << "retried before " << gapsMs[round] << " ms";
+    scheduler_.advance(milliseconds(1));
+    EXPECT_EQ(host.stops.size(), 10u) << "not retried after " << gapsMs[round] << " ms";
+  }
+  // 70 failures, in rounds of 10 at 0, 0.2, 0.6, 1.4, 3.0, 6.2 and 11.2 s: a line for the first,
+  // then one per 5 s at most (at 6.2 and 11.2 s), each counting the failures since the last
+  // line; the 9 after the last line wait for the next.
+  std::uint64_t failures = 0;
+  for (const auto& l : lines) {
+    ASSERT_NE(l.find("entity stop failed"), std::string::npos) << l;
+    const auto at = l.find("\"failures\":");
+    ASSERT_NE(at, std::string::npos) << l;
+    failures += std::stoull(l.substr(at + 11));
+  }
+  EXPECT_EQ(lines.size(), 3u);
+  EXPECT_EQ(failures, 70u - 9u) << "the lines do not account for the failures before the last";
+  while (!host.stops.empty()) host.completeStop();  // the app is back
+  EXPECT_EQ(registry.activeEntities(), 0u);
+}
+
 TEST_F(EntityRegistryTest, StaleAssignAfterUnassignIsRefused) {
   ASSERT_THAT(registry_.assign({7}, 5), IsEmpty());
   registry_.unassign({7}, 6, seconds(1), [](std::vector<ShardId>) {});

@@ -67,6 +67,12 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
     if (root["imagePullPolicy"]) cfg.imagePullPolicy = root["imagePullPolicy"].as<std::string>();
     if (root["logLevel"]) cfg.logLevel = root["logLevel"].as<std::string>();
     if (root["maxBodyBytes"]) cfg.maxBodyBytes = root["maxBodyBytes"].as<std::int64_t>();
+    for (auto [key, target] :
+         {std::pair<const char*, std::int64_t*>{"maxConcurrentStops", &cfg.maxConcurrentStops},
+          {"maxPendingTells", &cfg.maxPendingTells},
+          {"maxPendingTellBytes", &cfg.maxPendingTellBytes}}) {
+      if (root[key]) *target = root[key].as<std::int64_t>();
+    }
     if (root["gracePeriodMarginSeconds"]) {
       cfg.gracePeriodMarginSeconds = root["gracePeriodMarginSeconds"].as<std::int64_t>();
     }
@@ -87,6 +93,15 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
     return invalidArgument("imagePullPolicy: must be Always, IfNotPresent or Never");
   }
   if (cfg.maxBodyBytes < 1024) return invalidArgument("maxBodyBytes: must be at least 1024");
+  if (cfg.maxConcurrentStops < 1 || cfg.maxConcurrentStops > 100000) {
+    return invalidArgument("maxConcurrentStops: must be 1..100000");
+  }
+  if (cfg.maxPendingTells < 1 || cfg.maxPendingTells > (std::int64_t{1} << 30)) {
+    return invalidArgument("maxPendingTells: must be 1..1073741824");
+  }
+  if (cfg.maxPendingTellBytes < 1024 || cfg.maxPendingTellBytes > (std::int64_t{1} << 40)) {
+    return invalidArgument("maxPendingTellBytes: must be 1024..1099511627776");
+  }
   if (cfg.gracePeriodMarginSeconds < 0) {
     return invalidArgument("gracePeriodMarginSeconds: must not be negative");
   }

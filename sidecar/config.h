@@ -38,7 +38,7 @@ struct SidecarConfig {
   std::int64_t maxConcurrentStops = 64;  // entity stop calls at the app at once
   // Tells accepted and not yet answered by the app, and their bytes (EntityRegistryOptions).
   std::int64_t maxPendingTells = 10000;
-  std::int64_t maxPendingTellBytes = std::int64_t{256} << 20;
+  std::int64_t maxPendingTellBytes = std::int64_t{32} << 20;
   std::int64_t ioThreads = 2;
   // How those threads run their event loops: "thread" (one loop per thread; a message stays on
   // the thread that received it) or "shared" (one loop that every thread runs).

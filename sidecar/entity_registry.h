@@ -104,7 +104,7 @@ struct EntityRegistryOptions {
   // faster than the app is slowed down instead of filling the pod's memory. A tell larger than
   // the byte bound is still accepted when none waits.
   std::size_t maxPendingTells = 10000;
-  std::size_t maxPendingTellBytes = std::size_t{256} << 20;
+  std::size_t maxPendingTellBytes = std::size_t{32} << 20;
   Duration stopRetryDelay = std::chrono::milliseconds(200);
   // Stop calls at the app at once; the rest wait their turn, those of shards being handed off
   // (an unassign, the drain) before idle passivations. Each stop call holds a connection to the

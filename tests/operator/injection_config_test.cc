@@ -14,6 +14,9 @@ apiPort: 7100
 peerPort: 7201
 adminPort: 7202
 maxBodyBytes: 1048576
+maxConcurrentStops: 16
+maxPendingTells: 500
+maxPendingTellBytes: 8388608
 gracePeriodMarginSeconds: 20
 resources:
   requests: {cpu: 50m, memory: 32Mi}
@@ -23,6 +26,9 @@ resources:
   EXPECT_EQ(cfg->imagePullPolicy, "Always");
   EXPECT_EQ(cfg->peerPort, 7201);
   EXPECT_EQ(cfg->maxBodyBytes, 1048576);
+  EXPECT_EQ(cfg->maxConcurrentStops, 16);
+  EXPECT_EQ(cfg->maxPendingTells, 500);
+  EXPECT_EQ(cfg->maxPendingTellBytes, 8388608);
   EXPECT_EQ(cfg->gracePeriodMarginSeconds, 20);
   EXPECT_EQ(cfg->resources["requests"]["memory"], "32Mi");
   EXPECT_TRUE(cfg->nativeSidecar);
@@ -40,6 +46,13 @@ TEST(InjectionConfigTest, ErrorsNameTheField) {
             "adminPort: must be an integer");
   EXPECT_EQ(parseInjectionConfig("imagePullPolicy: Sometimes").status().message(),
             "imagePullPolicy: must be Always, IfNotPresent or Never");
+  EXPECT_EQ(parseInjectionConfig("maxConcurrentStops: 0").status().message(),
+            "maxConcurrentStops: must be 1..100000");
+  EXPECT_EQ(parseInjectionConfig("maxPendingTells: -1").status().message(),
+            "maxPendingTells: must be 1..1073741824");
+  EXPECT_EQ(parseInjectionConfig("maxPendingTellBytes: 100").status().message(),
+            "maxPendingTellBytes: must be 1024..1099511627776");
+  EXPECT_FALSE(parseInjectionConfig("maxPendingTells: many").ok());
   EXPECT_EQ(parseInjectionConfig("resources: 3").status().message(),
             "resources: must be a mapping");
   EXPECT_EQ(parseInjectionConfig("peerAuth: maybe").status().message(),

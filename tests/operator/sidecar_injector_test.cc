@@ -65,6 +65,9 @@ TEST_F(SidecarInjectorTest, InjectsANativeSidecarWithTheDownwardApiEnvironment) 
   EXPECT_EQ(env(sc, "KSHARD_SHARD_MAP"), "counter");
   EXPECT_EQ(env(sc, "KSHARD_APP_PORT"), "8080");
   EXPECT_EQ(env(sc, "KSHARD_VERSION"), "metadata.labels['app.kubernetes.io/version']");
+  EXPECT_EQ(env(sc, "KSHARD_MAX_CONCURRENT_STOPS"), "64");
+  EXPECT_EQ(env(sc, "KSHARD_MAX_PENDING_TELLS"), "10000");
+  EXPECT_EQ(env(sc, "KSHARD_MAX_PENDING_TELL_BYTES"), "33554432");
   EXPECT_EQ(sc["readinessProbe"]["httpGet"]["path"], "/readyz");
   EXPECT_EQ(sc["securityContext"]["readOnlyRootFilesystem"], true);
   EXPECT_EQ(pod["spec"]["containers"].size(), 1u) << "a native sidecar is not a regular container";

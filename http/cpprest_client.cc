@@ -27,6 +27,8 @@ using Buffer = concurrency::streams::producer_consumer_buffer<uint8_t>;
 constexpr std::chrono::hours kLibraryTimeout{1};
 constexpr std::chrono::hours kStreamLibraryTimeout{24};
 constexpr std::size_t kPumpChunk = 16 * 1024;
+// How long destroying a stream waits for cpprestsdk to finish its cancelled request.
+constexpr std::chrono::seconds kStreamTeardownWait{2};
 
 long long millis(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
 
@@ -42,9 +44,18 @@ Status libraryError(const std::string& what, const std::exception& e) {
 class Pump : public std::enable_shared_from_this<Pump> {
  public:
   // `onData` returns false to stop; `onEnd` gets OK at the end of the body.
+  // `onGone`, if any, runs when the pump is destroyed, after its last read.
   Pump(Buffer buffer, std::function<bool(const char*, std::size_t)> onData,
-       std::function<void(Status)> onEnd)
-      : buffer_(std::move(buffer)), onData_(std::move(onData)), onEnd_(std::move(onEnd)) {}
+       std::function<void(Status)> onEnd, std::function<void()> onGone = nullptr)
+      : buffer_(std::move(buffer)),
+        onData_(std::move(onData)),
+        onEnd_(std::move(onEnd)),
+        onGone_(std::move(onGone)) {}
+  ~Pump() {
+    if (onGone_) onGone_();
+  }
+  Pump(const Pump&) = delete;
+  Pump& operator=(const Pump&) = delete;
 
   void next() {
     // Wait for one byte, then take whatever else is there without waiting.
@@ -76,6 +87,7 @@ class Pump : public std::enable_shared_from_this<Pump> {
   std::array<uint8_t, kPumpChunk> chunk_{};
   std::function<bool(const char*, std::size_t)> onData_;
   std::function<void(Status)> onEnd_;
+  std::function<void()> onGone_;
 };
 
 }  // namespace
@@ -228,7 +240,15 @@ class Call : public std::enable_shared_from_this<Call> {
 class CppRestResponseStream : public ResponseStream {
  public:
   explicit CppRestResponseStream(std::string what) : what_(std::move(what)) {}
-  ~CppRestResponseStream() override { cancel(); }
+  // Cancels the request, then waits (at most kStreamTeardownWait) until cpprestsdk has finished
+  // it and the pump has stopped, so that neither outlives the stream: left in cpprestsdk's task
+  // queue, they were reported as leaks when the process exited right after a cancelled watch.
+  ~CppRestResponseStream() override {
+    cancel();
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    shared_->cv.wait_for(lock, kStreamTeardownWait,
+                         [this] { return shared_->bodyDone && shared_->pumpGone; });
+  }
 
   int status() const override { return status_; }
   const Headers& headers() const override { return headers_; }
@@ -269,6 +289,8 @@ class CppRestResponseStream : public ResponseStream {
     bool ended = false;
     bool cancelled = false;
     Status error;
+    bool bodyDone = true;  // false while cpprestsdk still receives the body
+    bool pumpGone = true;  // false while the pump exists
   };
 
   const std::string what_;
@@ -363,15 +385,25 @@ StatusOr<std::unique_ptr<ResponseStream>> CppRestClient::openStream(Request requ
   }
   stream->status_ = response.status_code();
   for (const auto& [name, value] : response.headers()) stream->headers_.add(name, value);
-  response.content_ready().then([buffer](pplx::task<web_http::http_response> done) mutable {
+  std::shared_ptr<CppRestResponseStream::Shared> shared = stream->shared_;
+  {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->bodyDone = false;
+    shared->pumpGone = false;
+  }
+  response.content_ready().then([buffer, shared](pplx::task<web_http::http_response> done) mutable {
     try {
       done.get();
       buffer.close(std::ios_base::out);
     } catch (const std::exception&) {
       buffer.close(std::ios_base::out, std::current_exception());
     }
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->bodyDone = true;
+    }
+    shared->cv.notify_all();
   });
-  std::shared_ptr<CppRestResponseStream::Shared> shared = stream->shared_;
   const std::string what = stream->what_;
   std::make_shared<Pump>(
       buffer,
@@ -392,6 +424,13 @@ StatusOr<std::unique_ptr<ResponseStream>> CppRestClient::openStream(Request requ
             shared->error = unavailable(what + ": the stream ended before the body was complete (" +
                                         end.message() + ")");
           }
+        }
+        shared->cv.notify_all();
+      },
+      [shared] {
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          shared->pumpGone = true;
         }
         shared->cv.notify_all();
       })

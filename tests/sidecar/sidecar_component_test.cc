@@ -34,6 +34,8 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr std::int32_t kShards = 64;
+// Every sidecar's --max-concurrent-stops: small, so that a drain of a dozen entities queues.
+constexpr int kMaxConcurrentStops = 3;
 
 std::unique_ptr<http::Client> client(const std::string& hostPort) {
   http::ClientOptions o;
@@ -68,7 +70,14 @@ class StubApp {
                    [this](http::Request r, http::Responder res) { onStop(r, res); });
     EXPECT_TRUE(server_->start().ok());
   }
+  ~StubApp() {
+    for (auto& t : delayedStops_) t.join();
+  }
   std::uint16_t port() const { return server_->port(); }
+  // From now on each stop is answered this long after it arrived (the entity's state is saved
+  // at once), so that the stop calls at the app at once can be counted.
+  void delayStops(milliseconds delay) { stopDelay_.store(delay.count()); }
+  int mostStopsAtOnce() const { return mostStops_.load(); }
 
  private:
   void onMessage(const http::Request& r, http::Responder& res) {
@@ -103,11 +112,30 @@ class StubApp {
         ++world_.stops;
       }
     }
-    res.send(http::Response::json(200, "{}"));
+    const milliseconds delay(stopDelay_.load());
+    if (delay.count() == 0) {
+      res.send(http::Response::json(200, "{}"));
+      return;
+    }
+    const int now = ++stopsNow_;
+    for (int most = mostStops_.load();
+         now > most && !mostStops_.compare_exchange_weak(most, now);) {
+    }
+    std::lock_guard lock(delayedMu_);
+    delayedStops_.emplace_back([this, delay, res = std::move(res)]() mutable {
+      std::this_thread::sleep_for(delay);
+      --stopsNow_;
+      res.send(http::Response::json(200, "{}"));
+    });
   }
 
   std::string pod_;
   World& world_;
+  std::atomic<long> stopDelay_{0};  // ms
+  std::atomic<int> stopsNow_{0};
+  std::atomic<int> mostStops_{0};
+  std::mutex delayedMu_;
+  std::vector<std::thread> delayedStops_;  // joined before the server goes
   std::unique_ptr<http::Server> server_;
 };
 
@@ -343,7 +371,8 @@ class SidecarComponentTest : public ::testing::Test {
               "--peer-port=" + std::to_string(peerPort),
               "--admin-port=" + std::to_string(sc->adminPort), "--admin-bind-address=127.0.0.1",
               "--map-source=manager", "--manager-address=" + operator_.address(),
-              "--map-poll-interval=100ms"},
+              "--map-poll-interval=100ms",
+              "--max-concurrent-stops=" + std::to_string(kMaxConcurrentStops)},
           std::map<std::string, std::string>{}, ::testing::TempDir() + "/sidecar-" + pod + ".log");
       sc->api = client("127.0.0.1:" + std::to_string(sc->apiPort));
       sc->peer = client("127.0.0.1:" + std::to_string(peerPort));
@@ -580,6 +609,32 @@ TEST_F(SidecarComponentTest, ShardsMovedUnderTrafficAreNeverServedTwiceAndDrainL
   }
   EXPECT_GT(total, 200) << "too little traffic to mean anything";
   EXPECT_GT(world_.stops, 0) << "no entity was ever stopped: no handoff happened";
+}
+
+// A drain stops the pod's entities through its app at most --max-concurrent-stops at a time, and
+// every entity's state is saved before the sidecar exits.
+TEST_F(SidecarComponentTest, ADrainStopsEntitiesAFewAtATimeAndSavesEveryOne) {
+  Sidecar& leaving = *sidecars_[2];
+  std::vector<std::string> ids;  // entities whose shards p3 owns
+  for (int i = 0; ids.size() < 12; ++i) {
+    const std::string id = "drained-" + std::to_string(i);
+    if (operator_.ownerOf(*sharding::shardIdOf(id, kShards)) == "p3") ids.push_back(id);
+  }
+  for (const auto& id : ids) {
+    auto r = increment(leaving, id);
+    ASSERT_TRUE(r.ok() && r->status == 200)
+        << id << ": " << (r.ok() ? r->body : r.status().toString());
+  }
+  apps_[2]->delayStops(milliseconds(100));
+  leaving.process->signal(SIGTERM);
+  EXPECT_EQ(leaving.process->wait(seconds(30)), 0) << "p3 did not drain cleanly; its log:\n"
+                                                   << leaving.process->logTail();
+  EXPECT_EQ(apps_[2]->mostStopsAtOnce(), kMaxConcurrentStops)
+      << "the app did not see the drain's stop calls " << kMaxConcurrentStops << " at a time";
+  std::lock_guard lock(world_.mu);
+  EXPECT_TRUE(world_.live["p3"].empty())
+      << world_.live["p3"].size() << " entities still active at p3's app after its drain";
+  for (const auto& id : ids) EXPECT_EQ(world_.saved[id], 1) << id << " was not saved by its stop";
 }
 
 // A request of the app that is still waiting for its shard's owner when the sidecar gets SIGTERM

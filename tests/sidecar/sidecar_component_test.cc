@@ -71,7 +71,13 @@ class StubApp {
     EXPECT_TRUE(server_->start().ok());
   }
   ~StubApp() {
-    for (auto& t : delayedStops_) t.join();
+    std::vector<std::thread> delayed;
+    {
+      std::lock_guard lock(delayedMu_);
+      closing_ = true;  // a stop that still comes in is answered at once
+      delayed.swap(delayedStops_);
+    }
+    for (auto& t : delayed) t.join();
   }
   std::uint16_t port() const { return server_->port(); }
   // From now on each stop is answered this long after it arrived (the entity's state is saved
@@ -113,7 +119,8 @@ class StubApp {
       }
     }
     const milliseconds delay(stopDelay_.load());
-    if (delay.count() == 0) {
+    std::lock_guard lock(delayedMu_);
+    if (delay.count() == 0 || closing_) {
       res.send(http::Response::json(200, "{}"));
       return;
     }
@@ -121,7 +128,6 @@ class StubApp {
     for (int most = mostStops_.load();
          now > most && !mostStops_.compare_exchange_weak(most, now);) {
     }
-    std::lock_guard lock(delayedMu_);
     delayedStops_.emplace_back([this, delay, res = std::move(res)]() mutable {
       std::this_thread::sleep_for(delay);
       --stopsNow_;
@@ -135,6 +141,7 @@ class StubApp {
   std::atomic<int> stopsNow_{0};
   std::atomic<int> mostStops_{0};
   std::mutex delayedMu_;
+  bool closing_ = false;                   // guarded by delayedMu_
   std::vector<std::thread> delayedStops_;  // joined before the server goes
   std::unique_ptr<http::Server> server_;
 };

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <array>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +39,18 @@ bool allUtf8(const nlohmann::json& j) {
   return true;
 }
 
+// The sidecar limits the config carries: key, accepted range, field.
+struct SidecarLimit {
+  const char* key;
+  protocol::IntSetting setting;
+  std::int64_t* target;
+};
+std::array<SidecarLimit, 3> sidecarLimits(InjectionConfig& cfg) {
+  return {{{"maxConcurrentStops", protocol::kMaxConcurrentStops, &cfg.maxConcurrentStops},
+           {"maxPendingTells", protocol::kMaxPendingTells, &cfg.maxPendingTells},
+           {"maxPendingTellBytes", protocol::kMaxPendingTellBytes, &cfg.maxPendingTellBytes}}};
+}
+
 Status readPort(const YAML::Node& root, const char* key, std::int64_t& out) {
   if (!root[key]) return {};
   try {
@@ -67,10 +80,7 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
     if (root["imagePullPolicy"]) cfg.imagePullPolicy = root["imagePullPolicy"].as<std::string>();
     if (root["logLevel"]) cfg.logLevel = root["logLevel"].as<std::string>();
     if (root["maxBodyBytes"]) cfg.maxBodyBytes = root["maxBodyBytes"].as<std::int64_t>();
-    for (auto [key, target] :
-         {std::pair<const char*, std::int64_t*>{"maxConcurrentStops", &cfg.maxConcurrentStops},
-          {"maxPendingTells", &cfg.maxPendingTells},
-          {"maxPendingTellBytes", &cfg.maxPendingTellBytes}}) {
+    for (const auto& [key, setting, target] : sidecarLimits(cfg)) {
       if (root[key]) *target = root[key].as<std::int64_t>();
     }
     if (root["gracePeriodMarginSeconds"]) {
@@ -93,14 +103,11 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
     return invalidArgument("imagePullPolicy: must be Always, IfNotPresent or Never");
   }
   if (cfg.maxBodyBytes < 1024) return invalidArgument("maxBodyBytes: must be at least 1024");
-  if (cfg.maxConcurrentStops < 1 || cfg.maxConcurrentStops > 100000) {
-    return invalidArgument("maxConcurrentStops: must be 1..100000");
-  }
-  if (cfg.maxPendingTells < 1 || cfg.maxPendingTells > (std::int64_t{1} << 30)) {
-    return invalidArgument("maxPendingTells: must be 1..1073741824");
-  }
-  if (cfg.maxPendingTellBytes < 1024 || cfg.maxPendingTellBytes > (std::int64_t{1} << 40)) {
-    return invalidArgument("maxPendingTellBytes: must be 1024..1099511627776");
+  for (const auto& [key, setting, target] : sidecarLimits(cfg)) {
+    if (*target < setting.min || *target > setting.max) {
+      return invalidArgument(std::string(key) + ": must be " + std::to_string(setting.min) + ".." +
+                             std::to_string(setting.max));
+    }
   }
   if (cfg.gracePeriodMarginSeconds < 0) {
     return invalidArgument("gracePeriodMarginSeconds: must not be negative");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "protocol/wire.h"
 
 namespace kshard::manager {
 
@@ -20,9 +21,9 @@ struct InjectionConfig {
   std::int64_t adminPort = 7102;
   std::int64_t maxBodyBytes = 4 << 20;
   // The sidecar's --max-concurrent-stops, --max-pending-tells and --max-pending-tell-bytes.
-  std::int64_t maxConcurrentStops = 64;
-  std::int64_t maxPendingTells = 10000;
-  std::int64_t maxPendingTellBytes = std::int64_t{32} << 20;
+  std::int64_t maxConcurrentStops = protocol::kMaxConcurrentStops.defaultValue;
+  std::int64_t maxPendingTells = protocol::kMaxPendingTells.defaultValue;
+  std::int64_t maxPendingTellBytes = protocol::kMaxPendingTellBytes.defaultValue;
   std::int64_t gracePeriodMarginSeconds = 15;
   // Not read from the file: the operator's --max-unregister-hold, in seconds. The grace period
   // covers it, so that a held pod still has its handoff's time before the kubelet kills it.

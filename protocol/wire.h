@@ -136,6 +136,18 @@ std::string encode(const AssignResponse& r);
 [[nodiscard]] StatusOr<AssignResponse> decodeAssignResponse(std::string_view body,
                                                             std::int32_t shardCount);
 
+// Sidecar limits that the injector passes on (as KSHARD_* variables, from the chart): each
+// one's default and the range both sides accept.
+struct IntSetting {
+  std::int64_t defaultValue;
+  std::int64_t min;
+  std::int64_t max;
+};
+inline constexpr IntSetting kMaxConcurrentStops{64, 1, 100000};
+inline constexpr IntSetting kMaxPendingTells{10000, 1, std::int64_t{1} << 30};
+inline constexpr IntSetting kMaxPendingTellBytes{std::int64_t{32} << 20, 1024,
+                                                 std::int64_t{1} << 40};
+
 // "{namespace}/{name}" split into its parts; InvalidArgument unless both are DNS-1123 names.
 struct ShardMapRef {
   std::string ns;

@@ -56,15 +56,17 @@ void SidecarConfig::declare(OptionSet& opts) {
   opts.addInt("max-concurrent-stops", "KSHARD_MAX_CONCURRENT_STOPS",
               "Entity stop callbacks at the app at once (a drain or a handoff of many entities "
               "queues the rest, handoffs before idle passivations).",
-              &maxConcurrentStops, 1, 100000);
+              &maxConcurrentStops, protocol::kMaxConcurrentStops.min,
+              protocol::kMaxConcurrentStops.max);
   opts.addInt("max-pending-tells", "KSHARD_MAX_PENDING_TELLS",
               "Tell messages accepted and not yet answered by the app, across all entities; "
               "beyond it a tell is answered 503 EntityOverloaded.",
-              &maxPendingTells, 1, std::int64_t{1} << 30);
+              &maxPendingTells, protocol::kMaxPendingTells.min, protocol::kMaxPendingTells.max);
   opts.addInt("max-pending-tell-bytes", "KSHARD_MAX_PENDING_TELL_BYTES",
               "Bytes of the bodies of those tells; beyond it a tell is answered 503 "
               "EntityOverloaded (one is always accepted when none waits).",
-              &maxPendingTellBytes, 1024, std::int64_t{1} << 40);
+              &maxPendingTellBytes, protocol::kMaxPendingTellBytes.min,
+              protocol::kMaxPendingTellBytes.max);
   addDuration(opts, "app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
               "How long to wait at start-up for the app to listen before giving up.",
               &appWaitTimeout);

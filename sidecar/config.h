@@ -9,6 +9,7 @@
 #include "base/logger.h"
 #include "base/options.h"
 #include "base/status.h"
+#include "protocol/wire.h"
 #include "sidecar/identity.h"
 
 namespace kshard::sidecar {
@@ -35,10 +36,11 @@ struct SidecarConfig {
   Duration appTimeout = std::chrono::seconds(30);   // one message at the app
   Duration stopTimeout = std::chrono::seconds(30);  // one stop call at the app
   Duration appWaitTimeout = std::chrono::minutes(5);
-  std::int64_t maxConcurrentStops = 64;  // entity stop calls at the app at once
-  // Tells accepted and not yet answered by the app, and their bytes (EntityRegistryOptions).
-  std::int64_t maxPendingTells = 10000;
-  std::int64_t maxPendingTellBytes = std::int64_t{32} << 20;
+  // Entity stop calls at the app at once; tells accepted and not yet answered by the app, and
+  // their bytes (EntityRegistryOptions).
+  std::int64_t maxConcurrentStops = protocol::kMaxConcurrentStops.defaultValue;
+  std::int64_t maxPendingTells = protocol::kMaxPendingTells.defaultValue;
+  std::int64_t maxPendingTellBytes = protocol::kMaxPendingTellBytes.defaultValue;
   std::int64_t ioThreads = 2;
   // How those threads run their event loops: "thread" (one loop per thread; a message stays on
   // the thread that received it) or "shared" (one loop that every thread runs).

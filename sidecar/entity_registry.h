@@ -41,6 +41,7 @@
 #include "base/status.h"
 #include "base/unique_function.h"
 #include "http/message.h"
+#include "protocol/wire.h"
 
 namespace kshard::sidecar {
 
@@ -87,7 +88,11 @@ enum class Refusal {
   kTellBacklog,  // too many tells (or bytes of them) wait for the app, across all entities
 };
 
-// What a 503 EntityOverloaded says for kOverloaded and kTellBacklog.
+// kOverloaded and kTellBacklog: answered 503 EntityOverloaded, and not retried.
+inline bool isOverload(const std::optional<Refusal>& refusal) {
+  return refusal == Refusal::kOverloaded || refusal == Refusal::kTellBacklog;
+}
+// What that 503 says for each.
 std::string overloadMessage(Refusal refusal);
 
 // The outcome of deliver(): the app's response (ask), 202 once queued (tell), or a refusal.
@@ -103,13 +108,13 @@ struct EntityRegistryOptions {
   // their bodies' bytes: beyond either, a tell is refused (503 EntityOverloaded) so that a caller
   // faster than the app is slowed down instead of filling the pod's memory. A tell larger than
   // the byte bound is still accepted when none waits.
-  std::size_t maxPendingTells = 10000;
-  std::size_t maxPendingTellBytes = std::size_t{32} << 20;
+  std::size_t maxPendingTells = protocol::kMaxPendingTells.defaultValue;
+  std::size_t maxPendingTellBytes = protocol::kMaxPendingTellBytes.defaultValue;
   Duration stopRetryDelay = std::chrono::milliseconds(200);
   // Stop calls at the app at once; the rest wait their turn, those of shards being handed off
   // (an unassign, the drain) before idle passivations. Each stop call holds a connection to the
   // app: without a bound, a drain of N entities opened N connections at once.
-  std::size_t maxConcurrentStops = 64;
+  std::size_t maxConcurrentStops = protocol::kMaxConcurrentStops.defaultValue;
   // Called (under no lock) each time an idle entity is being stopped; for metrics.
   std::function<void()> onPassivation;
 };

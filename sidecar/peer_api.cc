@@ -129,7 +129,7 @@ void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
       std::move(m), [this, shard, start, res = std::move(responder)](DeliveryOutcome&& o) mutable {
         MessageResult result = MessageResult::kOk;
         http::Response out;
-        if (o.refusal == Refusal::kOverloaded || o.refusal == Refusal::kTellBacklog) {
+        if (isOverload(o.refusal)) {
           result = MessageResult::kOverloaded;
           out = sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal));
         } else if (o.refusal) {

@@ -62,7 +62,7 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
   if (registry_.owns(shard)) {
     a->path = MessagePath::kLocal;
     registry_.deliver(a->message, [this, a](DeliveryOutcome&& o) {
-      if (o.refusal == Refusal::kOverloaded || o.refusal == Refusal::kTellBacklog) {
+      if (isOverload(o.refusal)) {
         finish(a, sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal)),
                MessageResult::kOverloaded);
       } else if (o.refusal) {

@@ -78,6 +78,15 @@ class RouterTest : public ::testing::Test {
     router_.send(msg(shard), timeout,
                  [this](http::Response r) { answers_.push_back(std::move(r)); });
   }
+  // A second router, over `entities` instead of the fixture's registry (same table and peers).
+  Router routerOver(EntityRegistry& entities) {
+    return Router(table_, entities, peers_, reporter_, scheduler_, random_, {"p1"}, metrics_,
+                  Logger("test", LogLevel::kError));
+  }
+  // A callback that keeps each answer in answers_.
+  Router::Done recordAnswer() {
+    return [this](http::Response r) { answers_.push_back(std::move(r)); };
+  }
   std::string errorCode(const http::Response& r) {
     return nlohmann::json::parse(r.body)["error"]["code"].get<std::string>();
   }
@@ -230,15 +239,13 @@ TEST_F(RouterTest, ATellOverTheBacklogIsAnswered503AndNotRetried) {
   EntityRegistryOptions o;
   o.maxPendingTells = 1;
   EntityRegistry small(host_, scheduler_, o, Logger("test", LogLevel::kError));
-  Router r(table_, small, peers_, reporter_, scheduler_, random_, {"p1"}, metrics_,
-           Logger("test", LogLevel::kError));
+  Router r = routerOver(small);
   ASSERT_THAT(small.assign({3}, 1), IsEmpty());
   for (int i = 0; i < 2; ++i) {
     Message m = msg(3);
     m.key.id = "e" + std::to_string(i);
     m.mode = DeliveryMode::kTell;
-    r.send(std::move(m), seconds(10),
-           [this](http::Response x) { answers_.push_back(std::move(x)); });
+    r.send(std::move(m), seconds(10), recordAnswer());
   }
   ASSERT_EQ(answers_.size(), 2u);
   EXPECT_EQ(answers_[0].status, 202);
@@ -253,11 +260,10 @@ TEST_F(RouterTest, OverloadedEntityIsNotRetried) {
   EntityRegistryOptions o;
   o.maxMailbox = 1;
   EntityRegistry small(host_, scheduler_, o, Logger("test", LogLevel::kError));
-  Router r(table_, small, peers_, reporter_, scheduler_, random_, {"p1"}, metrics_,
-           Logger("test", LogLevel::kError));
+  Router r = routerOver(small);
   ASSERT_THAT(small.assign({3}, 1), IsEmpty());
   for (int i = 0; i < 3; ++i) {
-    r.send(msg(3), seconds(10), [this](http::Response x) { answers_.push_back(std::move(x)); });
+    r.send(msg(3), seconds(10), recordAnswer());
   }
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_EQ(answers_[0].status, 503);

@@ -124,10 +124,8 @@ class StubApp {
       res.send(http::Response::json(200, "{}"));
       return;
     }
-    const int now = ++stopsNow_;
-    for (int most = mostStops_.load();
-         now > most && !mostStops_.compare_exchange_weak(most, now);) {
-    }
+    // Only here, under delayedMu_, is the most written.
+    if (const int now = ++stopsNow_; now > mostStops_.load()) mostStops_.store(now);
     delayedStops_.emplace_back([this, delay, res = std::move(res)]() mutable {
       std::this_thread::sleep_for(delay);
       --stopsNow_;

@@ -11,6 +11,7 @@
 
 #include "http/beast_message.h"
 #include "http/beast_stream.h"
+#include "http/channel.h"
 #include "http/io_threads_impl.h"
 #include "http/router.h"
 #include "http/tls_context.h"
@@ -139,6 +140,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
     net::post(exec_, [self = shared_from_this()] {
       self->stopping_ = true;
       if (self->state_ == State::kReading || self->state_ == State::kHandshake) self->closeNow();
+      if (self->state_ == State::kChannel) self->goAway();
     });
   }
 
@@ -150,8 +152,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   }
 
   // ResponseTarget: a handler's Responder answers request `seq` through these, from any thread.
+  // On a channel, `seq` is the request's frame id.
   void respond(std::uint64_t seq, Response&& response) override;
-  bool canStream() const override { return true; }
+  bool canStream() const override { return !isChannel_.load(std::memory_order_relaxed); }
   std::unique_ptr<StreamWriter> startStream(std::uint64_t seq, int status,
                                             Headers headers) override;
 
@@ -163,7 +166,16 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void streamAbort(std::uint64_t seq);
 
  private:
-  enum class State { kHandshake, kReading, kHandling, kWriting, kStreaming, kLingering, kClosed };
+  enum class State {
+    kHandshake,
+    kReading,
+    kHandling,
+    kWriting,
+    kStreaming,
+    kLingering,
+    kChannel,  // upgraded: frames both ways until closed (http/channel.h)
+    kClosed
+  };
 
   void begin();
   void readHeader();
@@ -184,6 +196,27 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void lingerClose();
   void linger();
   void closeNow();
+  void onDeadline();
+
+  // Channel mode (http/channel.h). Requests are read and dispatched as their frames arrive; the
+  // answers are appended to `out` as they come and written together once the loop has run what
+  // was ready (one write for every answer of a burst).
+  static bool asksForChannel(const Request& request);
+  void startChannel();
+  void readChannel();
+  void onChannelRead(const beast::error_code& ec, std::size_t n);
+  // Dispatches every whole frame in buffer_; false when the session closed on a malformed one.
+  bool takeFrames();
+  void refuseFrame(std::uint64_t id, std::size_t frameBytes);
+  void channelAnswer(std::uint64_t id, Response&& response);
+  void scheduleFlush();
+  void flushChannel();
+  void onChannelWritten(const beast::error_code& ec);
+  // Sends goaway: no request after the last one read is taken; the session closes once the
+  // answers to those it took are written.
+  void goAway();
+  void closeChannelWhenDone();
+  void channelDeadline();
   void setBusy(bool busy) {
     if (busy_ == busy) return;
     busy_ = busy;
@@ -221,6 +254,20 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
     std::string head;
     std::string body;
   } out_;
+
+  struct Channel {
+    std::string out;      // frames to write next
+    std::string writing;  // frames being written
+    std::uint64_t lastId = 0;
+    std::size_t inflight = 0;  // requests dispatched and not answered
+    std::size_t skip = 0;      // bytes of a refused frame still to discard
+    bool isWriting = false;
+    bool flushPosted = false;
+    bool goaway = false;    // sent (or queued): no further request is taken
+    bool shutDown = false;  // every answer written and our side shut: waiting for the client
+  };
+  std::unique_ptr<Channel> channel_;
+  std::atomic<bool> isChannel_{false};  // read by canStream() from handler threads
 };
 
 // Posts every call to the session's strand, in the order made; the session drops calls that
@@ -261,7 +308,7 @@ class BeastStreamWriter : public StreamWriter {
 
 void Session::begin() {
   watchdog_.onExpire([weak = weak_from_this()] {
-    if (auto self = weak.lock()) self->closeNow();
+    if (auto self = weak.lock()) self->onDeadline();
   });
   if (!stream_.isTls()) {
     readHeader();
@@ -392,6 +439,10 @@ void Session::dispatchRequest(std::shared_ptr<Session> self) {
   Request request = std::move(parser_->get());
   request.method = *method;
   request.remoteAddress = remote_;
+  if (core_.options.acceptChannels && !stopping_ && asksForChannel(request)) {
+    startChannel();
+    return;
+  }
 
   // The Responder holds the session (the target) and, when the server runs its own threads, the
   // core (released after it, so the io_context outlives the session). On shared threads the
@@ -441,6 +492,10 @@ unsigned validStatus(int status) {
 }
 
 void Session::answer(std::uint64_t seq, Response&& response) {
+  if (channel_) {
+    channelAnswer(seq, std::move(response));
+    return;
+  }
   if (seq != seq_ || state_ != State::kHandling) return;
   const int status = static_cast<int>(validStatus(response.status));
   const bool close = !keepAlive_ || stopping_ || asksToClose(response.headers);
@@ -512,6 +567,14 @@ void Session::linger() {
         }
         self->linger();
       });
+}
+
+void Session::onDeadline() {
+  if (state_ == State::kChannel) {
+    channelDeadline();
+    return;
+  }
+  closeNow();
 }
 
 void Session::closeNow() {
@@ -607,6 +670,237 @@ void Session::onStreamWritten(const beast::error_code& ec) {
     return;
   }
   pumpStream();
+}
+
+bool Session::asksForChannel(const Request& request) {
+  if (request.method != Method::kGet || request.path() != channel::kPath) return false;
+  const auto upgrade = request.headers.get("upgrade");
+  if (!upgrade) return false;
+  // A list of protocols, in the client's order of preference.
+  std::string_view rest = *upgrade;
+  while (!rest.empty()) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    std::string_view one = rest.substr(0, comma);
+    while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.remove_prefix(1);
+    while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.remove_suffix(1);
+    if (equalsIgnoreCase(one, channel::kProtocol)) return true;
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  return false;
+}
+
+void Session::startChannel() {
+  state_ = State::kChannel;
+  isChannel_ = true;
+  setBusy(false);
+  channel_ = std::make_unique<Channel>();
+  channel_->out.append("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ");
+  channel_->out.append(channel::kProtocol);
+  channel_->out.append("\r\n\r\n");
+  flushChannel();
+  watchdog_.expiresAfter(core_.options.requestTimeout);
+  // Frames the client sent behind its upgrade request are taken at once.
+  if (takeFrames()) readChannel();
+}
+
+void Session::readChannel() {
+  Channel& c = *channel_;
+  // Room for the rest of the frame that is coming in, when it is larger than a usual read.
+  std::size_t want = kReadBufferBytes;
+  const std::size_t have = buffer_.size();
+  if (c.skip == 0 && have >= channel::kHeadBytes) {
+    const auto* p = static_cast<const unsigned char*>(buffer_.data().data());
+    const std::size_t frame = 4 + ((std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
+                                   (std::size_t{p[2]} << 8) | std::size_t{p[3]});
+    if (frame > have) want = std::max(want, frame - have);
+  }
+  stream_.visitIo([this, want](auto& s) {
+    s.async_read_some(buffer_.prepare(want),
+                      [self = shared_from_this()](const beast::error_code& ec, std::size_t n) {
+                        self->onChannelRead(ec, n);
+                      });
+  });
+}
+
+void Session::onChannelRead(const beast::error_code& ec, std::size_t n) {
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    // The client closed (or the connection broke): answers still to come have nowhere to go.
+    closeNow();
+    return;
+  }
+  buffer_.commit(n);
+  Channel& c = *channel_;
+  if (c.shutDown) {
+    buffer_.consume(buffer_.size());
+  } else {
+    if (c.inflight == 0 && !c.isWriting) watchdog_.expiresAfter(core_.options.requestTimeout);
+    if (!takeFrames()) return;
+  }
+  readChannel();
+}
+
+bool Session::takeFrames() {
+  Channel& c = *channel_;
+  for (;;) {
+    if (c.skip > 0) {
+      const std::size_t n = std::min(c.skip, buffer_.size());
+      buffer_.consume(n);
+      c.skip -= n;
+      if (c.skip > 0) return true;
+    }
+    const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (data.size() < channel::kHeadBytes) return true;
+    channel::FrameHead head;
+    std::string error;
+    if (channel::parseHead(data, head, error) && head.type != channel::FrameType::kRequest) {
+      error = "a client sends only requests";
+    } else if (error.empty() && head.id <= c.lastId) {
+      error = "request ids must increase";
+    }
+    if (!error.empty()) {
+      if (core_.options.logger) {
+        core_.options.logger->warn("closing a channel on a malformed frame",
+                                   {{"remote", remote_}, {"error", error}});
+      }
+      closeNow();
+      return false;
+    }
+    const std::size_t frameBytes = channel::kHeadBytes + head.payloadBytes;
+    if (c.goaway) {
+      // After goaway nothing more is taken: the client knows from its id that it was not.
+      c.skip = frameBytes;
+      continue;
+    }
+    if (channel::minBodyBytes(head.payloadBytes) > core_.options.maxBodyBytes) {
+      refuseFrame(head.id, frameBytes);
+      continue;
+    }
+    if (data.size() < frameBytes) return true;
+    Request request;
+    if (!channel::parseRequest(data.substr(channel::kHeadBytes, head.payloadBytes), request,
+                               error)) {
+      if (core_.options.logger) {
+        core_.options.logger->warn("closing a channel on a malformed frame",
+                                   {{"remote", remote_}, {"error", error}});
+      }
+      closeNow();
+      return false;
+    }
+    if (request.body.size() > core_.options.maxBodyBytes) {
+      refuseFrame(head.id, frameBytes);
+      continue;
+    }
+    buffer_.consume(frameBytes);
+    c.lastId = head.id;
+    if (c.inflight++ == 0) {
+      setBusy(true);
+      watchdog_.never();  // handlers may take their time, as with plain HTTP
+    }
+    request.remoteAddress = remote_;
+    Responder responder(shared_from_this(), head.id,
+                        keepCore_ ? nullptr : core_.shared_from_this());
+    core_.router.dispatch(std::move(request), std::move(responder));
+    // The handler may have answered inline, or a failed write closed the session meanwhile.
+    if (state_ == State::kClosed) return false;
+  }
+}
+
+void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes) {
+  Channel& c = *channel_;
+  c.lastId = id;
+  c.skip = frameBytes;
+  if (c.inflight++ == 0) setBusy(true);
+  channelAnswer(id, Response::error(413, "PayloadTooLarge",
+                                    "request body exceeds " +
+                                        std::to_string(core_.options.maxBodyBytes) + " bytes"));
+}
+
+void Session::channelAnswer(std::uint64_t id, Response&& response) {
+  if (state_ != State::kChannel) return;
+  Channel& c = *channel_;
+  if (response.headers.holdsAny(Headers::kFraming)) response.headers.removeIf(isFramingHeader);
+  channel::appendResponse(c.out, id, static_cast<int>(validStatus(response.status)),
+                          response.headers, response.body);
+  // Every request is answered exactly once (a Responder answers 500 when dropped).
+  if (--c.inflight == 0) setBusy(false);
+  scheduleFlush();
+}
+
+void Session::scheduleFlush() {
+  Channel& c = *channel_;
+  if (c.isWriting || c.flushPosted) return;
+  c.flushPosted = true;
+  // After the handlers the loop has ready: the answers they produce go in the same write.
+  net::post(exec_, [self = shared_from_this()] {
+    if (self->state_ != State::kChannel) return;
+    self->channel_->flushPosted = false;
+    self->flushChannel();
+  });
+}
+
+void Session::flushChannel() {
+  Channel& c = *channel_;
+  if (c.isWriting) return;
+  if (c.out.empty()) {
+    closeChannelWhenDone();
+    return;
+  }
+  c.writing.swap(c.out);
+  c.isWriting = true;
+  watchdog_.expiresAfter(core_.options.requestTimeout);
+  stream_.visitIo([this, &c](auto& s) {
+    net::async_write(s, net::buffer(c.writing),
+                     [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
+                       self->onChannelWritten(ec);
+                     });
+  });
+}
+
+void Session::onChannelWritten(const beast::error_code& ec) {
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    closeNow();
+    return;
+  }
+  Channel& c = *channel_;
+  c.isWriting = false;
+  c.writing.clear();
+  if (c.inflight > 0) {
+    watchdog_.never();
+  } else {
+    watchdog_.expiresAfter(core_.options.requestTimeout);
+  }
+  flushChannel();
+}
+
+void Session::goAway() {
+  Channel& c = *channel_;
+  if (c.goaway) return;
+  c.goaway = true;
+  channel::appendGoaway(c.out, c.lastId);
+  scheduleFlush();
+}
+
+void Session::closeChannelWhenDone() {
+  Channel& c = *channel_;
+  if (!c.goaway || c.inflight > 0 || c.isWriting || !c.out.empty() || c.shutDown) return;
+  // Our side ends; the client closes its side once it read the answers, or the linger time ends.
+  c.shutDown = true;
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  watchdog_.expiresAfter(kLingerTime);
+}
+
+void Session::channelDeadline() {
+  Channel& c = *channel_;
+  // Idle for requestTimeout: the channel ends politely. A write that did not finish in that
+  // time, or a client that did not close after goaway, ends it at once.
+  if (!c.goaway && c.inflight == 0 && !c.isWriting) {
+    goAway();
+    return;
+  }
+  closeNow();
 }
 
 }  // namespace

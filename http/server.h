@@ -123,6 +123,10 @@ struct ServerOptions {
   // stop() must not be called from one of them. cpprestsdk ignores it.
   IoThreads* ioThreads = nullptr;
   std::optional<TlsServerOptions> tls;
+  // Beast only: a client may ask for a kshard channel on any connection (http/channel.h) and
+  // send its requests as frames, many at once, answered in any order. They reach the same routes.
+  // cpprestsdk ignores it: its answer to the upgrade (404) sends the client back to plain HTTP.
+  bool acceptChannels = false;
   // Where the adapter reports what it cannot answer to anyone (a handler that threw, a failed
   // write). None: such events are dropped silently.
   std::optional<Logger> logger;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "http/beast_server.h"
+#include "http/channel_client.h"
 #include "http/factory.h"
 #include "http/free_port.h"
 #include "http/io_threads.h"
@@ -42,16 +43,19 @@ Response textResponse(std::string body, int status = 200) {
   return r;
 }
 
-// A backend, and for Beast optionally one set of I/O threads that the server and client share.
+// A backend, and for Beast optionally one set of I/O threads that the server and client share,
+// and kshard channels (http/channel.h): the server accepts them, the client is a ChannelClient.
 struct Setup {
   Backend backend;
   std::optional<IoThreadsOptions::Model> shared;
+  bool channels = false;
 };
 
 std::string setupName(const ::testing::TestParamInfo<Setup>& p) {
   std::string name(backendName(p.param.backend));
   if (p.param.shared == IoThreadsOptions::Model::kContextPerThread) name += "_sharedLoopPerThread";
   if (p.param.shared == IoThreadsOptions::Model::kSharedContext) name += "_sharedOneLoop";
+  if (p.param.channels) name += "_channels";
   return name;
 }
 
@@ -75,6 +79,7 @@ class TransportTest : public ::testing::TestWithParam<Setup> {
   Server& server(ServerOptions options = {}) {
     options.host = "127.0.0.1";
     options.ioThreads = io_.get();
+    options.acceptChannels = GetParam().channels;
     server_ = makeServer(GetParam().backend, std::move(options));
     return *server_;
   }
@@ -90,6 +95,11 @@ class TransportTest : public ::testing::TestWithParam<Setup> {
       options.baseUrl = "http://127.0.0.1:" + std::to_string(server_->port());
     }
     options.ioThreads = io_.get();
+    if (GetParam().channels) {
+      auto c = ChannelClient::create(std::move(options));
+      EXPECT_TRUE(c.ok()) << c.status().toString();
+      return c.ok() ? std::unique_ptr<Client>(std::move(*c)) : nullptr;
+    }
     auto c = makeClient(GetParam().backend, std::move(options));
     EXPECT_TRUE(c.ok()) << c.status().toString();
     return c.ok() ? std::move(*c) : nullptr;
@@ -294,6 +304,7 @@ TEST_P(TransportTest, KeepAliveServesSequentialRequestsOnOneConnection) {
 TEST_P(TransportTest, ClientReusesItsConnection) {
   // The server is Beast whatever the parameter, for its accepted-connection count.
   ServerOptions o;
+  o.acceptChannels = GetParam().channels;
   BeastServer beast(o);
   beast.route(Method::kGet, "/ping", [](Request, Responder r) { r.send(textResponse("pong")); });
   ASSERT_TRUE(beast.start().ok());
@@ -306,7 +317,13 @@ TEST_P(TransportTest, ClientReusesItsConnection) {
     ASSERT_TRUE(res.ok()) << res.status().toString();
     EXPECT_EQ(res->body, "pong");
   }
-  if (GetParam().backend == Backend::kBeast) {
+  if (GetParam().channels) {
+    // One channel per loop of the client's threads (the requests come from a thread of neither
+    // loop, so they take the loops in turn); each is one connection.
+    EXPECT_GE(beast.connectionsAccepted(), 1u);
+    EXPECT_LE(beast.connectionsAccepted(), io_ ? 2u : 1u);
+    EXPECT_EQ(beast.connectionsAccepted(), dynamic_cast<ChannelClient&>(*c).channelsOpened());
+  } else if (GetParam().backend == Backend::kBeast) {
     EXPECT_EQ(beast.connectionsAccepted(), 1u);
   } else {
     // cpprestsdk returns a connection to its pool only when its request context is destroyed,
@@ -434,8 +451,15 @@ TEST_P(TransportTest, ResponseOverMaxResponseBytesIsResourceExhausted) {
 }
 
 TEST_P(TransportTest, ChunkedResponseOverMaxResponseBytesIsResourceExhausted) {
-  server().route(Method::kGet, "/big", [](Request, Responder r) {
+  const bool channels = GetParam().channels;
+  server().route(Method::kGet, "/big", [channels](Request, Responder r) {
     auto writer = r.startStream(200, {});
+    if (channels) {
+      // A channel carries whole answers only: the handler is told, and its Responder, dropped
+      // unanswered, answers 500.
+      EXPECT_EQ(writer.status().code(), StatusCode::kFailedPrecondition);
+      return;
+    }
     ASSERT_TRUE(writer.ok());
     for (int i = 0; i < 4; ++i) (*writer)->write(std::string(500, 'c'));
     (*writer)->finish();
@@ -445,6 +469,11 @@ TEST_P(TransportTest, ChunkedResponseOverMaxResponseBytesIsResourceExhausted) {
   o.maxResponseBytes = 1000;
   auto c = client(o);
   const StatusOr<Response> res = c->sendSync(get("/big"));
+  if (channels) {
+    ASSERT_TRUE(res.ok()) << res.status().toString();
+    EXPECT_EQ(res->status, 500);
+    return;
+  }
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.status().code(), StatusCode::kResourceExhausted) << res.status().toString();
 }
@@ -486,7 +515,10 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, TransportTest,
     ::testing::Values(Setup{Backend::kCppRest, std::nullopt}, Setup{Backend::kBeast, std::nullopt},
                       Setup{Backend::kBeast, IoThreadsOptions::Model::kContextPerThread},
-                      Setup{Backend::kBeast, IoThreadsOptions::Model::kSharedContext}),
+                      Setup{Backend::kBeast, IoThreadsOptions::Model::kSharedContext},
+                      Setup{Backend::kBeast, std::nullopt, true},
+                      Setup{Backend::kBeast, IoThreadsOptions::Model::kContextPerThread, true},
+                      Setup{Backend::kBeast, IoThreadsOptions::Model::kSharedContext, true}),
     setupName);
 
 // cpprestsdk's listener drops pipelined requests and never times out a peer that sends nothing,

@@ -12,6 +12,9 @@ constexpr std::array kTargets = {
     FuzzTarget{"admission_review", fuzzOneAdmissionReview,
                "AdmissionReview bodies to the sidecar injector; patches apply and are idempotent"},
     FuzzTarget{"base64", fuzzOneBase64, "base64 and base64url; round trips, canonical input only"},
+    FuzzTarget{"channel_frame", fuzzOneChannelFrame,
+               "kshard channel frames from another sidecar; accepted ones are well-formed and "
+               "round-trip"},
     FuzzTarget{"duration", fuzzOneDuration, "Kubernetes durations; parse/format round trips"},
     FuzzTarget{"entity_key", fuzzOneEntityKey,
                "entity type/id, shard of an id, UTF-8, pass-through headers; against references"},

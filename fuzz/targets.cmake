@@ -9,6 +9,7 @@
 set(KSHARD_FUZZ_HARNESSES
   admission_review
   base64
+  channel_frame
   duration
   entity_key
   http_head

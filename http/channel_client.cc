@@ -65,6 +65,7 @@ struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
   std::atomic<bool> fallback{false};
   std::atomic<bool> closing{false};
   std::atomic<std::uint64_t> opened{0};
+  std::atomic<std::size_t> openNow{0};
   // Plain HTTP: after a refused upgrade, for streams, and for origins a channel cannot reach.
   std::unique_ptr<BeastClient> plain;
 
@@ -204,6 +205,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     in_.consume(headEnd + 4);
     state_ = State::kOpen;
     core_.opened.fetch_add(1, std::memory_order_relaxed);
+    core_.openNow.fetch_add(1, std::memory_order_relaxed);
     std::vector<Waiting> waiting = std::move(waiting_);
     waiting_.clear();
     for (Waiting& w : waiting) enqueue(w.request, std::move(w.done), w.deadline, w.timeout);
@@ -244,6 +246,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     core_.fallBack();
     state_ = State::kEnded;
     closeSocket();
+    timer_.cancel();
     std::vector<Waiting> waiting = std::move(waiting_);
     waiting_.clear();
     const auto now = Clock::now();
@@ -459,6 +462,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Ends the channel: requests that went out fail with `sent`, the rest with `unsent`.
   void end(const Status& sent, const Status& unsent) {
     if (state_ == State::kEnded) return;
+    if (state_ == State::kOpen) core_.openNow.fetch_sub(1, std::memory_order_relaxed);
     state_ = State::kEnded;
     closeSocket();
     timer_.cancel();
@@ -683,6 +687,10 @@ bool ChannelClient::usesChannels() const {
 
 std::uint64_t ChannelClient::channelsOpened() const {
   return core_->opened.load(std::memory_order_relaxed);
+}
+
+std::size_t ChannelClient::openChannels() const {
+  return core_->openNow.load(std::memory_order_relaxed);
 }
 
 }  // namespace kshard::http

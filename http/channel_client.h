@@ -43,6 +43,8 @@ class ChannelClient : public Client {
   bool usesChannels() const;
   // How many channels were opened (a connection and its upgrade), over the client's life.
   std::uint64_t channelsOpened() const;
+  // How many are open now.
+  std::size_t openChannels() const;
 
   struct Core;
 

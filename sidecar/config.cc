@@ -78,6 +78,11 @@ void SidecarConfig::declare(OptionSet& opts) {
                  "thread (one event loop per I/O thread: a message is received, forwarded and "
                  "answered on one thread) or shared (one event loop that every I/O thread runs).",
                  &ioModel);
+  opts.addString("peer-transport", "KSHARD_PEER_TRANSPORT",
+                 "How messages are forwarded to other sidecars: channel (many on one connection "
+                 "per I/O thread, in frames; a peer that does not speak it gets plain HTTP) or "
+                 "http (a request per message on pooled connections; with http-backend=beast).",
+                 &peerTransport);
   opts.addString("map-source", "KSHARD_MAP_SOURCE",
                  "Where the ShardMap comes from: kube (watch it) or manager (poll the operator).",
                  &mapSource);
@@ -178,6 +183,9 @@ Status SidecarConfig::validate() const {
   }
   if (ioModel != "thread" && ioModel != "shared") {
     return invalidArgument("--io-model: must be thread or shared");
+  }
+  if (peerTransport != "channel" && peerTransport != "http") {
+    return invalidArgument("--peer-transport: must be channel or http");
   }
   return {};
 }

@@ -45,6 +45,8 @@ struct SidecarConfig {
   // How those threads run their event loops: "thread" (one loop per thread; a message stays on
   // the thread that received it) or "shared" (one loop that every thread runs).
   std::string ioModel = "thread";
+  // How messages go to other sidecars: "channel" (http/channel.h) or "http".
+  std::string peerTransport = "channel";
   // Where the ShardMap comes from: "kube" (watch it through the API) or "manager" (poll the
   // operator's assignments endpoint; for environments without API access, and tests).
   std::string mapSource = "kube";

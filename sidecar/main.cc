@@ -16,6 +16,7 @@
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "http/admin_routes.h"
+#include "http/channel_client.h"
 #include "http/factory.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -64,8 +65,15 @@ bool appListening(int port) {
 constexpr std::size_t kMaxIdleConnections = 1024;
 
 std::unique_ptr<http::Client> makeClientOrDie(http::Backend backend, http::ClientOptions options,
-                                              const Logger& log) {
-  auto client = http::makeClient(backend, std::move(options));
+                                              const Logger& log, bool channels = false) {
+  StatusOr<std::unique_ptr<http::Client>> client{std::unique_ptr<http::Client>()};
+  if (channels) {
+    auto c = http::ChannelClient::create(std::move(options));
+    client = c.ok() ? StatusOr<std::unique_ptr<http::Client>>(std::move(*c))
+                    : StatusOr<std::unique_ptr<http::Client>>(c.status());
+  } else {
+    client = http::makeClient(backend, std::move(options));
+  }
   if (!client.ok()) {
     log.error("cannot create HTTP client", {{"error", client.status().toString()}});
     std::exit(kExitFailure);
@@ -148,7 +156,8 @@ int run(int argc, char** argv) {
                           log.withFields({{"part", "entities"}}));
   RoutingTable table;
 
-  const auto peerFactory = [backend, &cfg, &log, io = ioThreads.get()](const std::string& baseUrl) {
+  const auto peerClient = [backend, &cfg, &log, io = ioThreads.get()](const std::string& baseUrl,
+                                                                      bool channels) {
     http::ClientOptions o;
     o.baseUrl = baseUrl;
     o.connectTimeout = std::chrono::seconds(2);
@@ -156,7 +165,10 @@ int run(int argc, char** argv) {
     o.userAgent = "kshard-sidecar";
     o.ioThreads = io;
     o.maxConnections = kMaxIdleConnections;
-    return makeClientOrDie(backend, o, log);
+    return makeClientOrDie(backend, o, log, channels);
+  };
+  const auto peerFactory = [&peerClient](const std::string& baseUrl) {
+    return peerClient(baseUrl, false);
   };
   // This pod's projected token (audience kshard), for the manager API and other sidecars.
   std::function<std::string()> podAuthorization;
@@ -164,7 +176,12 @@ int run(int argc, char** argv) {
     podAuthorization = kube::bearerHeaderFromFile(cfg.managerTokenFile, SystemClock::instance(),
                                                   log, "the manager API and the peers");
   }
-  PeerHttpClient peers(peerFactory, 512, podAuthorization);
+  // Messages to other sidecars go over channels (many on one connection per I/O thread); the
+  // manager API stays plain HTTP.
+  const bool channels = backend == http::Backend::kBeast && cfg.peerTransport == "channel";
+  PeerHttpClient peers(
+      [&peerClient, channels](const std::string& baseUrl) { return peerClient(baseUrl, channels); },
+      512, podAuthorization);
   ManagerClient::Options managerOptions;
   managerOptions.managerOverride = cfg.managerAddress;
   ManagerClient manager(self, table, peerFactory, scheduler, random,
@@ -239,6 +256,8 @@ int run(int argc, char** argv) {
   http::ServerOptions peerOptions = base;
   peerOptions.host = cfg.peerBindAddress.empty() ? cfg.podIp : cfg.peerBindAddress;
   peerOptions.port = static_cast<std::uint16_t>(cfg.peerPort);
+  // Other sidecars may send over channels whatever this one's --peer-transport.
+  peerOptions.acceptChannels = true;
   auto peerServer = http::makeServer(backend, peerOptions);
   PeerApi peerApi(self, entities, table, *authorizer, metrics, scheduler.clock(),
                   log.withFields({{"part", "peer-api"}}),

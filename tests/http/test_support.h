@@ -27,6 +27,15 @@ inline std::string backendTestName(const ::testing::TestParamInfo<Backend>& p) {
   return std::string(backendName(p.param));
 }
 
+// A 200 (or `status`) text/plain answer with `body`.
+inline Response textResponse(std::string body, int status = 200) {
+  Response r;
+  r.status = status;
+  r.headers.set("Content-Type", "text/plain");
+  r.body = std::move(body);
+  return r;
+}
+
 // Sends all of `data` on the connected socket `fd`; false when the peer is gone.
 inline bool sendAll(int fd, std::string_view data) {
   while (!data.empty()) {

@@ -35,13 +35,7 @@ std::string errorCode(const Response& r) {
   return nlohmann::json::parse(r.body)["error"]["code"].get<std::string>();
 }
 
-Response textResponse(std::string body, int status = 200) {
-  Response r;
-  r.status = status;
-  r.headers.set("Content-Type", "text/plain");
-  r.body = std::move(body);
-  return r;
-}
+using testing::textResponse;
 
 // A backend, and for Beast optionally one set of I/O threads that the server and client share,
 // and kshard channels (http/channel.h): the server accepts them, the client is a ChannelClient.

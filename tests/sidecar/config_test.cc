@@ -39,6 +39,15 @@ TEST(SidecarConfig, PeerAuthIsTokenOrNone) {
   EXPECT_EQ(errorOf(c), "--peer-auth: must be token or none");
 }
 
+TEST(SidecarConfig, PeerTransportIsChannelByDefaultOrHttp) {
+  EXPECT_EQ(valid().peerTransport, "channel");
+  SidecarConfig c = valid();
+  c.peerTransport = "http";
+  EXPECT_TRUE(c.validate().ok()) << errorOf(c);
+  c.peerTransport = "grpc";
+  EXPECT_EQ(errorOf(c), "--peer-transport: must be channel or http");
+}
+
 TEST(SidecarConfig, TokenAuthNeedsTheOperatorsIdentityAndThePodsToken) {
   for (const std::string bad : {"", "kshard", "system:serviceaccount:kshard-system",
                                 "system:serviceaccount:Kshard:kshard", "system:node:kshard"}) {

@@ -358,6 +358,9 @@ struct Sidecar {
 
 class SidecarComponentTest : public ::testing::Test {
  protected:
+  // How the sidecars forward to each other (--peer-transport).
+  virtual std::string peerTransport() const { return "channel"; }
+
   void SetUp() override {
     for (int i = 1; i <= 3; ++i) {
       const std::string pod = "p" + std::to_string(i);
@@ -377,7 +380,8 @@ class SidecarComponentTest : public ::testing::Test {
               "--admin-port=" + std::to_string(sc->adminPort), "--admin-bind-address=127.0.0.1",
               "--map-source=manager", "--manager-address=" + operator_.address(),
               "--map-poll-interval=100ms",
-              "--max-concurrent-stops=" + std::to_string(kMaxConcurrentStops)},
+              "--max-concurrent-stops=" + std::to_string(kMaxConcurrentStops),
+              "--peer-transport=" + peerTransport()},
           std::map<std::string, std::string>{}, ::testing::TempDir() + "/sidecar-" + pod + ".log");
       sc->api = client("127.0.0.1:" + std::to_string(sc->apiPort));
       sc->peer = client("127.0.0.1:" + std::to_string(peerPort));
@@ -562,7 +566,15 @@ TEST_F(SidecarComponentTest, RejectsBadInputAndKeepsServing) {
   EXPECT_EQ(ok->status, 200);
 }
 
-TEST_F(SidecarComponentTest, ShardsMovedUnderTrafficAreNeverServedTwiceAndDrainLosesNothing) {
+// The invariants hold whichever way the sidecars forward to each other.
+class SidecarComponentTransportTest : public SidecarComponentTest,
+                                      public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string peerTransport() const override { return GetParam(); }
+};
+
+TEST_P(SidecarComponentTransportTest,
+       ShardsMovedUnderTrafficAreNeverServedTwiceAndDrainLosesNothing) {
   Traffic traffic;
   std::atomic<int> senders{3};
   startTraffic(traffic, senders, 4);
@@ -615,6 +627,10 @@ TEST_F(SidecarComponentTest, ShardsMovedUnderTrafficAreNeverServedTwiceAndDrainL
   EXPECT_GT(total, 200) << "too little traffic to mean anything";
   EXPECT_GT(world_.stops, 0) << "no entity was ever stopped: no handoff happened";
 }
+
+INSTANTIATE_TEST_SUITE_P(PeerTransports, SidecarComponentTransportTest,
+                         ::testing::Values("channel", "http"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // A drain stops the pod's entities through its app at most --max-concurrent-stops at a time, and
 // every entity's state is saved before the sidecar exits.

@@ -737,6 +737,7 @@ void Session::onChannelRead(const beast::error_code& ec, std::size_t n) {
     if (c.inflight == 0 && !c.isWriting) watchdog_.expiresAfter(core_.options.requestTimeout);
     if (!takeFrames()) return;
   }
+  trimChannelBuffer(buffer_);
   readChannel();
 }
 
@@ -866,6 +867,7 @@ void Session::onChannelWritten(const beast::error_code& ec) {
   Channel& c = *channel_;
   c.isWriting = false;
   c.writing.clear();
+  trimChannelBuffer(c.writing);
   if (c.inflight > 0) {
     watchdog_.never();
   } else {

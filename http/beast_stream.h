@@ -144,6 +144,22 @@ void asyncWriteMessage(AnyStream& stream, const std::string& head, std::string_v
 // event loop for a 1 KiB message.
 constexpr std::size_t kReadBufferBytes = 8 * 1024;
 
+// A channel (http/channel.h) reads a whole frame into its buffer before parsing it, and appends
+// many frames to its output: after a large message, room beyond this is given back, so that a
+// channel per peer and loop does not keep a body's worth of memory each.
+constexpr std::size_t kChannelBufferKeepBytes = 64 * 1024;
+
+// Gives back what `buffer` holds beyond kChannelBufferKeepBytes once it is empty.
+inline void trimChannelBuffer(beast::flat_buffer& buffer) {
+  if (buffer.size() == 0 && buffer.capacity() > kChannelBufferKeepBytes) {
+    buffer.shrink_to_fit();
+    buffer.reserve(kReadBufferBytes);
+  }
+}
+inline void trimChannelBuffer(std::string& buffer) {
+  if (buffer.empty() && buffer.capacity() > kChannelBufferKeepBytes) std::string().swap(buffer);
+}
+
 // Reads into `buffer` and parses into `parser` until `done(parser)` holds, then calls
 // `handler(error_code)`. What the buffer already holds is parsed first; each read is one
 // async_read_some on stream.visitIo(), instead of Beast's composed read operations. The parser's

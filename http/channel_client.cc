@@ -331,6 +331,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
     writing_.swap(out_);
     writingUpTo_ = nextId_ - 1;
     isWriting_ = true;
+    // A peer that reads nothing for requestTimeout ends the channel (onTimer).
+    writeStarted_ = Clock::now();
+    armTimer(writeStarted_ + core_.options.requestTimeout);
     net::async_write(socket_, net::buffer(writing_),
                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
                        self->onWritten(ec);
@@ -340,6 +343,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void onWritten(const beast::error_code& ec) {
     isWriting_ = false;
     writing_.clear();
+    trimChannelBuffer(writing_);
     if (state_ != State::kOpen) return;
     if (ec) {
       brokeOff("sending", ec);
@@ -371,6 +375,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     in_.commit(n);
     if (!takeFrames()) return;
+    trimChannelBuffer(in_);
     read();
   }
 
@@ -532,6 +537,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
       return;
     }
     if (state_ != State::kOpen) return;
+    if (isWriting_ && now - writeStarted_ >= core_.options.requestTimeout) {
+      const std::string text = ": sending: the server read nothing for " +
+                               std::to_string(millis(core_.options.requestTimeout)) + " ms";
+      end(unavailable(what() + text), unavailable(what() + text + " (the request was not sent)"));
+      return;
+    }
     while (!due_.empty() && due_.top().deadline <= now) {
       const Due d = due_.top();
       due_.pop();
@@ -550,6 +561,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     Clock::time_point next = due_.empty() ? Clock::time_point::max() : due_.top().deadline;
     if (active_ == 0) next = std::min(next, lastUse_ + core_.options.idleTimeout);
+    if (isWriting_) next = std::min(next, writeStarted_ + core_.options.requestTimeout);
     if (next != Clock::time_point::max()) armTimer(next);
   }
 
@@ -573,6 +585,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::uint64_t firstId_ = 1;
   std::uint64_t nextId_ = 1;
   std::uint64_t writingUpTo_ = 0;
+  Clock::time_point writeStarted_;
   std::uint64_t sentUpTo_ = 0;  // requests up to this id were written whole
   std::size_t active_ = 0;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;  // answered ones go lazily

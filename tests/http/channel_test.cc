@@ -518,6 +518,45 @@ TEST(ChannelTest, RequestsAfterTheGoawaysIdFailAsNotTakenAndTheOthersAreAnswered
   EXPECT_EQ(client->openChannels(), 0u);
 }
 
+TEST(ChannelTest, AServerThatReadsNothingForRequestTimeoutEndsTheChannel) {
+  // Accepts, answers the upgrade, then reads nothing more until the client goes away.
+  sockaddr_in addr{};
+  const int listener = testing::listenOnLoopback(4, addr);
+  ASSERT_GE(listener, 0);
+  std::thread server([listener] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    std::string in;
+    char buf[512];
+    while (in.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      in.append(buf, static_cast<std::size_t>(n));
+    }
+    testing::sendAll(fd,
+                     "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                     "Upgrade: kshard-channel/1\r\n\r\n");
+    pollfd p{fd, POLLRDHUP, 0};
+    ::poll(&p, 1, static_cast<int>(kWait.count()));
+    ::close(fd);
+  });
+  ClientOptions co;
+  co.threads = 1;
+  co.requestTimeout = milliseconds(300);
+  auto client = channelClient(ntohs(addr.sin_port), co);
+  // More than the sockets' buffers hold, so the write cannot finish; the request's own deadline
+  // is far.
+  const auto r = client->sendSync(post("/x", std::string(32u << 20, 'x'), kWait));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("the server read nothing for 300 ms"), std::string::npos)
+      << r.status().toString();
+  EXPECT_EQ(client->openChannels(), 0u);
+  client.reset();
+  server.join();
+  ::close(listener);
+}
+
 TEST(ChannelTest, AMalformedFrameFromTheServerFailsWhatIsInFlightAsUnavailable) {
   ScriptedChannelServer server(1, [](const std::vector<channel::FrameHead>&) {
     return std::string(

@@ -24,6 +24,7 @@ LABELS = {
     "sidecar": "(c) → sidecar A → sidecar B → app",
     "owner": "for reference: → sidecar B (owner) → app",
     "sidecar-auth": "(c) with --peer-auth=token: → sidecar C → sidecar D → app",
+    "sidecar-http": "(c) with --peer-transport=http: → sidecar E → sidecar F → app",
 }
 GOAL_P50_MS, GOAL_P99_MS = 0.5, 2.0
 

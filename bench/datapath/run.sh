@@ -9,7 +9,9 @@
 #   and, for reference, load generator → sidecar B (owner) → app: one sidecar, no forwarding;
 #   and (c) with peer authentication: sidecar C → sidecar D → app, both with --peer-auth=token,
 #   so that every forwarded message carries C's token and D checks it (bench/datapath/tokens.py
-#   makes the key and the tokens; the keys come from a file, not from an API server).
+#   makes the key and the tokens; the keys come from a file, not from an API server);
+#   and (c) over plain HTTP: sidecar E → sidecar F → app, with --peer-transport=http, a request
+#   per forwarded message instead of kshard channels (the default), to show what channels change.
 #
 # For (c), two real kshard-sidecar processes (A: peer API on 127.0.0.2, B: on 127.0.0.3) poll a
 # stub manager (bench/datapath/stub_manager.py) that gives every shard to B, so every message
@@ -200,7 +202,18 @@ for name in d c; do
     --operator-identity=system:serviceaccount:bench:stub-manager \
     --manager-token-file="$work/token-bench-$name"
 done
-for name in a b c d; do
+# The pair over plain HTTP: its own ShardMap, F owns every shard.
+http_manager_port=$(free_port)
+python3 "$here/stub_manager.py" "$http_manager_port" bench datapath-http "$shards" bench-f \
+  >"$out/manager-http.log" 2>&1 &
+pids+=($!)
+wait_until 10 "the third stub manager listening" \
+  curl -fsS "http://127.0.0.1:$http_manager_port/v1/shardmaps/bench/datapath-http/assignments"
+for name in f e; do
+  start_sidecar "$name" "127.0.0.$([[ $name == e ]] && echo 8 || echo 9)" "$http_manager_port" \
+    datapath-http --peer-transport=http
+done
+for name in a b c d e f; do
   wait_until 60 "sidecar $name ready" curl -fsS "http://127.0.0.1:${admin_port[$name]}/readyz"
 done
 
@@ -219,6 +232,11 @@ forwarded_by_d() {
     "http://127.0.0.1:${api_port[c]}/v1/entities/bench/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-d'
 }
 wait_until 30 "a message through sidecar C answered by owner D (checking C's token)" forwarded_by_d
+forwarded_by_f() {
+  curl -fsS -D - -o /dev/null -X POST --data-binary x \
+    "http://127.0.0.1:${api_port[e]}/v1/entities/bench/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-f'
+}
+wait_until 30 "a message through sidecar E answered by owner F (over plain HTTP)" forwarded_by_f
 # And D refuses a forwarded message without a token: the check is on.
 unauthenticated=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Kshard-Shard: 1' \
   "http://$(sed -n 's/.*"peer_api":"\([^"]*\)".*/\1/p' "$out/sidecar-d.log" | head -1)/v1/peer/entities/bench/probe")
@@ -230,13 +248,15 @@ log "ready: app 127.0.0.1:$app_port, nginx 127.0.0.4:$nginx1_port → 127.0.0.5:
 
 # "owner" is not one of the issue's topologies: messages sent to B itself, delivered locally, to
 # tell the cost of one sidecar from the cost of the forwarding hop.
-topologies=(direct nginx sidecar owner sidecar-auth)
+topologies=(direct nginx sidecar owner sidecar-auth sidecar-http)
 declare -A url=([direct]=$direct_url [nginx]=$nginx_url [sidecar]=$sidecar_url
-  [owner]="http://127.0.0.1:${api_port[b]}" [sidecar-auth]="http://127.0.0.1:${api_port[c]}")
+  [owner]="http://127.0.0.1:${api_port[b]}" [sidecar-auth]="http://127.0.0.1:${api_port[c]}"
+  [sidecar-http]="http://127.0.0.1:${api_port[e]}")
 # The processes between the load generator and the app (with their children: nginx's workers).
 declare -A proxies=([direct]="" [nginx]="${nginx_pids[*]}"
   [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}" [owner]="${sidecar_pid[b]}"
-  [sidecar-auth]="${sidecar_pid[c]} ${sidecar_pid[d]}")
+  [sidecar-auth]="${sidecar_pid[c]} ${sidecar_pid[d]}"
+  [sidecar-http]="${sidecar_pid[e]} ${sidecar_pid[f]}")
 
 usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0 0"; fi; }
 
@@ -321,7 +341,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # What the sidecars counted, to show the path taken (A forwards, B delivers).
-for name in a b c d; do
+for name in a b c d e f; do
   curl -fsS "http://127.0.0.1:${admin_port[$name]}/metrics" |
     grep '^kshard_sidecar_messages_total' | grep -v ' 0$' >"$out/metrics-$name.txt" || true
 done

@@ -201,7 +201,8 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   // Channel mode (http/channel.h). Requests are read and dispatched as their frames arrive; the
   // answers are appended to `out` as they come and written together once the loop has run what
   // was ready (one write for every answer of a burst).
-  static bool asksForChannel(const Request& request);
+  // Why a request for the channel path cannot have one (empty: it can); see dispatchRequest.
+  static std::string_view channelRefusal(const Request& request);
   void startChannel();
   void readChannel();
   void onChannelRead(const beast::error_code& ec, std::size_t n);
@@ -439,7 +440,21 @@ void Session::dispatchRequest(std::shared_ptr<Session> self) {
   Request request = std::move(parser_->get());
   request.method = *method;
   request.remoteAddress = remote_;
-  if (core_.options.acceptChannels && !stopping_ && asksForChannel(request)) {
+  if (core_.options.acceptChannels && request.path() == channel::kPath) {
+    if (stopping_) {
+      // Not 404: the client would take it for a server without channels and go on in plain
+      // HTTP; 503 tells it to send the requests elsewhere.
+      answer(seq_, Response::error(503, "Unavailable", "the server is stopping"));
+      return;
+    }
+    if (const std::string_view refusal = channelRefusal(request); !refusal.empty()) {
+      const bool get = request.method == Method::kGet;
+      Response refused =
+          Response::error(get ? 400 : 405, get ? "InvalidArgument" : "MethodNotAllowed", refusal);
+      if (!get) refused.headers.set("Allow", "GET");
+      answer(seq_, std::move(refused));
+      return;
+    }
     startChannel();
     return;
   }
@@ -672,21 +687,30 @@ void Session::onStreamWritten(const beast::error_code& ec) {
   pumpStream();
 }
 
-bool Session::asksForChannel(const Request& request) {
-  if (request.method != Method::kGet || request.path() != channel::kPath) return false;
-  const auto upgrade = request.headers.get("upgrade");
-  if (!upgrade) return false;
-  // A list of protocols, in the client's order of preference.
-  std::string_view rest = *upgrade;
-  while (!rest.empty()) {
-    const std::size_t comma = std::min(rest.find(','), rest.size());
-    std::string_view one = rest.substr(0, comma);
+// True when the comma-separated list `value` holds `token` (case-insensitive, spaces trimmed).
+bool listHolds(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    const std::size_t comma = std::min(value.find(','), value.size());
+    std::string_view one = value.substr(0, comma);
     while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.remove_prefix(1);
     while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.remove_suffix(1);
-    if (equalsIgnoreCase(one, channel::kProtocol)) return true;
-    rest.remove_prefix(std::min(comma + 1, rest.size()));
+    if (equalsIgnoreCase(one, token)) return true;
+    value.remove_prefix(std::min(comma + 1, value.size()));
   }
   return false;
+}
+
+std::string_view Session::channelRefusal(const Request& request) {
+  if (request.method != Method::kGet) return "a channel is asked for with GET";
+  const auto upgrade = request.headers.get("upgrade");
+  if (!upgrade || !listHolds(*upgrade, channel::kProtocol)) {
+    return "a channel needs the header Upgrade: kshard-channel/1";
+  }
+  const auto connection = request.headers.get("connection");
+  if (!connection || !listHolds(*connection, "upgrade")) {
+    return "a channel needs the header Connection: Upgrade";
+  }
+  return {};
 }
 
 void Session::startChannel() {

@@ -198,6 +198,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
       return;
     }
     const std::string_view head = data.substr(0, headEnd + 2);
+    if (head.size() > 12 && head.substr(0, 7) == "HTTP/1." && head.substr(8, 4) == " 503") {
+      // A server that speaks channels and is stopping: nothing was sent, the requests may go
+      // elsewhere; a later channel to it is tried again.
+      const Status s = unavailable(what() + ": the server is stopping");
+      end(s, s);
+      return;
+    }
     if (!isUpgraded(head)) {
       refused();
       return;

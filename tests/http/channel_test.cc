@@ -427,11 +427,15 @@ class ScriptedChannelServer {
   // `script(frames so far)` returns bytes to send once the client sent `frames` request frames.
   using Script = std::function<std::string(const std::vector<channel::FrameHead>& frames)>;
 
-  ScriptedChannelServer(std::size_t framesBeforeAnswering, Script script) {
+  ScriptedChannelServer(std::size_t framesBeforeAnswering, Script script,
+                        std::string upgradeAnswer =
+                            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                            "Upgrade: kshard-channel/1\r\n\r\n") {
     sockaddr_in addr{};
     listener_ = testing::listenOnLoopback(4, addr);
     port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this, framesBeforeAnswering, script = std::move(script)] {
+    thread_ = std::thread([this, framesBeforeAnswering, script = std::move(script),
+                           upgradeAnswer = std::move(upgradeAnswer)] {
       const int fd = ::accept(listener_, nullptr, nullptr);
       if (fd < 0) return;
       std::string in;
@@ -446,9 +450,7 @@ class ScriptedChannelServer {
         if (!readMore()) break;
       }
       in.erase(0, in.find("\r\n\r\n") + 4);
-      testing::sendAll(fd,
-                       "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
-                       "Upgrade: kshard-channel/1\r\n\r\n");
+      testing::sendAll(fd, upgradeAnswer);
       std::vector<channel::FrameHead> frames;
       while (frames.size() < framesBeforeAnswering) {
         channel::FrameHead head;
@@ -555,6 +557,46 @@ TEST(ChannelTest, AServerThatReadsNothingForRequestTimeoutEndsTheChannel) {
   client.reset();
   server.join();
   ::close(listener);
+}
+
+TEST(ChannelTest, AStoppingServersRefusalFailsTheRequestsAsNotSentWithoutGivingUpChannels) {
+  ScriptedChannelServer server(
+      0, [](const std::vector<channel::FrameHead>&) { return std::string(); },
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+  auto client = channelClient(server.port());
+  const auto r = client->sendSync(post("/x", ""));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("the server is stopping"), std::string::npos)
+      << r.status().toString();
+  EXPECT_TRUE(client->usesChannels()) << "a 503 is not a server without channels";
+}
+
+TEST(ChannelTest, TheServerExplainsWhatARequestForAChannelLacks) {
+  ChannelServer s;
+  ASSERT_TRUE(s.start());
+  const struct {
+    std::string request;
+    std::string expected;
+  } cases[] = {
+      {"GET /v1/channel HTTP/1.1\r\nHost: x\r\n\r\n",
+       "a channel needs the header Upgrade: kshard-channel/1"},
+      {"GET /v1/channel HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+       "a channel needs the header Upgrade: kshard-channel/1"},
+      {"GET /v1/channel HTTP/1.1\r\nHost: x\r\nUpgrade: kshard-channel/1\r\n\r\n",
+       "a channel needs the header Connection: Upgrade"},
+      {"POST /v1/channel HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", "Allow: GET"},
+      {"GET /v1/channel HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\n"
+       "Upgrade: h2c, kshard-channel/1\r\n\r\n",
+       "101 Switching Protocols"},
+  };
+  for (const auto& c : cases) {
+    testing::RawConnection raw(s.port());
+    ASSERT_TRUE(raw.connected());
+    ASSERT_TRUE(raw.send(c.request));
+    const std::string got = raw.readUntil(c.expected, kWait);
+    EXPECT_NE(got.find(c.expected), std::string::npos) << c.request << "\n got: " << got;
+  }
 }
 
 TEST(ChannelTest, AMalformedFrameFromTheServerFailsWhatIsInFlightAsUnavailable) {

@@ -201,6 +201,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   // Channel mode (http/channel.h). Requests are read and dispatched as their frames arrive; the
   // answers are appended to `out` as they come and written together once the loop has run what
   // was ready (one write for every answer of a burst).
+  //
   // Why a request for the channel path cannot have one (empty: it can); see dispatchRequest.
   static std::string_view channelRefusal(const Request& request);
   void startChannel();

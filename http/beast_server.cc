@@ -210,6 +210,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   // Dispatches every whole frame in buffer_; false when the session closed on a malformed one.
   bool takeFrames();
   void refuseFrame(std::uint64_t id, std::size_t frameBytes);
+  void closeOnMalformedFrame(const std::string& error);
   void channelAnswer(std::uint64_t id, Response&& response);
   void scheduleFlush();
   void flushChannel();
@@ -688,19 +689,6 @@ void Session::onStreamWritten(const beast::error_code& ec) {
   pumpStream();
 }
 
-// True when the comma-separated list `value` holds `token` (case-insensitive, spaces trimmed).
-bool listHolds(std::string_view value, std::string_view token) {
-  while (!value.empty()) {
-    const std::size_t comma = std::min(value.find(','), value.size());
-    std::string_view one = value.substr(0, comma);
-    while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.remove_prefix(1);
-    while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.remove_suffix(1);
-    if (equalsIgnoreCase(one, token)) return true;
-    value.remove_prefix(std::min(comma + 1, value.size()));
-  }
-  return false;
-}
-
 std::string_view Session::channelRefusal(const Request& request) {
   if (request.method != Method::kGet) return "a channel is asked for with GET";
   const auto upgrade = request.headers.get("upgrade");
@@ -729,16 +717,7 @@ void Session::startChannel() {
 }
 
 void Session::readChannel() {
-  Channel& c = *channel_;
-  // Room for the rest of the frame that is coming in, when it is larger than a usual read.
-  std::size_t want = kReadBufferBytes;
-  const std::size_t have = buffer_.size();
-  if (c.skip == 0 && have >= channel::kHeadBytes) {
-    const auto* p = static_cast<const unsigned char*>(buffer_.data().data());
-    const std::size_t frame = 4 + ((std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
-                                   (std::size_t{p[2]} << 8) | std::size_t{p[3]});
-    if (frame > have) want = std::max(want, frame - have);
-  }
+  const std::size_t want = channelReadSize(buffer_, channel_->skip);
   stream_.visitIo([this, want](auto& s) {
     s.async_read_some(buffer_.prepare(want),
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t n) {
@@ -769,12 +748,7 @@ void Session::onChannelRead(const beast::error_code& ec, std::size_t n) {
 bool Session::takeFrames() {
   Channel& c = *channel_;
   for (;;) {
-    if (c.skip > 0) {
-      const std::size_t n = std::min(c.skip, buffer_.size());
-      buffer_.consume(n);
-      c.skip -= n;
-      if (c.skip > 0) return true;
-    }
+    if (!skipChannelBytes(buffer_, c.skip)) return true;
     const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     if (data.size() < channel::kHeadBytes) return true;
     channel::FrameHead head;
@@ -785,11 +759,7 @@ bool Session::takeFrames() {
       error = "request ids must increase";
     }
     if (!error.empty()) {
-      if (core_.options.logger) {
-        core_.options.logger->warn("closing a channel on a malformed frame",
-                                   {{"remote", remote_}, {"error", error}});
-      }
-      closeNow();
+      closeOnMalformedFrame(error);
       return false;
     }
     const std::size_t frameBytes = channel::kHeadBytes + head.payloadBytes;
@@ -806,11 +776,7 @@ bool Session::takeFrames() {
     Request request;
     if (!channel::parseRequest(data.substr(channel::kHeadBytes, head.payloadBytes), request,
                                error)) {
-      if (core_.options.logger) {
-        core_.options.logger->warn("closing a channel on a malformed frame",
-                                   {{"remote", remote_}, {"error", error}});
-      }
-      closeNow();
+      closeOnMalformedFrame(error);
       return false;
     }
     if (request.body.size() > core_.options.maxBodyBytes) {
@@ -830,6 +796,14 @@ bool Session::takeFrames() {
     // The handler may have answered inline, or a failed write closed the session meanwhile.
     if (state_ == State::kClosed) return false;
   }
+}
+
+void Session::closeOnMalformedFrame(const std::string& error) {
+  if (core_.options.logger) {
+    core_.options.logger->warn("closing a channel on a malformed frame",
+                               {{"remote", remote_}, {"error", error}});
+  }
+  closeNow();
 }
 
 void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes) {

@@ -2,6 +2,7 @@
 // carry TLS, so one session or connection type serves both. Never include it from a public header.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -19,6 +20,8 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+
+#include "http/channel.h"
 
 namespace kshard::http::beast_detail {
 
@@ -158,6 +161,25 @@ inline void trimChannelBuffer(beast::flat_buffer& buffer) {
 }
 inline void trimChannelBuffer(std::string& buffer) {
   if (buffer.empty() && buffer.capacity() > kChannelBufferKeepBytes) std::string().swap(buffer);
+}
+
+// What a channel's next read asks `buffer` for: a usual read, or the rest of the frame that is
+// coming in when that is larger. `skip`: bytes of a refused frame still to discard.
+inline std::size_t channelReadSize(const beast::flat_buffer& buffer, std::size_t skip) {
+  const std::size_t have = buffer.size();
+  if (skip > 0 || have < channel::kHeadBytes) return kReadBufferBytes;
+  const std::size_t frame =
+      channel::frameBytes(std::string_view(static_cast<const char*>(buffer.data().data()), have));
+  return frame > have ? std::max(kReadBufferBytes, frame - have) : kReadBufferBytes;
+}
+
+// Discards up to `skip` bytes from `buffer` (the rest of a frame nobody takes); true once none
+// are left to discard.
+inline bool skipChannelBytes(beast::flat_buffer& buffer, std::size_t& skip) {
+  const std::size_t n = std::min(skip, buffer.size());
+  buffer.consume(n);
+  skip -= n;
+  return skip == 0;
 }
 
 // Reads into `buffer` and parses into `parser` until `done(parser)` holds, then calls

@@ -53,6 +53,13 @@ struct FrameHead {
   std::size_t payloadBytes = 0;  // after the head
 };
 
+// The size of the frame that starts `bytes` (its head and payload), from its first 4 bytes.
+inline std::size_t frameBytes(std::string_view bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  return 4 + ((std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) |
+              std::size_t{p[3]});
+}
+
 // Reads a head from the first kHeadBytes of `bytes`. False (with `error` set) for one no
 // conforming peer sends: an unknown type, or a length shorter than type and id.
 bool parseHead(std::string_view bytes, FrameHead& head, std::string& error);

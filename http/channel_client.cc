@@ -198,14 +198,15 @@ class Channel : public std::enable_shared_from_this<Channel> {
       return;
     }
     const std::string_view head = data.substr(0, headEnd + 2);
-    if (head.size() > 12 && head.substr(0, 7) == "HTTP/1." && head.substr(8, 4) == " 503") {
+    const int status = statusOf(head);
+    if (status == 503) {
       // A server that speaks channels and is stopping: nothing was sent, the requests may go
       // elsewhere; a later channel to it is tried again.
       const Status s = unavailable(what() + ": the server is stopping");
       end(s, s);
       return;
     }
-    if (!isUpgraded(head)) {
+    if (status != 101 || !upgradesTo(head, channel::kProtocol)) {
       refused();
       return;
     }
@@ -220,28 +221,30 @@ class Channel : public std::enable_shared_from_this<Channel> {
     read();
   }
 
-  static bool isUpgraded(std::string_view head) {
-    // "HTTP/1.1 101 Switching Protocols" (the reason is optional) and an Upgrade field naming
-    // our protocol.
-    return head.size() > 12 && head.substr(0, 7) == "HTTP/1." && head.substr(8, 4) == " 101" &&
-           (head[12] == ' ' || head[12] == '\r') && hasOurUpgrade(head);
+  // The status of a response head "HTTP/1.x NNN[ reason]\r\n...", or 0 when it is not one.
+  static int statusOf(std::string_view head) {
+    if (head.size() <= 12 || head.substr(0, 7) != "HTTP/1." || head[8] != ' ' ||
+        (head[12] != ' ' && head[12] != '\r')) {
+      return 0;
+    }
+    int status = 0;
+    for (const char c : head.substr(9, 3)) {
+      if (c < '0' || c > '9') return 0;
+      status = status * 10 + (c - '0');
+    }
+    return status;
   }
 
-  static bool hasOurUpgrade(std::string_view head) {
+  // True when an Upgrade field of `head` (the status line, then fields) names `protocol`.
+  static bool upgradesTo(std::string_view head, std::string_view protocol) {
     for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;) {
       const std::size_t next = head.find("\r\n", at + 2);
       if (next == std::string_view::npos) break;
       const std::string_view line = head.substr(at + 2, next - at - 2);
       const std::size_t colon = line.find(':');
-      if (colon != std::string_view::npos && equalsIgnoreCase(line.substr(0, colon), "upgrade")) {
-        std::string_view value = line.substr(colon + 1);
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-          value.remove_prefix(1);
-        }
-        while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-          value.remove_suffix(1);
-        }
-        if (equalsIgnoreCase(value, channel::kProtocol)) return true;
+      if (colon != std::string_view::npos && equalsIgnoreCase(line.substr(0, colon), "upgrade") &&
+          listHolds(line.substr(colon + 1), protocol)) {
+        return true;
       }
       at = next;
     }
@@ -361,17 +364,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   }
 
   void read() {
-    std::size_t want = kReadBufferBytes;
-    if (skip_ == 0 && in_.size() >= channel::kHeadBytes) {
-      const auto* p = static_cast<const unsigned char*>(in_.data().data());
-      const std::size_t frame = 4 + ((std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
-                                     (std::size_t{p[2]} << 8) | std::size_t{p[3]});
-      if (frame > in_.size()) want = std::max(want, frame - in_.size());
-    }
-    socket_.async_read_some(
-        in_.prepare(want), [self = shared_from_this()](const beast::error_code& ec, std::size_t n) {
-          self->onRead(ec, n);
-        });
+    socket_.async_read_some(in_.prepare(channelReadSize(in_, skip_)),
+                            [self = shared_from_this()](const beast::error_code& ec,
+                                                        std::size_t n) { self->onRead(ec, n); });
   }
 
   void onRead(const beast::error_code& ec, std::size_t n) {
@@ -389,12 +384,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Delivers every whole frame in `in_`; false when the channel ended meanwhile.
   bool takeFrames() {
     for (;;) {
-      if (skip_ > 0) {
-        const std::size_t n = std::min(skip_, in_.size());
-        in_.consume(n);
-        skip_ -= n;
-        if (skip_ > 0) return true;
-      }
+      if (!skipChannelBytes(in_, skip_)) return true;
       const std::string_view data(static_cast<const char*>(in_.data().data()), in_.size());
       if (data.size() < channel::kHeadBytes) return true;
       channel::FrameHead head;
@@ -421,9 +411,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
       }
       if (channel::minBodyBytes(head.payloadBytes) > core_.options.maxResponseBytes) {
         skip_ = frameBytes;
-        complete(*p, Status{StatusCode::kResourceExhausted,
-                            what() + ": response body exceeds " +
-                                std::to_string(core_.options.maxResponseBytes) + " bytes"});
+        complete(*p, tooLarge());
         if (state_ != State::kOpen) return false;
         continue;
       }
@@ -436,9 +424,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
       }
       in_.consume(frameBytes);
       if (response.body.size() > core_.options.maxResponseBytes) {
-        complete(*p, Status{StatusCode::kResourceExhausted,
-                            what() + ": response body exceeds " +
-                                std::to_string(core_.options.maxResponseBytes) + " bytes"});
+        complete(*p, tooLarge());
       } else {
         complete(*p, std::move(response));
       }
@@ -459,6 +445,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
       }
     }
     if (active_ == 0 && state_ == State::kOpen) end(notTaken, notTaken);
+  }
+
+  Status tooLarge() const {
+    return {StatusCode::kResourceExhausted, what() + ": response body exceeds " +
+                                                std::to_string(core_.options.maxResponseBytes) +
+                                                " bytes"};
   }
 
   void malformed(const std::string& error) {

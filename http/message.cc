@@ -85,6 +85,18 @@ std::optional<Method> parseMethod(std::string_view name) {
   return std::nullopt;
 }
 
+bool listHolds(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    const std::size_t comma = std::min(list.find(','), list.size());
+    std::string_view one = list.substr(0, comma);
+    while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.remove_prefix(1);
+    while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.remove_suffix(1);
+    if (equalsIgnoreCase(one, token)) return true;
+    list.remove_prefix(std::min(comma + 1, list.size()));
+  }
+  return false;
+}
+
 bool isWritableField(std::string_view name, std::string_view value) {
   return !name.empty() && !breaksFraming(name, true) && !breaksFraming(value, false);
 }

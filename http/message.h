@@ -93,6 +93,10 @@ inline bool equalsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+// True when the comma-separated field value `list` (Connection, Upgrade) holds `token`, compared
+// case-insensitively, spaces and tabs around each element ignored.
+bool listHolds(std::string_view list, std::string_view token);
+
 // Content-Length and Transfer-Encoding: the adapters frame messages themselves and never copy
 // these from a caller's or handler's headers.
 inline bool isFramingHeader(std::string_view name);

@@ -30,6 +30,8 @@ std::string_view statusCodeName(StatusCode code) {
       return "DeadlineExceeded";
     case StatusCode::kCancelled:
       return "Cancelled";
+    case StatusCode::kOutcomeUnknown:
+      return "OutcomeUnknown";
     case StatusCode::kInternal:
       return "Internal";
   }

@@ -27,6 +27,9 @@ enum class StatusCode {
   kUnavailable,         // transient: connection refused, 503, peer down; retrying may help
   kDeadlineExceeded,    // the operation did not finish in time
   kCancelled,           // the caller gave up or the component is shutting down
+  // The request went out and the exchange broke before its answer: it may or may not have been
+  // acted on. Never retried blindly (retrying could apply a message twice).
+  kOutcomeUnknown,
   kInternal,            // a bug or an unexpected state
 };
 
@@ -71,6 +74,9 @@ inline Status failedPrecondition(std::string m) {
 }
 inline Status internalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status outcomeUnknown(std::string m) {
+  return {StatusCode::kOutcomeUnknown, std::move(m)};
+}
 inline Status unauthenticated(std::string m) {
   return {StatusCode::kUnauthenticated, std::move(m)};
 }

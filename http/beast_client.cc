@@ -409,8 +409,16 @@ Status transportError(const BeastClient::Core& core, const std::string& what,
                                                 std::to_string(core.options.maxResponseBytes) +
                                                 " bytes"};
   }
+  // A TLS error means the session was not established as far as the server is concerned (with
+  // TLS 1.3 a refused client certificate shows only at the first read): nothing reached it.
   if (isTlsError(ec)) return unavailable(what + ": TLS handshake failed: " + ec.message());
-  return unavailable(what + ": " + std::string(phaseText(phase)) + ": " + ec.message());
+  if (phase == Phase::kConnect || phase == Phase::kHandshake) {
+    return unavailable(what + ": " + std::string(phaseText(phase)) + ": " + ec.message());
+  }
+  // The request went out, at least in part, and the exchange broke: the server may have acted on
+  // it. Unavailable would invite a retry that could apply it twice.
+  return outcomeUnknown(what + ": " + std::string(phaseText(phase)) + ": " + ec.message() +
+                        " (the request may have been processed)");
 }
 
 // A request's body as the client sends it: its own, moved in, or one its sender keeps

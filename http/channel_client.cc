@@ -463,8 +463,14 @@ class Channel : public std::enable_shared_from_this<Channel> {
     end(unavailable(what() + text), unavailable(what() + text + " (the request was not sent)"));
   }
 
-  // Ends the channel: requests that went out fail with `sent`, the rest with `unsent`.
-  void end(const Status& sent, const Status& unsent) {
+  // Ends the channel: requests that went out fail with `sent`, the rest with `unsent`. A request
+  // that went out may have been acted on, so a transport failure is reported for it as
+  // OutcomeUnknown, never as Unavailable (which callers may retry).
+  void end(const Status& sentCause, const Status& unsent) {
+    const Status sent = sentCause.code() == StatusCode::kUnavailable
+                            ? outcomeUnknown(sentCause.message() +
+                                             " (the request went out and may have been processed)")
+                            : sentCause;
     if (state_ == State::kEnded) return;
     if (state_ == State::kOpen) core_.openNow.fetch_sub(1, std::memory_order_relaxed);
     state_ = State::kEnded;

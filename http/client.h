@@ -1,12 +1,17 @@
 // Http::Client: kshard's HTTP client interface, for one origin ("http://10.1.0.7:7101").
 //
 // Connections are kept alive and reused. Every request has a deadline (the request's own timeout
-// or the client's default); a transport failure or a timeout is a non-OK Status (Unavailable,
-// DeadlineExceeded, ResourceExhausted for a body over maxResponseBytes), while any HTTP status the
-// server sent is an OK Response. Adapters never throw. The Beast adapter reports Unavailable only
-// when the request was not sent (no connection: refused, or not connected within connectTimeout;
-// a pooled connection found closed), and DeadlineExceeded when it was sent and no answer came in
-// time.
+// or the client's default); a transport failure or a timeout is a non-OK Status, while any HTTP
+// status the server sent is an OK Response. Adapters never throw. The failures say whether the
+// server may have acted on the request:
+//   - Unavailable: it surely was not (no connection: refused, or not connected within
+//     connectTimeout; a pooled connection found closed before writing). A caller may retry.
+//   - OutcomeUnknown: the request went out, at least in part, and the exchange broke before
+//     the answer. It may have been processed; retrying could apply it twice.
+//   - DeadlineExceeded: it went out and no answer came in time (it may have been processed too).
+//   - ResourceExhausted: the answer's body exceeded maxResponseBytes.
+// cpprestsdk does not say whether a request was written: its adapter reports OutcomeUnknown for a
+// failed POST or PATCH unless the connection was refused or unreachable.
 //
 // A request that failed on a reused keep-alive connection before any response byte arrived is
 // retried once on a fresh connection only when its method is idempotent (GET, HEAD, PUT, DELETE,

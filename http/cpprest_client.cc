@@ -32,9 +32,20 @@ constexpr std::chrono::seconds kStreamTeardownWait{2};
 
 long long millis(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
 
-Status libraryError(const std::string& what, const std::exception& e) {
+// `sideEffects`: the request is not idempotent (a POST), so a failure after it may have gone out
+// is OutcomeUnknown. cpprestsdk does not say whether the request was written; only errors that
+// happen before any connection (refused, unreachable) surely sent nothing.
+Status libraryError(const std::string& what, const std::exception& e, bool sideEffects = false) {
   if (const auto* h = dynamic_cast<const web_http::http_exception*>(&e)) {
-    if (h->error_code() == std::errc::timed_out) return deadlineExceeded(what + ": " + e.what());
+    const std::error_code ec = h->error_code();
+    if (ec == std::errc::timed_out) return deadlineExceeded(what + ": " + e.what());
+    if (ec == std::errc::connection_refused || ec == std::errc::host_unreachable ||
+        ec == std::errc::network_unreachable || ec == std::errc::address_not_available) {
+      return unavailable(what + ": " + e.what());
+    }
+  }
+  if (sideEffects) {
+    return outcomeUnknown(what + ": " + e.what() + " (the request may have been processed)");
   }
   return unavailable(what + ": " + e.what());
 }
@@ -134,10 +145,11 @@ namespace {
 class Call : public std::enable_shared_from_this<Call> {
  public:
   Call(std::shared_ptr<CppRestClient::Impl> impl, std::string what,
-       std::chrono::milliseconds timeout, ResponseCallback done)
+       std::chrono::milliseconds timeout, bool sideEffects, ResponseCallback done)
       : impl_(std::move(impl)),
         what_(std::move(what)),
         timeout_(timeout),
+        sideEffects_(sideEffects),
         done_(std::move(done)),
         timer_(crossplat::threadpool::shared_instance().service()) {}
 
@@ -172,7 +184,7 @@ class Call : public std::enable_shared_from_this<Call> {
     try {
       response = t.get();
     } catch (const std::exception& e) {
-      finish(libraryError(what_, e));
+      finish(libraryError(what_, e, sideEffects_));
       return;
     }
     const std::size_t limit = impl_->options.maxResponseBytes;
@@ -229,6 +241,7 @@ class Call : public std::enable_shared_from_this<Call> {
   const std::shared_ptr<CppRestClient::Impl> impl_;
   const std::string what_;
   const std::chrono::milliseconds timeout_;
+  const bool sideEffects_;
   ResponseCallback done_;
   pplx::cancellation_token_source cts_;
   std::mutex mu_;
@@ -346,7 +359,10 @@ void CppRestClient::send(Request request, ResponseCallback done) {
     done(req.status());
     return;
   }
-  std::make_shared<Call>(impl_, std::move(what), timeout, std::move(done))->start(std::move(*req));
+  const bool sideEffects =
+      request.method == Method::kPost || request.method == Method::kPatch;
+  std::make_shared<Call>(impl_, std::move(what), timeout, sideEffects, std::move(done))
+      ->start(std::move(*req));
 }
 
 StatusOr<std::unique_ptr<ResponseStream>> CppRestClient::openStream(Request request) {

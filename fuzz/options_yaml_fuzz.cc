@@ -73,7 +73,7 @@ int fuzzOneOptionsYaml(const std::uint8_t* data, std::size_t size) {
         "a valid config names a valid ShardMap", text);
   try {
     const std::string body =
-        protocol::encode(protocol::RegisterRequest{self.pod, self.uid, self.peerAddress, self.version});
+        protocol::encode(protocol::RegisterRequest{self.pod, self.uid, self.peerAddress, self.version, self.incarnation});
     check(!body.empty(), "the registration encodes");
   } catch (const std::exception& e) {
     fail("a valid config gives a registration that encodes", std::string(e.what()) + " / " +

@@ -233,6 +233,7 @@ void LeaderElector::onAttempt(std::uint64_t generation, SteadyTime started, bool
   if (ok) {
     armDeadline(started);
     scheduleTick(config_.retryPeriod);
+    if (callbacks_.onRenewed) callbacks_.onRenewed(started);
     return;
   }
   if (!observed_.holderIdentity.empty() && !observedIsMe()) {
@@ -264,6 +265,7 @@ void LeaderElector::becomeLeader(SteadyTime renewedAt) {
   logger_.info("started leading");
   armDeadline(renewedAt);
   scheduleTick(config_.retryPeriod);
+  if (callbacks_.onRenewed) callbacks_.onRenewed(renewedAt);
   if (callbacks_.onStartedLeading) callbacks_.onStartedLeading();
 }
 

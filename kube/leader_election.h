@@ -63,6 +63,10 @@ struct LeaderCallbacks {
   std::function<void()> onStoppedLeading;
   // The holder seen in the lease changed (also to this candidate; "" when released).
   std::function<void(const std::string& identity)> onNewLeader;
+  // This candidate acquired or renewed the lease; `attemptStart` is when that write began, so
+  // the lease was renewed no earlier (what a bound on "until when may the old leader still act"
+  // needs: nobody else can acquire it before `attemptStart` + leaseDuration).
+  std::function<void(SteadyTime attemptStart)> onRenewed;
 };
 
 class LeaderElector {

@@ -103,10 +103,11 @@ void HttpPodClient::reapLocked() {
   std::erase_if(retired_, [](const std::shared_ptr<Entry>& e) { return e->inFlight == 0; });
 }
 
-void HttpPodClient::ping(const std::string& address, Duration timeout, PingCallback done) {
+void HttpPodClient::ping(const std::string& address, const protocol::Target& target,
+                         Duration timeout, PingCallback done) {
   http::Request r;
   r.method = http::Method::kGet;
-  r.target = "/v1/ping";
+  r.target = "/v1/ping?" + protocol::pingQuery(target);
   send(address, std::move(r), timeout, [done = std::move(done)](StatusOr<http::Response> res) {
     done(decodeOk<protocol::PingResponse>(std::move(res), "ping answer", [](std::string_view b) {
       return protocol::decodePingResponse(b);

@@ -30,7 +30,8 @@ class HttpPodClient final : public PodClient {
                 std::function<std::string()> authorization = {});
   ~HttpPodClient() override;
 
-  void ping(const std::string& address, Duration timeout, PingCallback done) override;
+  void ping(const std::string& address, const protocol::Target& target, Duration timeout,
+            PingCallback done) override;
   void assign(const std::string& address, const protocol::ShardsRequest& request,
               std::int32_t shardCount, Duration timeout, AssignCallback done) override;
   void unassign(const std::string& address, const protocol::ShardsRequest& request,

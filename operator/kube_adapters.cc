@@ -79,6 +79,26 @@ void KubePodDirectory::fetch(const std::string& ns, const std::string& name, Fet
                  });
 }
 
+std::optional<PodInfo> KubePodDirectory::finalState(const std::string& ns,
+                                                    const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  auto it = tombstones_.find(ns + "/" + uid);
+  if (it == tombstones_.end()) return std::nullopt;
+  return it->second.last;
+}
+
+void KubePodDirectory::deleted(const nlohmann::json& last, bool finalStateUnknown) {
+  // Kept long enough for any decision about the pod (a lease is a few tens of seconds).
+  constexpr Duration kKept = std::chrono::hours(1);
+  if (finalStateUnknown) return;  // the last cached state says nothing of how it ended
+  auto info = podInfoFromJson(last);
+  if (!info.ok()) return;
+  const SteadyTime now = clock_.now();
+  std::lock_guard lock(mu_);
+  std::erase_if(tombstones_, [&](const auto& entry) { return now - entry.second.at > kKept; });
+  tombstones_[info->namespace_ + "/" + info->uid] = Tombstone{std::move(*info), now};
+}
+
 void KubeEventSink::record(const sharding::ObjectMeta& object, EventType type, std::string reason,
                            std::string message) {
   kube::ObjectReference ref;

@@ -6,7 +6,10 @@
 // the elector also tells the ShardManager when leadership starts and stops.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "base/clock.h"
 
 namespace kshard::manager {
 
@@ -17,6 +20,17 @@ class Leadership {
   virtual bool isLeader() const = 0;
   // The lease holder's identity (its pod name), empty when unknown or nobody holds it.
   virtual std::string holder() const = 0;
+  // When this replica last acquired or renewed the lease (the write's start), if ever.
+  virtual std::optional<SteadyTime> lastRenewal() const = 0;
+  // Another replica was seen holding the lease after this replica's last renewal.
+  virtual bool deposed() const = 0;
 };
+
+// Whether this replica may still confirm pods' ownership leases (the renew call of the manager
+// API): while it leads, and for `grace` after its last renewal of the Lease unless another
+// replica has taken it. The grace keeps pods serving through an API server outage, during which
+// no replica can lead (nor move a shard); a replica that takes the Lease over counts it in its
+// wait before it moves the shards of a pod that vanished (docs/reliability.md).
+bool mayConfirmOwnership(const Leadership& leadership, SteadyTime now, Duration grace);
 
 }  // namespace kshard::manager

@@ -57,7 +57,7 @@ std::unique_ptr<http::Server> makeServerOn(http::Backend backend, const std::str
 
 // The informers' handlers: decode, then route to the ShardManager and the provisioner.
 void wireInformers(kube::Informer& shardMaps, kube::Informer& pods, ShardManager& manager,
-                   PodProvisioner& provisioner, const Logger& log) {
+                   PodProvisioner& provisioner, KubePodDirectory& directory, const Logger& log) {
   auto upsert = [&manager, log](const nlohmann::json& object) {
     auto map = sharding::shardMapFromJson(object);
     if (!map.ok()) {
@@ -89,7 +89,12 @@ void wireInformers(kube::Informer& shardMaps, kube::Informer& pods, ShardManager
       {.onAdd = [podEvent](const nlohmann::json& o, bool) { podEvent(o, false); },
        .onUpdate = [podEvent](const nlohmann::json&,
                               const nlohmann::json& o) { podEvent(o, false); },
-       .onDelete = [podEvent](const nlohmann::json& last, bool) { podEvent(last, true); }});
+       .onDelete =
+           [podEvent, &directory](const nlohmann::json& last, bool finalStateUnknown) {
+             // Kept first: the controllers ask how the pod ended when they hear of it.
+             directory.deleted(last, finalStateUnknown);
+             podEvent(last, true);
+           }});
 }
 
 int run(int argc, char** argv) {
@@ -172,7 +177,7 @@ int run(int argc, char** argv) {
   kube::Informer podInformer(api, kubeScheduler, podInformerRandom, log, podOptions);
 
   KubeShardMapStore store(api);
-  KubePodDirectory directory(api, podInformer);
+  KubePodDirectory directory(api, podInformer, clock);
   kube::EventRecorderOptions eventOptions;
   eventOptions.reportingController = "kshard.io/operator";
   eventOptions.reportingInstance = cfg.podName;
@@ -198,7 +203,7 @@ int run(int argc, char** argv) {
 
   // Destruction runs bottom-up: the elector goes first (no callback after it), then the
   // manager and its controllers, then their strand, then the adapters they use.
-  LeaseLeadership leadership;
+  LeaseLeadership leadership(cfg.podName);
   ThreadScheduler controllerScheduler(clock);  // the controllers' strand: one thread
   ShardManager manager(ControllerDeps{
       controllerScheduler, plannerRandom, store, podClient, directory, leadership, events, metrics,
@@ -224,8 +229,9 @@ int run(int argc, char** argv) {
     provisioner->stopLeading();
   };
   callbacks.onNewLeader = [&](const std::string& id) { leadership.setHolder(id); };
+  callbacks.onRenewed = [&](SteadyTime at) { leadership.setRenewed(at); };
   kube::LeaderElector elector(api, kubeScheduler, electorRandom, log, election, callbacks);
-  wireInformers(shardMapInformer, podInformer, manager, *provisioner, log);
+  wireInformers(shardMapInformer, podInformer, manager, *provisioner, directory, log);
 
   // Servers: admin (:7202), manager API (:7200), and the webhook (:9443, TLS) when configured.
   auto admin = makeServerOn(backend, cfg.adminListen, 1, log);

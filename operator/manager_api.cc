@@ -12,6 +12,7 @@ namespace {
 constexpr std::string_view kRegister = "register";
 constexpr std::string_view kUnregister = "unregister";
 constexpr std::string_view kNotifyUnhealthy = "notify-unhealthy";
+constexpr std::string_view kRenew = "renew";
 constexpr std::string_view kAssignments = "assignments";
 
 http::Response badRequest(const Status& s) {
@@ -30,7 +31,7 @@ ManagerApi::ManagerApi(ShardManager& manager, Leadership& leadership, OperatorMe
 
 void ManagerApi::addRoutes(http::Server& server) {
   const std::string base = "/v1/shardmaps/{namespace}/{name}/";
-  for (std::string_view verb : {kRegister, kUnregister, kNotifyUnhealthy}) {
+  for (std::string_view verb : {kRegister, kUnregister, kNotifyUnhealthy, kRenew}) {
     server.route(http::Method::kPost, base + std::string(verb),
                  [this, verb](http::Request r, http::Responder res) {
                    handle(verb, std::move(r), std::move(res));
@@ -55,7 +56,9 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
     reply(badRequest(ref.status()));
     return;
   }
-  if (!leadership_.isLeader()) {
+  // A renew is also answered for a while after this replica lost the Lease (the controller
+  // decides: mayConfirmOwnership), so that pods keep serving through an API server outage.
+  if (!leadership_.isLeader() && verb != kRenew) {
     reply(notLeaderResponse(manager_.leaderAddress(*ref)));
     return;
   }
@@ -94,6 +97,14 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
     act = [this, controller, reply, body = std::move(*body), ref = *ref]() mutable {
       log_.info("unregister", {{"shard_map", ref.toString()}, {"pod", body.pod}});
       controller->unregisterPod(std::move(body), std::move(reply));
+    };
+  } else if (verb == kRenew) {
+    auto body = protocol::decodeTarget(request.body);
+    if (!body.ok()) return reply(badRequest(body.status()));
+    pod = body->pod;
+    uid = body->uid;
+    act = [controller, reply, body = std::move(*body)]() mutable {
+      controller->renew(std::move(body), std::move(reply));
     };
   } else {
     auto body = protocol::decodeNotifyUnhealthyRequest(request.body);

@@ -26,9 +26,11 @@ class PodClient {
 
   virtual ~PodClient() = default;
 
-  // GET /v1/ping at `address` ("ip:port").
-  virtual void ping(const std::string& address, Duration timeout, PingCallback done) = 0;
-  // POST /v1/shards/assign. `shardCount` bounds the shard ids of the answer.
+  // GET /v1/ping at `address` ("ip:port"), meant for `target` (a sidecar that is not answers
+  // 409 WrongTarget: FailedPrecondition).
+  virtual void ping(const std::string& address, const protocol::Target& target, Duration timeout,
+                    PingCallback done) = 0;
+  // POST /v1/shards/assign, to request.target. `shardCount` bounds the shard ids of the answer.
   virtual void assign(const std::string& address, const protocol::ShardsRequest& request,
                       std::int32_t shardCount, Duration timeout, AssignCallback done) = 0;
   // POST /v1/shards/unassign; OK once the pod has stopped the shards' entities.

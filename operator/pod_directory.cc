@@ -1,5 +1,7 @@
 #include "operator/pod_directory.h"
 
+#include <array>
+
 #include "kube/api_time.h"
 
 namespace kshard::manager {
@@ -18,6 +20,37 @@ std::string stringAt(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return {};
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+constexpr std::array<const char*, 2> kStatusLists = {"initContainerStatuses", "containerStatuses"};
+
+// Every container status in status.initContainerStatuses and status.containerStatuses has a
+// `state.terminated`, and there is at least one.
+bool allContainersTerminated(const nlohmann::json& status) {
+  if (!status.is_object()) return false;
+  std::size_t seen = 0;
+  for (const char* list : kStatusLists) {
+    auto it = status.find(list);
+    if (it == status.end() || !it->is_array()) continue;
+    for (const auto& c : *it) {
+      const auto state = c.is_object() ? c.find("state") : c.end();
+      if (!c.is_object() || state == c.end() || !state->is_object() ||
+          !state->contains("terminated")) {
+        return false;
+      }
+      ++seen;
+    }
+  }
+  return seen > 0;
+}
+
+// A container status reduced to what allContainersTerminated reads: which state it is in.
+nlohmann::json slimContainerStatus(const nlohmann::json& c) {
+  nlohmann::json state = nlohmann::json::object();
+  if (auto it = c.find("state"); it != c.end() && it->is_object()) {
+    for (const auto& [key, unused] : it->items()) state[key] = nlohmann::json::object();
+  }
+  return nlohmann::json{{"state", std::move(state)}};
 }
 
 }  // namespace
@@ -55,7 +88,13 @@ StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod) {
   if (info.serviceAccount.empty()) info.serviceAccount = "default";
   info.phase = stringAt(status, "phase");
   info.podIp = stringAt(status, "podIP");
+  info.containersTerminated = allContainersTerminated(status);
   return info;
+}
+
+bool terminationConfirmed(const PodInfo& pod) {
+  const bool final = pod.terminating || pod.phase == "Failed" || pod.phase == "Succeeded";
+  return final && pod.containersTerminated;
 }
 
 void slimPodObject(nlohmann::json& pod) {
@@ -92,6 +131,15 @@ void slimPodObject(nlohmann::json& pod) {
   if (pod.contains("status")) {
     slim["status"] = nlohmann::json::object();
     copy(pod["status"], slim["status"], {"phase", "podIP"});
+    for (const char* list : kStatusLists) {
+      auto it = pod["status"].is_object() ? pod["status"].find(list) : pod["status"].end();
+      if (it == pod["status"].end() || !it->is_array()) continue;
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& c : *it) {
+        if (c.is_object()) out.push_back(slimContainerStatus(c));
+      }
+      slim["status"][list] = std::move(out);
+    }
   }
   pod = std::move(slim);
 }

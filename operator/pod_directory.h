@@ -43,8 +43,17 @@ struct PodInfo {
   // Unset when the pod is not terminating or the API gave no usable value.
   std::optional<WallTime> deletionTimestamp;
   std::optional<std::int64_t> deletionGracePeriodSeconds;
+  // The kubelet reported every container of the pod (init containers, native sidecars and the
+  // app's) terminated; false when a status lists none.
+  bool containersTerminated = false;
   friend bool operator==(const PodInfo&, const PodInfo&) = default;
 };
+
+// Whether the kubelet confirmed that nothing of the pod runs, for good: every container
+// terminated, and the pod terminating or finished, so that none is restarted. Only then may a
+// pod whose object vanished be taken for dead at once (docs/reliability.md): a force delete, or
+// the removal of a lost node's pods, removes the object while its processes may still run.
+bool terminationConfirmed(const PodInfo& pod);
 
 // Reads a Pod object as the API serves it. InvalidArgument when it has no metadata.name/uid.
 [[nodiscard]] StatusOr<PodInfo> podInfoFromJson(const nlohmann::json& pod);
@@ -77,6 +86,10 @@ class PodDirectory {
   // A fresh GET from the API server: nullopt when the pod does not exist; an error when the API
   // could not be asked (then nothing may be concluded). `done` runs once, on any thread.
   virtual void fetch(const std::string& ns, const std::string& name, FetchCallback done) = 0;
+  // The last state the informer saw of pod `uid` before its object was deleted, when it saw the
+  // deletion with the final object (not a relist that found it gone); nullopt otherwise. Kept
+  // for a while after the deletion.
+  virtual std::optional<PodInfo> finalState(const std::string& ns, const std::string& uid) const = 0;
 };
 
 }  // namespace kshard::manager

@@ -22,9 +22,9 @@ using sharding::ShardTable;
 // retry: each attempt reloads, so a second Conflict in a row means another writer is busy.
 constexpr int kMaxWriteAttempts = 3;
 
-http::Response epochResponse(std::int64_t epoch) {
-  return http::Response::json(
-      200, protocol::encode(protocol::EpochResponse{static_cast<protocol::Epoch>(epoch)}));
+http::Response epochResponse(std::int64_t epoch, std::optional<bool> terminating = std::nullopt) {
+  return http::Response::json(200, protocol::encode(protocol::EpochResponse{
+                                       static_cast<protocol::Epoch>(epoch), terminating}));
 }
 
 http::Response unavailable(std::string_view message) {
@@ -152,6 +152,7 @@ void ShardMapController::startLeading() {
     if (stopped_ || leading_) return;
     leading_ = true;
     tookOver_ = false;
+    termStart_ = d_.scheduler.clock().now();
     enqueue(
         Op{"takeover", [this](std::function<void()> done) { takeover(std::move(done)); }, nullptr},
         /*front=*/true);
@@ -225,13 +226,22 @@ std::optional<ShardMapController::Refusal> ShardMapController::registerRefusal(
     return Refusal{403, protocol::errors::kPodNotAlive,
                    "pod " + who + " is in phase " + info.phase + ": it is not alive"};
   }
+  // A terminating pod takes no shard: its sidecar registers again only after a drain that was
+  // not followed by the pod's end, and this one will end.
+  if (info.terminating) {
+    return Refusal{403, protocol::errors::kPodNotAlive, "pod " + who + " is being deleted"};
+  }
   auto label = info.labels.find(kShardMapLabel);
   if (label == info.labels.end() || label->second != ref_.name) {
     return Refusal{403, protocol::errors::kForbidden,
                    "pod " + who + " is not labelled " + kShardMapLabel + "=" + ref_.name};
   }
   const std::string host = request.address.substr(0, request.address.rfind(':'));
-  if (!info.podIp.empty() && host != info.podIp && host != "[" + info.podIp + "]") {
+  if (info.podIp.empty()) {
+    return Refusal{403, protocol::errors::kForbidden,
+                   "pod " + who + " has no IP yet: its address cannot be checked"};
+  }
+  if (host != info.podIp && host != "[" + info.podIp + "]") {
     return Refusal{403, protocol::errors::kForbidden,
                    "address " + request.address + " is not on pod " + who + "'s IP " + info.podIp};
   }
@@ -299,18 +309,26 @@ void ShardMapController::unregisterPod(protocol::UnregisterRequest request, Repl
         r(std::move(*answer));
         return;
       }
+      // The answer tells the sidecar whether a termination follows its drain.
+      const bool terminating = observed && observed->uid == request.uid && observed->terminating;
+      Reply answer = [r, terminating](http::Response response) {
+        if (response.status == 200) {
+          auto e = protocol::decodeEpochResponse(response.body);
+          if (e.ok()) response = epochResponse(static_cast<std::int64_t>(e->epoch), terminating);
+        }
+        r(std::move(response));
+      };
       enqueue(Op{"unregister",
-                 [this, request, r](std::function<void()> done) {
-                   doUnregister(request, r, 1, std::move(done));
+                 [this, request, answer](std::function<void()> done) {
+                   doUnregister(request, answer, 1, std::move(done));
                  },
-                 r});
+                 answer});
     };
-    // The hold needs the pod's deletion deadline. The informer has it, unless the unregister
-    // arrived before the informer heard of the delete: then the API is asked.
+    // The hold needs the pod's deletion deadline, and the sidecar whether its pod is being
+    // deleted. The informer has it, unless the unregister arrived before the informer heard of
+    // the delete: then the API is asked.
     std::optional<PodInfo> cached = d_.directory.cached(ref_.ns, request.pod);
-    const bool mayHold =
-        d_.maxUnregisterHold > Duration::zero() && acting() && indexOf(request.pod).has_value();
-    if (!mayHold || (cached && cached->terminating)) {
+    if (!acting() || !indexOf(request.pod).has_value() || (cached && cached->terminating)) {
       proceed(cached);
       return;
     }
@@ -408,8 +426,14 @@ void ShardMapController::notifyUnhealthy(protocol::NotifyUnhealthyRequest reques
         queueRemoval(name, "reported unhealthy and the API shows it dead");
         return;
       }
+      const auto registered = indexOf(name);
+      if (!registered) {
+        checksInFlight_.erase(name);
+        return;
+      }
       d_.pods.ping(
-          address, current_.spec.pingTimeout,
+          address, targetOf(current_.status.pods[static_cast<std::size_t>(*registered)]),
+          current_.spec.pingTimeout,
           onStrand<StatusOr<protocol::PingResponse>>(
               [this, name](StatusOr<protocol::PingResponse> r) {
                 checksInFlight_.erase(name);
@@ -518,6 +542,7 @@ void ShardMapController::adopt(ShardMap map) {
     next[p.name] = it != runtime_.end() ? it->second : PodRuntime{};
   }
   runtime_ = std::move(next);
+  forgetLeases();
   d_.metrics.observeStatus(key_, current_.status);
 }
 
@@ -563,7 +588,7 @@ void ShardMapController::takeover(std::function<void()> done) {
       runtime_[p.name] = PodRuntime{true, health == PodHealth::kTerminating, false};
       if (health == PodHealth::kDead) suspects.insert(p.name);
     }
-    checkPods(suspects, [this, done](std::map<std::string, PodHealth> health) {
+    inspectPods(suspects, [this, done](std::map<std::string, Inspection> seen) {
       if (!leadingNow()) {
         done();
         return;
@@ -580,12 +605,20 @@ void ShardMapController::takeover(std::function<void()> done) {
       }
       std::vector<std::string> dropped;
       for (auto i = static_cast<PodIndex>(next.status.pods.size()) - 1; i >= 0; --i) {
-        const auto& name = next.status.pods[static_cast<std::size_t>(i)].name;
-        if (health.count(name) && health[name] == PodHealth::kDead) {
-          dropped.push_back(name);
-          table->removePod(i);
-          next.status.pods.erase(next.status.pods.begin() + i);
+        const auto pod = next.status.pods[static_cast<std::size_t>(i)];
+        auto found = seen.find(pod.name);
+        if (found == seen.end() || found->second.health != PodHealth::kDead) continue;
+        // Dropped now only when nothing of it may run; the others wait for their ownership
+        // lease in a removal after the takeover (removal() decides; acting() is still false
+        // here, so it sends nothing).
+        if (!table->shardsOf(i).empty() &&
+            removal(pod, found->second.observed) == Removal::kLater) {
+          queueRemoval(pod.name, "dead when this replica took over");
+          continue;
         }
+        dropped.push_back(pod.name);
+        table->removePod(i);
+        next.status.pods.erase(next.status.pods.begin() + i);
       }
       sharding::writeShardTable(*table, next.status);
       // Epoch rule 3: the previous leader may have sent unassigns at (its epoch + 1) that it
@@ -707,16 +740,19 @@ void ShardMapController::roundPing(std::shared_ptr<Round> round) {
   round->outstanding = targets.size();
   for (PodIndex p : targets) {
     const sharding::RegisteredPod pod = current_.status.pods[static_cast<std::size_t>(p)];
-    d_.pods.ping(pod.address, current_.spec.pingTimeout,
+    d_.pods.ping(pod.address, targetOf(pod), current_.spec.pingTimeout,
                  onStrand<StatusOr<protocol::PingResponse>>(
                      [this, round, p, pod](StatusOr<protocol::PingResponse> r) {
                        PingOutcome& out = round->pings[static_cast<std::size_t>(p)];
                        std::string problem;
                        if (!r.ok()) {
                          problem = "ping: " + r.status().toString();
-                       } else if (r->pod != pod.name || (!r->uid.empty() && r->uid != pod.uid)) {
-                         // Pod IPs are reused: whoever answers at this address is another pod now.
-                         problem = "ping: answered by pod " + r->pod + " (uid " + r->uid + ")";
+                       } else if (r->pod != pod.name || r->uid != pod.uid ||
+                                  r->incarnation != pod.incarnation) {
+                         // Pod IPs are reused, and sidecars restart: whoever answers is not the
+                         // process that registered.
+                         problem = "ping: answered by pod " + r->pod + " (uid " + r->uid +
+                                   ", incarnation " + r->incarnation + ")";
                        } else {
                          auto held = ShardSet::parse(r->shards, current_.spec.shards);
                          if (!held.ok()) {
@@ -762,7 +798,8 @@ void ShardMapController::roundUnassign(std::shared_ptr<Round> round) {
   round->outstanding = round->plan.unassign.size();
   for (const auto& [p, shards] : round->plan.unassign) {
     const sharding::RegisteredPod pod = current_.status.pods[static_cast<std::size_t>(p)];
-    protocol::ShardsRequest req{key_, static_cast<protocol::Epoch>(fence), ShardSet::of(shards)};
+    protocol::ShardsRequest req{key_, targetOf(pod), static_cast<protocol::Epoch>(fence),
+                                ShardSet::of(shards)};
     d_.pods.unassign(pod.address, req, current_.spec.handoffTimeout + current_.spec.pingTimeout,
                      onStrand<Status>([this, round, p, pod](Status s) {
                        if (!s.ok()) {
@@ -829,7 +866,7 @@ void ShardMapController::roundAssign(std::shared_ptr<Round> round) {
   round->outstanding = commit.assign.size();
   for (const auto& [p, shards] : commit.assign) {
     const sharding::RegisteredPod pod = current_.status.pods[static_cast<std::size_t>(p)];
-    protocol::ShardsRequest req{key_, static_cast<protocol::Epoch>(commit.epoch),
+    protocol::ShardsRequest req{key_, targetOf(pod), static_cast<protocol::Epoch>(commit.epoch),
                                 ShardSet::of(shards)};
     d_.pods.assign(pod.address, req, current_.spec.shards, current_.spec.pingTimeout,
                    onStrand<StatusOr<protocol::AssignResponse>>(
@@ -982,7 +1019,8 @@ void ShardMapController::doRegister(std::shared_ptr<RegisterBatch> batch, int at
     ShardMap next = current_;
     struct Outcome {
       bool sameUid = false;
-      std::string replaced;  // uid of the incarnation this registration replaces
+      bool deferred = false;  // answered 503: the pod it replaces may still run
+      std::string replaced;   // uid of the pod this registration replaces
     };
     auto outcomes = std::make_shared<std::vector<Outcome>>();
     for (const auto& [request, reply] : batch->items) {
@@ -991,14 +1029,25 @@ void ShardMapController::doRegister(std::shared_ptr<RegisterBatch> batch, int at
                              [&](const auto& p) { return p.name == request.pod; });
       Outcome outcome;
       if (it != pods.end() && it->uid == request.uid) {
-        // The same pod again (its sidecar restarted): it keeps its shards; assign is re-sent.
+        // The same pod again: its sidecar restarted (a new incarnation, which reset the app, so
+        // nothing of the old one runs) or lost its registration. It keeps its shards, and
+        // assign is re-sent to this incarnation.
         outcome.sameUid = true;
         it->address = request.address;
         it->version = request.version;
+        it->incarnation = request.incarnation;
+      } else if (it != pods.end() &&
+                 !table->shardsOf(static_cast<sharding::PodIndex>(it - pods.begin())).empty() &&
+                 removal(*it, std::nullopt) == Removal::kLater) {
+        // A new pod of the same name while the registered one may still run somewhere (it was
+        // removed without the kubelet confirming its end): its shards wait for its lease, and
+        // so does this registration.
+        outcome.deferred = true;
+        queueRemoval(it->name, "replaced by a new pod of the same name");
       } else {
         if (it != pods.end()) {
-          // A new pod of the same name: the API showed the caller's uid, so the registered
-          // incarnation is gone and its shards are taken without acknowledgement.
+          // A new pod of the same name, and nothing of the registered one runs: its shards are
+          // taken without acknowledgement.
           const auto idx = static_cast<sharding::PodIndex>(it - pods.begin());
           outcome.replaced = it->uid;
           const bool hadShards = !table->shardsOf(idx).empty();
@@ -1007,8 +1056,8 @@ void ShardMapController::doRegister(std::shared_ptr<RegisterBatch> batch, int at
           // Epoch rule 1: the owners change.
           if (hadShards) next.status.epoch = std::max(current_.status.epoch + 1, fenceFloor_);
         }
-        pods.push_back(
-            sharding::RegisteredPod{request.pod, request.uid, request.address, request.version, 0});
+        pods.push_back(sharding::RegisteredPod{request.pod, request.uid, request.address,
+                                               request.version, 0, request.incarnation});
       }
       outcomes->push_back(std::move(outcome));
     }
@@ -1019,8 +1068,16 @@ void ShardMapController::doRegister(std::shared_ptr<RegisterBatch> batch, int at
       for (std::size_t i = 0; i < batch->items.size(); ++i) {
         const auto& [request, reply] = batch->items[i];
         const Outcome& outcome = (*outcomes)[i];
-        // A new incarnation starts afresh; a restarted sidecar is reachable again.
+        if (outcome.deferred) {
+          reply(unavailable("a pod named " + request.pod +
+                            " with another uid is registered and may still run; its shards move "
+                            "once its ownership lease has run out: retry"));
+          continue;
+        }
+        // A new incarnation starts afresh; a restarted sidecar is reachable again. The register
+        // confirms its ownership lease (the sidecar counts it from its request's start).
         runtime_[request.pod] = PodRuntime{};
+        grants_[request.pod + "/" + request.uid] = d_.scheduler.clock().now();
         reply(epochResponse(current_.status.epoch));
         if (outcome.sameUid) {
           resend.push_back(request.pod);
@@ -1102,7 +1159,8 @@ void ShardMapController::resendAssign(const std::string& podName, std::function<
   }
   const auto& pod = current_.status.pods[static_cast<std::size_t>(*idx)];
   // Epoch rule 3: re-sends carry the current persisted epoch.
-  protocol::ShardsRequest req{key_, static_cast<protocol::Epoch>(current_.status.epoch), shards};
+  protocol::ShardsRequest req{key_, targetOf(pod), static_cast<protocol::Epoch>(current_.status.epoch),
+                              shards};
   d_.pods.assign(pod.address, req, current_.spec.shards, current_.spec.pingTimeout,
                  onStrand<StatusOr<protocol::AssignResponse>>(
                      [this, podName, done](StatusOr<protocol::AssignResponse> r) {
@@ -1213,7 +1271,7 @@ void ShardMapController::doUnregister(protocol::UnregisterRequest request, Reply
     // take the shards. Epoch rule 2: at the epoch the removal will persist.
     const std::int64_t fence = current_.status.epoch + 1;
     fenceFloor_ = std::max(fenceFloor_, fence);
-    protocol::ShardsRequest req{key_, static_cast<protocol::Epoch>(fence), shards};
+    protocol::ShardsRequest req{key_, targetOf(pod), static_cast<protocol::Epoch>(fence), shards};
     d_.pods.unassign(
         pod.address, req, current_.spec.handoffTimeout + current_.spec.pingTimeout,
         onStrand<Status>([this, reply, done, pod, removeAndPersist](Status s) {
@@ -1228,13 +1286,16 @@ void ShardMapController::doUnregister(protocol::UnregisterRequest request, Reply
           }
           log_.warn("unassign before unregister failed",
                     {{"pod", pod.name}, {"error", s.toString()}});
-          // Without the pod's acknowledgement its shards may be taken only if it is dead.
-          checkPods({pod.name}, [this, reply, done, pod, s,
-                                 removeAndPersist](std::map<std::string, PodHealth> health) {
-            if (health[pod.name] == PodHealth::kDead) {
+          // Without the pod's acknowledgement its shards may be taken only if it is dead, and
+          // surely runs nothing.
+          inspectPods({pod.name}, [this, reply, done, pod, s, removeAndPersist](
+                                      std::map<std::string, Inspection> seen) {
+            const Inspection& i = seen[pod.name];
+            if (i.health == PodHealth::kDead && removal(pod, i.observed) == Removal::kNow) {
               removeAndPersist();
               return;
             }
+            if (i.health == PodHealth::kDead) queueRemoval(pod.name, "died while unregistering");
             reply(http::Response::error(
                 s.code() == StatusCode::kDeadlineExceeded ? 504 : 503,
                 s.code() == StatusCode::kDeadlineExceeded ? protocol::errors::kHandoffTimeout
@@ -1281,7 +1342,7 @@ void ShardMapController::removeDead(std::set<std::string> candidates, std::funct
     for (const auto& name : candidates) {
       if (indexOf(name)) registered.insert(name);
     }
-    checkPods(registered, [this, done](std::map<std::string, PodHealth> health) {
+    inspectPods(registered, [this, done](std::map<std::string, Inspection> seen) {
       if (!acting()) {
         done();
         return;
@@ -1296,9 +1357,14 @@ void ShardMapController::removeDead(std::set<std::string> candidates, std::funct
       bool hadShards = false;
       for (auto i = static_cast<PodIndex>(next.status.pods.size()) - 1; i >= 0; --i) {
         const auto pod = next.status.pods[static_cast<std::size_t>(i)];
-        auto h = health.find(pod.name);
-        if (h == health.end() || h->second != PodHealth::kDead) continue;
-        // Only a dead pod's shards are taken without its acknowledgement: nothing of it runs.
+        auto h = seen.find(pod.name);
+        if (h == seen.end() || h->second.health != PodHealth::kDead) continue;
+        // Only the shards of a dead pod of which nothing runs are taken without its
+        // acknowledgement: the kubelet confirmed its end, its ownership lease has run out, or
+        // its sidecar released them. Otherwise it stays until one of these is true.
+        if (!table->shardsOf(i).empty() && removal(pod, h->second.observed) == Removal::kLater) {
+          continue;
+        }
         hadShards |= !table->shardsOf(i).empty();
         table->removePod(i);
         next.status.pods.erase(next.status.pods.begin() + i);
@@ -1336,12 +1402,21 @@ void ShardMapController::removeDead(std::set<std::string> candidates, std::funct
 
 void ShardMapController::checkPods(std::set<std::string> names,
                                    std::function<void(std::map<std::string, PodHealth>)> then) {
+  inspectPods(std::move(names), [then](std::map<std::string, Inspection> seen) {
+    std::map<std::string, PodHealth> health;
+    for (const auto& [name, i] : seen) health[name] = i.health;
+    then(std::move(health));
+  });
+}
+
+void ShardMapController::inspectPods(
+    std::set<std::string> names, std::function<void(std::map<std::string, Inspection>)> then) {
   if (names.empty()) {
     then({});
     return;
   }
   struct Check {
-    std::map<std::string, PodHealth> health;
+    std::map<std::string, Inspection> seen;
     std::size_t outstanding = 0;
   };
   auto check = std::make_shared<Check>();
@@ -1355,13 +1430,16 @@ void ShardMapController::checkPods(std::set<std::string> names,
                            [this, check, name, uid, then](StatusOr<std::optional<PodInfo>> pod) {
                              // An API error proves nothing: the pod counts as alive and keeps its
                              // shards.
-                             check->health[name] =
-                                 pod.ok() ? assessPod(*pod, uid) : PodHealth::kAlive;
+                             Inspection& i = check->seen[name];
+                             i.health = pod.ok() ? assessPod(*pod, uid) : PodHealth::kAlive;
+                             if (pod.ok() && pod->has_value() && (*pod)->uid == uid) {
+                               i.observed = **pod;
+                             }
                              if (!pod.ok()) {
                                log_.warn("cannot check pod with the API",
                                          {{"pod", name}, {"error", pod.status().toString()}});
                              }
-                             if (--check->outstanding == 0) then(check->health);
+                             if (--check->outstanding == 0) then(check->seen);
                            }));
   }
 }

@@ -41,6 +41,12 @@
 //   7. Only the leader acts: every step first checks Leadership::isLeader(), so a replica that
 //      lost its lease stops at the next step and never assigns afterwards.
 //
+// Ownership leases (operator/ownership_leases.h): a pod is dead when its object is gone, its uid
+// changed or it finished; its shards are taken without its acknowledgement only when the kubelet
+// confirmed that nothing of it runs (terminationConfirmed), or once its ownership lease has
+// surely run out, or when its sidecar still answers and releases them (an unassign at once).
+// Every command names its target (pod, uid, sidecar incarnation).
+//
 // Public methods are thread-safe and return at once; replies run on the strand.
 #pragma once
 
@@ -119,6 +125,9 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void registerPod(protocol::RegisterRequest request, Reply reply);
   void unregisterPod(protocol::UnregisterRequest request, Reply reply);
   void notifyUnhealthy(protocol::NotifyUnhealthyRequest request, Reply reply);
+  // A pod's sidecar confirms its ownership lease. Answered by the leader, and for a grace after
+  // it lost the Lease (mayConfirmOwnership), outside the operation queue.
+  void renew(protocol::Target target, Reply reply);
   // The map as this replica holds it (the whole resource as JSON).
   void assignments(Reply reply);
   // The manager API refused a caller (no valid token, or another pod's): a Warning Event on the
@@ -198,12 +207,32 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   const std::vector<std::string>& starting();
   void queueRemoval(const std::string& podName, std::string reason);
   void removeDead(std::set<std::string> candidates, std::function<void()> done);
+  // What removeDead may do with a dead pod now (shard_map_controller_leases.cc).
+  enum class Removal { kNow, kLater };
+  Removal removal(const sharding::RegisteredPod& pod, const std::optional<PodInfo>& observed);
+  // The dead pod's sidecar may still run: asks it to release its shards (an unassign), so that
+  // they need not wait for its lease. A success queues the pod's removal again.
+  void releaseDeadPod(const sharding::RegisteredPod& pod);
+  void scheduleRemovalCheck(const std::string& podName, SteadyTime at);
+  // Forgets the lease facts of pods no longer registered.
+  void forgetLeases();
   void checkPods(std::set<std::string> names,
                  std::function<void(std::map<std::string, PodHealth>)> then);
+  // As checkPods, with what the API showed (nullopt: gone, or the API could not be asked).
+  struct Inspection {
+    PodHealth health = PodHealth::kAlive;
+    std::optional<PodInfo> observed;
+  };
+  void inspectPods(std::set<std::string> names,
+                   std::function<void(std::map<std::string, Inspection>)> then);
   void resendAssign(const std::string& podName, std::function<void()> done);
 
   // Status helpers.
   std::optional<sharding::PodIndex> indexOf(const std::string& podName) const;
+  // Whom commands to a registered pod are meant for.
+  static protocol::Target targetOf(const sharding::RegisteredPod& pod) {
+    return {pod.name, pod.uid, pod.incarnation};
+  }
   std::vector<PodRuntime> runtimeVector() const;
   bool movesPending(const sharding::ShardMap& map, const sharding::ShardTable& table) const;
   void setConditions(sharding::ShardMap& map, const sharding::ShardTable& table,
@@ -252,6 +281,16 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   std::optional<StartingMemo> startingMemo_;
   // Pods whose unregister is being held, with when the first deferral was answered.
   std::map<std::string, SteadyTime> held_;
+
+  // Ownership leases (kept across leadership terms). By "{pod}/{uid}": the last renew this
+  // replica granted, when it first found the pod dead, and dead pods whose sidecar released its
+  // shards (or is being asked to).
+  SteadyTime termStart_{};
+  std::map<std::string, SteadyTime> grants_;
+  std::map<std::string, SteadyTime> deathSeen_;
+  std::set<std::string> released_;
+  std::set<std::string> releasing_;
+  std::map<std::string, Scheduler::TaskId> removalChecks_;  // by pod name
 };
 
 }  // namespace kshard::manager

@@ -1,5 +1,6 @@
 #include "protocol/wire.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
@@ -77,6 +78,28 @@ constexpr std::size_t kMaxNameLen = 253;
 constexpr std::size_t kMaxUidLen = 128;
 constexpr std::size_t kMaxAddressLen = 261;  // host name (253) + ':' + port
 constexpr std::size_t kMaxVersionLen = 63;   // a label value
+constexpr std::size_t kMaxIncarnationLen = 64;
+
+// Uids and incarnations are ids: letters, digits and '-' (so they need no escaping anywhere).
+bool isIdText(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+Status readTarget(const json& j, Target& out) {
+  for (Status s : {readString(j, "pod", kMaxNameLen, true, out.pod),
+                   readString(j, "uid", kMaxUidLen, true, out.uid),
+                   readString(j, "incarnation", kMaxIncarnationLen, true, out.incarnation)}) {
+    if (!s.ok()) return s;
+  }
+  if (!isDnsSubdomain(out.pod)) return invalidArgument("pod: not a valid pod name");
+  if (!isIdText(out.uid)) return invalidArgument("uid: only letters, digits and '-'");
+  if (!isIdText(out.incarnation)) {
+    return invalidArgument("incarnation: only letters, digits and '-'");
+  }
+  return {};
+}
 
 Status validateAddress(const std::string& address) {
   const auto colon = address.rfind(':');
@@ -95,10 +118,18 @@ Status validateAddress(const std::string& address) {
 }  // namespace
 
 std::string encode(const RegisterRequest& r) {
-  return json{{"pod", r.pod}, {"uid", r.uid}, {"address", r.address}, {"version", r.version}}
+  return json{{"pod", r.pod},
+              {"uid", r.uid},
+              {"address", r.address},
+              {"version", r.version},
+              {"incarnation", r.incarnation}}
       .dump();
 }
-std::string encode(const EpochResponse& r) { return json{{"epoch", r.epoch}}.dump(); }
+std::string encode(const EpochResponse& r) {
+  json j{{"epoch", r.epoch}};
+  if (r.terminating) j["terminating"] = *r.terminating;
+  return j.dump();
+}
 std::string encode(const UnregisterRequest& r) {
   return json{{"pod", r.pod}, {"uid", r.uid}}.dump();
 }
@@ -111,10 +142,24 @@ std::string encode(const UnregisterDeferred& r) {
 }
 std::string encode(const NotifyUnhealthyRequest& r) { return json{{"pod", r.pod}}.dump(); }
 std::string encode(const PingResponse& r) {
-  return json{{"pod", r.pod}, {"uid", r.uid}, {"epoch", r.epoch}, {"shards", r.shards}}.dump();
+  return json{{"pod", r.pod},
+              {"uid", r.uid},
+              {"incarnation", r.incarnation},
+              {"epoch", r.epoch},
+              {"shards", r.shards}}
+      .dump();
 }
 std::string encode(const ShardsRequest& r) {
-  return json{{"shardMap", r.shardMap}, {"epoch", r.epoch}, {"shards", r.shards.toString()}}.dump();
+  return json{{"shardMap", r.shardMap},
+              {"pod", r.target.pod},
+              {"uid", r.target.uid},
+              {"incarnation", r.target.incarnation},
+              {"epoch", r.epoch},
+              {"shards", r.shards.toString()}}
+      .dump();
+}
+std::string encode(const Target& r) {
+  return json{{"pod", r.pod}, {"uid", r.uid}, {"incarnation", r.incarnation}}.dump();
 }
 std::string encode(const AssignResponse& r) {
   return json{{"refused", r.refused.toString()}}.dump();
@@ -127,10 +172,12 @@ StatusOr<RegisterRequest> decodeRegisterRequest(std::string_view body) {
   for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
                    readString(*j, "uid", kMaxUidLen, true, r.uid),
                    readString(*j, "address", kMaxAddressLen, true, r.address),
-                   readString(*j, "version", kMaxVersionLen, false, r.version)}) {
+                   readString(*j, "version", kMaxVersionLen, false, r.version),
+                   readString(*j, "incarnation", kMaxIncarnationLen, false, r.incarnation)}) {
     if (!s.ok()) return s;
   }
   if (Status s = validateAddress(r.address); !s.ok()) return s;
+  if (!isIdText(r.incarnation)) return invalidArgument("incarnation: only letters, digits and '-'");
   return r;
 }
 
@@ -139,6 +186,10 @@ StatusOr<EpochResponse> decodeEpochResponse(std::string_view body) {
   if (!j.ok()) return j.status();
   EpochResponse r;
   if (Status s = readEpoch(*j, "epoch", r.epoch); !s.ok()) return s;
+  if (auto t = j->find("terminating"); t != j->end() && !t->is_null()) {
+    if (!t->is_boolean()) return invalidArgument("terminating: must be a boolean");
+    r.terminating = t->get<bool>();
+  }
   return r;
 }
 
@@ -187,12 +238,22 @@ StatusOr<NotifyUnhealthyRequest> decodeNotifyUnhealthyRequest(std::string_view b
   return r;
 }
 
+StatusOr<Target> decodeTarget(std::string_view body) {
+  auto j = parseObject(body);
+  if (!j.ok()) return j.status();
+  Target t;
+  if (Status s = readTarget(*j, t); !s.ok()) return s;
+  return t;
+}
+
 StatusOr<PingResponse> decodePingResponse(std::string_view body) {
   auto j = parseObject(body);
   if (!j.ok()) return j.status();
   PingResponse r;
   for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
-                   readString(*j, "uid", kMaxUidLen, false, r.uid), readEpoch(*j, "epoch", r.epoch),
+                   readString(*j, "uid", kMaxUidLen, false, r.uid),
+                   readString(*j, "incarnation", kMaxIncarnationLen, false, r.incarnation),
+                   readEpoch(*j, "epoch", r.epoch),
                    readString(*j, "shards", 1u << 20, false, r.shards)}) {
     if (!s.ok()) return s;
   }
@@ -204,7 +265,7 @@ StatusOr<ShardsRequest> decodeShardsRequest(std::string_view body, std::int32_t 
   if (!j.ok()) return j.status();
   ShardsRequest r;
   for (Status s :
-       {readString(*j, "shardMap", 2 * kMaxNameLen + 1, true, r.shardMap),
+       {readString(*j, "shardMap", 2 * kMaxNameLen + 1, true, r.shardMap), readTarget(*j, r.target),
         readEpoch(*j, "epoch", r.epoch), readShards(*j, "shards", shardCount, r.shards)}) {
     if (!s.ok()) return s;
   }
@@ -218,6 +279,23 @@ StatusOr<AssignResponse> decodeAssignResponse(std::string_view body, std::int32_
   AssignResponse r;
   if (Status s = readShards(*j, "refused", shardCount, r.refused); !s.ok()) return s;
   return r;
+}
+
+std::string pingQuery(const Target& target) {
+  // Valid targets need no escaping (readTarget): names, uids and incarnations are URL-safe.
+  return "pod=" + target.pod + "&uid=" + target.uid + "&incarnation=" + target.incarnation;
+}
+
+StatusOr<Target> targetFromQuery(std::optional<std::string_view> pod,
+                                 std::optional<std::string_view> uid,
+                                 std::optional<std::string_view> incarnation) {
+  json j = json::object();
+  if (pod) j["pod"] = std::string(*pod);
+  if (uid) j["uid"] = std::string(*uid);
+  if (incarnation) j["incarnation"] = std::string(*incarnation);
+  Target t;
+  if (Status s = readTarget(j, t); !s.ok()) return s.withContext("query");
+  return t;
 }
 
 bool isDnsLabel(std::string_view s) {

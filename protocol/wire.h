@@ -23,6 +23,10 @@ inline constexpr std::string_view kShardHeader = "Kshard-Shard";
 inline constexpr std::string_view kEpochHeader = "Kshard-Epoch";
 inline constexpr std::string_view kModeHeader = "Kshard-Mode";  // "ask" | "tell"
 inline constexpr std::string_view kOwnerHeader = "Kshard-Owner";
+// A client's key for one logical request, passed through unchanged to the app, which may use it
+// to recognise a retry of a request it already applied (kshard never retries a message that may
+// have reached the app; a caller that retries after OutcomeUnknown should send one).
+inline constexpr std::string_view kIdempotencyKeyHeader = "Idempotency-Key";
 // Set on every error a sidecar generates itself (its value is the error code), so a caller can
 // tell a sidecar's 409 EntityNotManagedByThisPod from a 409 the app answered.
 inline constexpr std::string_view kErrorHeader = "Kshard-Error";
@@ -38,8 +42,10 @@ inline constexpr std::string_view kEntityNotManagedByThisPod = "EntityNotManaged
 inline constexpr std::string_view kEntityOverloaded = "EntityOverloaded";
 inline constexpr std::string_view kSendTimeout = "SendTimeout";
 inline constexpr std::string_view kAppUnavailable = "AppUnavailable";
-// The owner took the message but no answer came back: it may or may not have been processed.
-inline constexpr std::string_view kDeliveryFailed = "DeliveryFailed";
+// The message may or may not have been applied: the owner (or its app) took it and the
+// connection broke, or no answer came in time. kshard does not send it again; a caller that
+// retries should name the request with an Idempotency-Key its app checks.
+inline constexpr std::string_view kOutcomeUnknown = "OutcomeUnknown";
 inline constexpr std::string_view kNotLeader = "NotLeader";
 inline constexpr std::string_view kPodNotAlive = "PodNotAlive";
 inline constexpr std::string_view kUnknownShardMap = "UnknownShardMap";
@@ -52,6 +58,9 @@ inline constexpr std::string_view kForbidden = "Forbidden";
 inline constexpr std::string_view kAuthenticationUnavailable = "AuthenticationUnavailable";
 // 409 to an unregister: the manager holds the pod's shards while pods of a newer version start.
 inline constexpr std::string_view kUnregisterDeferred = "UnregisterDeferred";
+// 409 to a ping, assign or unassign meant for another pod, or for another process (incarnation)
+// of this pod's sidecar: a command is never applied by a sidecar it was not meant for.
+inline constexpr std::string_view kWrongTarget = "WrongTarget";
 }  // namespace errors
 
 // POST /v1/shardmaps/{ns}/{name}/register
@@ -60,10 +69,16 @@ struct RegisterRequest {
   std::string uid;
   std::string address;  // "ip:port" of the pod's peer API
   std::string version;  // the pod's version label; may be empty
+  // The registering sidecar process: a random id drawn at its start (sharding::RegisteredPod).
+  std::string incarnation;
 };
 // 200 answer to register and unregister.
 struct EpochResponse {
   Epoch epoch = 0;
+  // Unregister only: whether the API showed the pod being deleted. A sidecar that drained while
+  // its pod is not being deleted (a drain asked by hand, the app restarting alone) registers
+  // again instead of waiting for a termination that will not come. Absent: not known.
+  std::optional<bool> terminating;
 };
 // POST /v1/shardmaps/{ns}/{name}/unregister
 struct UnregisterRequest {
@@ -81,15 +96,31 @@ struct UnregisterDeferred {
   std::string version;            // the newer version being waited for
   std::int64_t startingPods = 0;  // its pods not registered yet
 };
+// POST /v1/shardmaps/{ns}/{name}/renew: a registered sidecar confirms its ownership lease (its
+// body is its Target). 200 EpochResponse while the manager knows the pod alive and registered
+// as that incarnation; 409 WrongTarget or 404 PodNotAlive otherwise (the sidecar registers again
+// or stays fenced). See sidecar/ownership_lease.h.
+
 // POST /v1/shardmaps/{ns}/{name}/notify-unhealthy
 struct NotifyUnhealthyRequest {
   std::string pod;
 };
 
-// GET /v1/ping
+// Whom an operator command (ping, assign, unassign) is meant for: the pod, and the sidecar
+// process that registered it. A sidecar refuses a command naming anyone else (409 WrongTarget),
+// so that a command never reaches a restarted sidecar, or a new pod that got a dead pod's IP.
+struct Target {
+  std::string pod;
+  std::string uid;
+  std::string incarnation;
+  friend bool operator==(const Target&, const Target&) = default;
+};
+
+// GET /v1/ping?pod=&uid=&incarnation=
 struct PingResponse {
   std::string pod;
   std::string uid;
+  std::string incarnation;
   Epoch epoch = 0;     // highest epoch this pod holds a shard at
   std::string shards;  // owned shards, range form (not parsed: the caller knows the count)
 };
@@ -101,6 +132,7 @@ struct PingResponse {
 // an older epoch that arrives later (a delayed duplicate).
 struct ShardsRequest {
   std::string shardMap;  // "{namespace}/{name}"
+  Target target;
   Epoch epoch = 0;
   sharding::ShardSet shards;
 };
@@ -123,18 +155,26 @@ std::string encode(const NotifyUnhealthyRequest& r);
 std::string encode(const PingResponse& r);
 std::string encode(const ShardsRequest& r);
 std::string encode(const AssignResponse& r);
+std::string encode(const Target& r);
 
 [[nodiscard]] StatusOr<RegisterRequest> decodeRegisterRequest(std::string_view body);
 [[nodiscard]] StatusOr<EpochResponse> decodeEpochResponse(std::string_view body);
 [[nodiscard]] StatusOr<UnregisterRequest> decodeUnregisterRequest(std::string_view body);
 [[nodiscard]] StatusOr<UnregisterDeferred> decodeUnregisterDeferred(std::string_view body);
 [[nodiscard]] StatusOr<NotifyUnhealthyRequest> decodeNotifyUnhealthyRequest(std::string_view body);
+[[nodiscard]] StatusOr<Target> decodeTarget(std::string_view body);
 [[nodiscard]] StatusOr<PingResponse> decodePingResponse(std::string_view body);
 // `shardCount` bounds the shard ids (1..shardCount).
 [[nodiscard]] StatusOr<ShardsRequest> decodeShardsRequest(std::string_view body,
                                                           std::int32_t shardCount);
 [[nodiscard]] StatusOr<AssignResponse> decodeAssignResponse(std::string_view body,
                                                             std::int32_t shardCount);
+// The ping's query parameters, and the target they name; InvalidArgument naming a missing or
+// malformed one.
+std::string pingQuery(const Target& target);
+[[nodiscard]] StatusOr<Target> targetFromQuery(std::optional<std::string_view> pod,
+                                               std::optional<std::string_view> uid,
+                                               std::optional<std::string_view> incarnation);
 
 // Sidecar limits that the injector passes on (as KSHARD_* variables, from the chart): each
 // one's default and the range both sides accept.

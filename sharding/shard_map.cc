@@ -36,6 +36,10 @@ Status validateSpec(const ShardMapSpec& spec) {
   if (spec.entityIdleTimeout < Duration::zero()) {
     return invalidArgument("spec.entityIdleTimeout: must be >= 0 (0 = never)");
   }
+  // Renewed every third of it: shorter, a pod would fence itself at the first late answer.
+  if (spec.ownershipLease < kMinOwnershipLease) {
+    return invalidArgument("spec.ownershipLease: must be at least 3s");
+  }
   return {};
 }
 

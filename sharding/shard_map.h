@@ -24,6 +24,8 @@ namespace kshard::sharding {
 inline constexpr char kShardMapApiVersion[] = "kshard.io/v1alpha1";
 inline constexpr char kShardMapKind[] = "ShardMap";
 
+inline constexpr Duration kMinOwnershipLease = std::chrono::seconds(3);
+
 struct ShardMapSpec {
   std::int32_t shards = 0;  // required, 1..100000, immutable after creation
   std::string versionLabel = "app.kubernetes.io/version";
@@ -34,6 +36,12 @@ struct ShardMapSpec {
   Duration handoffTimeout = std::chrono::seconds(30);
   Duration entityIdleTimeout = std::chrono::seconds(60);  // 0 = never passivate
   Duration sendTimeout = std::chrono::seconds(10);
+  // How long a pod keeps serving its shards without confirming that it still owns them, by
+  // contact with the operator or with the API server (docs/reliability.md, "Ownership leases").
+  // The operator gives away the shards of a pod that vanished without Kubernetes reporting its
+  // containers terminated only once this has surely run out. Immutable after creation: both
+  // sides must agree on it at every moment.
+  Duration ownershipLease = std::chrono::seconds(30);
   friend bool operator==(const ShardMapSpec&, const ShardMapSpec&) = default;
 };
 
@@ -55,6 +63,10 @@ struct RegisteredPod {
   std::string address;  // peer API, "ip:7101"
   std::string version;
   std::int32_t shards = 0;  // how many shards it owns; derived from the assignments
+  // The sidecar process that registered (a random id it draws at start): commands name it, and
+  // a sidecar refuses commands meant for an earlier or later process of the same pod. Empty
+  // for a sidecar that predates incarnations.
+  std::string incarnation;
   friend bool operator==(const RegisteredPod&, const RegisteredPod&) = default;
 };
 

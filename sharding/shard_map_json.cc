@@ -56,6 +56,7 @@ RegisteredPod readPod(JsonFieldReader& r) {
   pod.uid = r.optionalString("uid", "");
   pod.address = r.optionalString("address", "");
   pod.version = r.optionalString("version", "");
+  pod.incarnation = r.optionalString("incarnation", "");
   pod.shards = static_cast<std::int32_t>(r.optionalInt("shards", 0, 0, kMaxShardCount));
   return pod;
 }
@@ -97,6 +98,7 @@ StatusOr<ShardMapSpec> readSpec(JsonFieldReader& r) {
   spec.handoffTimeout = readDuration(r, "handoffTimeout", spec.handoffTimeout);
   spec.entityIdleTimeout = readDuration(r, "entityIdleTimeout", spec.entityIdleTimeout);
   spec.sendTimeout = readDuration(r, "sendTimeout", spec.sendTimeout);
+  spec.ownershipLease = readDuration(r, "ownershipLease", spec.ownershipLease);
   if (!r.ok()) return r.status();
   if (Status s = validateSpec(spec); !s.ok()) return s;
   return spec;
@@ -147,6 +149,7 @@ json toJson(const ShardMapSpec& spec) {
       {"handoffTimeout", formatDuration(spec.handoffTimeout)},
       {"entityIdleTimeout", formatDuration(spec.entityIdleTimeout)},
       {"sendTimeout", formatDuration(spec.sendTimeout)},
+      {"ownershipLease", formatDuration(spec.ownershipLease)},
   };
 }
 
@@ -169,6 +172,7 @@ json toJson(const ShardMapStatus& status) {
                            {"uid", p.uid},
                            {"address", p.address},
                            {"version", p.version},
+                           {"incarnation", p.incarnation},
                            {"shards", p.shards}});
   }
   for (const Assignment& a : status.assignments) {

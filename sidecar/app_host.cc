@@ -75,4 +75,26 @@ void AppHost::stop(const EntityKey& key, ShardId shard, std::function<void(Statu
   });
 }
 
+void AppHost::reset(Duration timeout, std::function<void(Status)> done) {
+  http::Request req;
+  req.method = http::Method::kPost;
+  req.target = "/kshard/reset";
+  req.timeout = toMillis(timeout);
+  client_.send(std::move(req), [done = std::move(done)](StatusOr<http::Response> r) {
+    if (!r.ok()) {
+      done(r.status().withContext("reset callback"));
+    } else if (r->status == 404 || r->status == 405 || r->status == 501) {
+      done(failedPrecondition(
+          "the app answered " + std::to_string(r->status) +
+          " to POST /kshard/reset: it must implement the reset callback of the app contract "
+          "(stop and save every entity it holds, then answer 2xx)"));
+    } else if (r->status < 200 || r->status >= 300) {
+      done(unavailable("reset callback answered " + std::to_string(r->status) + ": " +
+                       r->body.substr(0, 256)));
+    } else {
+      done({});
+    }
+  });
+}
+
 }  // namespace kshard::sidecar

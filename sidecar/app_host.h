@@ -2,6 +2,8 @@
 // (DESIGN.md "App callbacks"):
 //   POST /kshard/entities/{type}/{id}       one message; any status and body go back unchanged
 //   POST /kshard/entities/{type}/{id}/stop  2xx once the entity's state is safe
+//   POST /kshard/reset                      2xx once the app holds no entity (each stopped
+//                                           and saved as by the stop callback)
 // Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode.
 #pragma once
 
@@ -22,6 +24,12 @@ class AppHost final : public EntityHost {
   void deliver(Message message, Epoch epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
   void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) override;
+
+  // Asks the app to stop every entity it holds: a sidecar that (re)starts does not know which
+  // entities its app still runs from before, so it asks this before it takes any shard.
+  // FailedPrecondition when the app does not implement the callback (404, 405, 501): such an
+  // app cannot be served safely across a sidecar restart.
+  void reset(Duration timeout, std::function<void(Status)> done);
 
  private:
   http::Client& client_;

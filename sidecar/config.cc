@@ -1,5 +1,7 @@
 #include "sidecar/config.h"
 
+#include <random>
+
 #include "base/utf8.h"
 #include "protocol/wire.h"
 #include "sharding/duration.h"
@@ -70,6 +72,19 @@ void SidecarConfig::declare(OptionSet& opts) {
   addDuration(opts, "app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
               "How long to wait at start-up for the app to listen before giving up.",
               &appWaitTimeout);
+  addDuration(opts, "reset-timeout", "KSHARD_RESET_TIMEOUT",
+              "Longest the app's reset callback (POST /kshard/reset, sent at start-up before the "
+              "pod registers: stop and save every entity) may take; it is asked again until it "
+              "answers 2xx.",
+              &resetTimeout);
+  addDuration(opts, "drain-linger", "KSHARD_DRAIN_LINGER",
+              "How long a drained sidecar whose pod is not being deleted (a drain asked by hand, "
+              "the app restarting alone) waits before it registers and serves again.",
+              &drainLinger);
+  opts.addString("app-prestop", "KSHARD_APP_PRESTOP",
+                 "The app container's own preStop hook (JSON, set by the injector), run after "
+                 "the drain that replaces it.",
+                 &appPreStop);
   opts.addInt("io-threads", "KSHARD_IO_THREADS",
               "I/O threads of the data path, shared by the app and peer APIs and the clients to "
               "the app and the peers (with http-backend=beast).",
@@ -188,6 +203,19 @@ Status SidecarConfig::validate() const {
     return invalidArgument("--peer-transport: must be channel or http");
   }
   return {};
+}
+
+std::string newIncarnation() {
+  std::random_device device;
+  std::string out;
+  static constexpr char kHex[] = "0123456789abcdef";
+  // 64 bits: enough that two processes of one pod never draw the same, short enough that the
+  // status of a thousand pods stays small.
+  for (int i = 0; i < 2; ++i) {
+    const std::uint32_t word = device();
+    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(word >> shift) & 0xf]);
+  }
+  return out;
 }
 
 Identity SidecarConfig::identity() const {

@@ -36,6 +36,12 @@ struct SidecarConfig {
   Duration appTimeout = std::chrono::seconds(30);   // one message at the app
   Duration stopTimeout = std::chrono::seconds(30);  // one stop call at the app
   Duration appWaitTimeout = std::chrono::minutes(5);
+  Duration resetTimeout = std::chrono::minutes(1);  // the app's reset callback
+  // A drained pod that is not being deleted serves again after this (sidecar/drainer.h).
+  Duration drainLinger = std::chrono::seconds(15);
+  // The app container's own preStop hook, as JSON (the injector moves it here and points the
+  // container's preStop at the drain): run once the drain is over.
+  std::string appPreStop;
   // Entity stop calls at the app at once; tells accepted and not yet answered by the app, and
   // their bytes (EntityRegistryOptions).
   std::int64_t maxConcurrentStops = protocol::kMaxConcurrentStops.defaultValue;

@@ -1,5 +1,5 @@
-// Drainer: the pod-stop flow of DESIGN.md, run once however many times it is asked for (the
-// preStop hook's POST /v1/drain and SIGTERM both ask):
+// Drainer: the pod-stop flow of DESIGN.md. A drain runs once however many times it is asked for
+// while it runs (the preStop hook, POST /v1/drain and SIGTERM all ask):
 //   1. unregister from the operator. The operator unassigns the pod's shards from it (their
 //      entities stop after their accepted messages, within the handoff timeout), records the pod
 //      gone and moves the shards at once. Until then the pod serves as before: in a rolling
@@ -14,6 +14,12 @@
 // within the handoff timeout), the pod stays registered: its shards must not move while an
 // entity may still run here. Step 2 still stops the entities; the kubelet ends the pod, and the
 // operator then reassigns the shards of the dead pod.
+//
+// A drain is normally followed by the pod's end. When it is not (the operator said the pod is
+// not being deleted: a drain asked by hand, or the app container's preStop when only the app
+// restarts; or the operator could not say), the drain is undone after `linger` unless the
+// process is stopping by then: the registry takes entities again and `onUndrain` runs (the
+// sidecar registers again), so that a running pod never stays drained for good.
 #pragma once
 
 #include <functional>
@@ -32,16 +38,34 @@ namespace kshard::sidecar {
 
 class Drainer {
  public:
-  Drainer(EntityRegistry& registry, ManagerClient& manager, RoutingTable& table,
-          Scheduler& scheduler, Logger logger);
+  struct Options {
+    // How long a drained pod that is not being deleted waits before it serves again.
+    Duration linger = std::chrono::seconds(15);
+    std::function<void()> onUndrain;
+  };
 
-  // Starts the drain on the first call; every caller's `done` gets the one result.
+  Drainer(EntityRegistry& registry, ManagerClient& manager, RoutingTable& table,
+          Scheduler& scheduler, Logger logger, Options options);
+  Drainer(EntityRegistry& registry, ManagerClient& manager, RoutingTable& table,
+          Scheduler& scheduler, Logger logger)
+      : Drainer(registry, manager, table, scheduler, std::move(logger), Options{}) {}
+  ~Drainer();
+
+  // Starts a drain unless one runs or is over and not undone; every caller's `done` gets its
+  // result.
   void drain(std::function<void(Status)> done);
+  // The process is stopping: a drain that is over stays so (no undo).
+  void stopping();
+  // A drain runs, or is over and not undone.
   bool started() const;
   bool finished() const;
 
  private:
-  void finish(Status result);
+  enum class State { kServing, kDraining, kDrained };
+
+  void unregistered(StatusOr<protocol::EpochResponse> answer);
+  void finish(Status result, bool mayUndo);
+  void undo(std::uint64_t cycle);
   // Logs the drain's progress and schedules the next report, until the drain ends.
   void reportProgress();
 
@@ -50,11 +74,15 @@ class Drainer {
   RoutingTable& table_;
   Scheduler& scheduler_;
   Logger log_;
+  const Options options_;
   mutable std::mutex mu_;
-  bool started_ = false;
-  bool unregistered_ = false;  // step 1 is over (whatever its result)
+  State state_ = State::kServing;
+  std::uint64_t cycle_ = 0;    // drains so far: an undo timer of an older one does nothing
+  bool stopping_ = false;
+  bool unregistered_ = false;  // step 1 of the current drain is over (whatever its result)
   SteadyTime startedAt_{};
   Scheduler::TaskId progressTask_ = 0;
+  Scheduler::TaskId undoTask_ = 0;
   std::optional<Status> result_;
   std::vector<std::function<void(Status)>> waiters_;
 };

@@ -270,7 +270,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
     std::lock_guard lock(mu_);
     auto sit = shards_.find(message.shard);
     auto eit = entities_.find(message.key);
-    if (sit == shards_.end() || sit->second.state != ShardState::kOwned) {
+    if (sit == shards_.end() || sit->second.state != ShardState::kOwned || !acceptingLocked()) {
       refusal = Refusal::kNotOwned;
     } else if (eit == entities_.end() && draining_) {
       refusal = Refusal::kDraining;
@@ -321,7 +321,42 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
 }
 
 void EntityRegistry::startNextLocked(Entity& e, Actions& out) {
-  startTurnLocked(e, e.mailbox.take(), out);
+  // A queued message reaches the app only while the lease runs: after that, another pod may own
+  // the shard, so what is left in the mailbox is refused (the sender tries the next owner).
+  while (!e.mailbox.empty()) {
+    if (deliveringLocked()) {
+      startTurnLocked(e, e.mailbox.take(), out);
+      return;
+    }
+    refuseQueuedLocked(e.mailbox.take(), out);
+  }
+  afterTurnLocked(e, out);
+}
+
+void EntityRegistry::refuseQueuedLocked(Pending p, Actions& out) {
+  if (p.done) {
+    out.push_back([done = std::move(p.done)]() mutable {
+      done(DeliveryOutcome{Refusal::kNotOwned, http::Response{}});
+    });
+    return;
+  }
+  // A tell was answered 202 when it was queued; it is lost like the tells of a crashed pod.
+  --pendingTells_;
+  pendingTellBytes_ -= p.message.body.size();
+  ++droppedTells_;
+  if (const std::uint64_t n = fenceDropLog_.occur(scheduler_.clock().now())) {
+    log_.warn("tell dropped: the ownership lease ran out before it reached the app",
+              {{"type", p.message.key.type}, {"id", p.message.key.id}, {"failures", n},
+               {"dropped_total", droppedTells_}});
+  }
+}
+
+bool EntityRegistry::acceptingLocked() const {
+  return !lease_.enabled() || (!fenced_ && lease_.acceptsAt(scheduler_.clock().now()));
+}
+
+bool EntityRegistry::deliveringLocked() const {
+  return !lease_.enabled() || lease_.deliversAt(scheduler_.clock().now());
 }
 
 void EntityRegistry::markBusyLocked(Entity& e) {
@@ -387,7 +422,7 @@ bool EntityRegistry::handingOffLocked(ShardId shard) const {
 void EntityRegistry::afterTurnLocked(Entity& e, Actions& out) {
   if (!e.mailbox.empty()) {
     startNextLocked(e, out);
-  } else if (handingOffLocked(e.shard)) {
+  } else if (mustStopLocked(e.shard)) {
     beginStopLocked(e, true, out);
   } else {
     // Idle: at the back of the idle list. The sweep armed for the front fires no later than
@@ -488,7 +523,7 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
           "entity stop failed",
           {{"type", key.type}, {"id", key.id}, {"error", result.toString()}, {"failures", n}});
     }
-    if (handingOffLocked(e.shard)) {
+    if (mustStopLocked(e.shard)) {
       // The shard cannot be released while the entity may still hold state: retry, backing off
       // (stopRetryDelay, doubled for each failure in a row, at most kMaxStopRetryDelay), so that
       // an app that is down is not asked again for every entity five times a second.
@@ -509,11 +544,17 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
     } else {
       afterTurnLocked(e, out);
     }
-  } else if (!e.mailbox.empty()) {
-    // Messages arrived while the entity stopped (its shard is still owned): start it again.
-    startNextLocked(e, out);
   } else {
-    removeEntityLocked(key, out);
+    // Messages that arrived while the entity stopped (its shard is still owned) start it again,
+    // if the lease still lets them reach the app.
+    while (!e.mailbox.empty() && !deliveringLocked()) {
+      refuseQueuedLocked(e.mailbox.take(), out);
+    }
+    if (!e.mailbox.empty()) {
+      startNextLocked(e, out);
+    } else {
+      removeEntityLocked(key, out);
+    }
   }
 }
 
@@ -532,6 +573,62 @@ void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
     shards_.erase(sit);
     completeHandoffsLocked(out);
   }
+}
+
+void EntityRegistry::undrain() {
+  std::lock_guard lock(mu_);
+  if (!draining_) return;
+  draining_ = false;
+  log_.info("drain undone: taking entities and shards again");
+}
+
+void EntityRegistry::setLeaseDuration(Duration duration) {
+  std::lock_guard lock(mu_);
+  if (duration == lease_.duration()) return;
+  lease_.setDuration(duration);
+  armFenceLocked();
+}
+
+void EntityRegistry::renewLease(SteadyTime sentAt) {
+  std::lock_guard lock(mu_);
+  if (!lease_.renew(sentAt)) return;
+  if (fenced_ && lease_.acceptsAt(scheduler_.clock().now())) {
+    fenced_ = false;
+    log_.info("ownership confirmed again; delivering messages");
+  }
+  armFenceLocked();
+}
+
+bool EntityRegistry::leaseValid() const {
+  std::lock_guard lock(mu_);
+  return acceptingLocked();
+}
+
+void EntityRegistry::armFenceLocked() {
+  if (!lease_.enabled()) return;
+  const std::uint64_t seq = ++fenceSeq_;
+  const Duration delay = std::max(Duration::zero(), lease_.fenceAt() - scheduler_.clock().now());
+  scheduleLocked(
+      delay, [this, seq] { onFenceTimer(seq); }, nullptr);
+}
+
+void EntityRegistry::onFenceTimer(std::uint64_t seq) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    if (seq != fenceSeq_ || fenced_ || lease_.acceptsAt(scheduler_.clock().now())) return;
+    // No confirmation for nearly a whole lease: the operator may soon treat this pod as gone.
+    // Its entities stop now, so that none runs here once the lease has run out; the shards stay
+    // owned, and the next renewal lifts the fence.
+    fenced_ = true;
+    log_.warn("ownership not confirmed in time: taking no messages and stopping entities",
+              {{"active_entities", static_cast<std::uint64_t>(entities_.size())},
+               {"owned_shards", static_cast<std::uint64_t>(shards_.size())}});
+    for (auto& [key, e] : entities_) {
+      if (!e.busy && e.mailbox.empty()) beginStopLocked(e, true, actions);
+    }
+  }
+  run(actions);
 }
 
 void EntityRegistry::setIdleTimeout(Duration timeout) {

@@ -18,6 +18,14 @@
 // an older epoch is a delayed duplicate from before that unassign and is refused; accepting it
 // would let this pod own a shard the operator already gave to another pod.
 //
+// The ownership lease (sidecar/ownership_lease.h): once a lease duration is set, messages reach
+// the app only while the lease runs. When it is about to run out without a renewal, the pod takes
+// no new message and stops every entity (its shards stay owned, "fenced"); messages still queued
+// when it has run out are refused (asks, which the sender retries elsewhere) or dropped (tells).
+// A renewal lifts the fence. This bounds how long a pod cut off from the operator and the API
+// server can serve, which is what lets the operator move the shards of a pod whose object
+// vanished while its processes may still run.
+//
 // Thread-safe. Callbacks into the EntityHost and completion callbacks run without the lock held.
 // Lifetime: destroy the registry only after the EntityHost and the Scheduler have stopped calling
 // back into it (the destructor cancels the registry's own timers).
@@ -42,6 +50,7 @@
 #include "base/unique_function.h"
 #include "http/message.h"
 #include "protocol/wire.h"
+#include "sidecar/ownership_lease.h"
 
 namespace kshard::sidecar {
 
@@ -150,6 +159,15 @@ class EntityRegistry {
   // Refuses new entities from now on, stops every active one (after their accepted messages),
   // and calls `done(true)` once none is left, or `done(false)` when `timeout` passes first.
   void drain(Duration timeout, std::function<void(bool complete)> done);
+  // Takes new entities and assigns again after a drain that was not followed by the pod's end.
+  void undrain();
+
+  // The ownership lease (see above): its duration (spec.ownershipLease; zero keeps it off, and
+  // until it is set nothing is fenced), and a confirmation whose request was sent at `sentAt`.
+  void setLeaseDuration(Duration duration);
+  void renewLease(SteadyTime sentAt);
+  // True while the lease is off or runs and the fence has not begun.
+  bool leaseValid() const;
 
   // Accepts a message for delivery. Ask: `done` gets the app's answer. Tell: `done` gets 202 as
   // soon as the message is queued; the app's answer is only logged.
@@ -264,6 +282,16 @@ class EntityRegistry {
   void onSweep(std::uint64_t seq);
   void afterTurnLocked(Entity& e, Actions& out);
   bool handingOffLocked(ShardId shard) const;
+  // The entity's shard is handing off, or the lease fence is up: the entity must stop.
+  bool mustStopLocked(ShardId shard) const { return fenced_ || handingOffLocked(shard); }
+  // Whether a new message is taken now (the lease's fence has not begun).
+  bool acceptingLocked() const;
+  // Whether a message already taken may reach the app now (the lease runs).
+  bool deliveringLocked() const;
+  // A queued message that will not reach the app (the lease ran out): refused or dropped.
+  void refuseQueuedLocked(Pending p, Actions& out);
+  void armFenceLocked();
+  void onFenceTimer(std::uint64_t seq);
   // Marks the entity stopping and calls the app's stop, or queues the call when
   // maxConcurrentStops are at the app. `handoff`: its shard is being released (queued first).
   void beginStopLocked(Entity& e, bool handoff, Actions& out);
@@ -295,6 +323,11 @@ class EntityRegistry {
   std::unordered_map<ShardId, Epoch> fences_;  // epoch of the last unassign/revoke per shard
   std::vector<std::shared_ptr<Handoff>> handoffs_;
   bool draining_ = false;
+  OwnershipLease lease_;
+  bool fenced_ = false;  // the lease's fence is up: entities stop, nothing new is taken
+  std::uint64_t fenceSeq_ = 0;  // the current fence timer; older ones find it stale
+  std::uint64_t droppedTells_ = 0;  // tells dropped because the lease ran out
+  LogThrottle fenceDropLog_{std::chrono::seconds(5)};
   std::unordered_map<Scheduler::TaskId, bool> timers_;  // pending timers, cancelled on destruction
   EntityList idle_{kIdleList};
   EntityList handoffStops_{kHandoffStops};

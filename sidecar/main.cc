@@ -1,9 +1,6 @@
 // kshard-sidecar: routes entity messages to the pod that owns their shard, and runs this pod's
 // entities in its app (DESIGN.md "Flows"). See `kshard-sidecar --help`.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,12 +24,14 @@
 #include "sidecar/config.h"
 #include "sidecar/drainer.h"
 #include "sidecar/entity_registry.h"
+#include "sidecar/lease_keeper.h"
 #include "sidecar/manager_client.h"
 #include "sidecar/map_applier.h"
 #include "sidecar/map_poller.h"
 #include "sidecar/map_watcher.h"
 #include "sidecar/peer_api.h"
 #include "sidecar/peer_http_client.h"
+#include "sidecar/registrar.h"
 #include "sidecar/request_authorizer.h"
 #include "sidecar/router.h"
 #include "sidecar/routing_table.h"
@@ -46,19 +45,6 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitConfig = 2;
 constexpr int kExitFailure = 1;
-
-// True once something accepts TCP connections on 127.0.0.1:port (the app is up).
-bool appListening(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
 
 // Idle keep-alive connections a sidecar keeps to the app and to each peer. Idle connections close
 // after the client's idle timeout, so a burst does not hold them for long.
@@ -102,9 +88,11 @@ int run(int argc, char** argv) {
   }
   LogLevel level = LogLevel::kInfo;
   parseLogLevel(cfg.logLevel, level);
-  const Identity self = cfg.identity();
+  Identity self = cfg.identity();
+  self.incarnation = newIncarnation();
   Logger log = Logger("sidecar", level)
                    .withFields({{"pod", self.pod}, {"shard_map", self.shardMap.toString()}});
+  log.info("starting", {{"incarnation", self.incarnation}});
 
   // Signals are handled by sigwait on this thread; every thread started below inherits the mask.
   sigset_t signals;
@@ -184,11 +172,15 @@ int run(int argc, char** argv) {
       512, podAuthorization);
   ManagerClient::Options managerOptions;
   managerOptions.managerOverride = cfg.managerAddress;
+  managerOptions.onConfirmed = [&entities](SteadyTime sentAt) { entities.renewLease(sentAt); };
   ManagerClient manager(self, table, peerFactory, scheduler, random,
                         log.withFields({{"part", "manager"}}), managerOptions, podAuthorization);
   Router router(table, entities, peers, manager, scheduler, random, {self.pod}, metrics,
                 log.withFields({{"part", "router"}}));
-  Drainer drainer(entities, manager, table, scheduler, log.withFields({{"part", "drain"}}));
+  // Registers again after a drain that was undone; set once the registrar exists.
+  std::function<void()> registerAgain;
+  Drainer drainer(entities, manager, table, scheduler, log.withFields({{"part", "drain"}}),
+                  {cfg.drainLinger, [&registerAgain] { registerAgain(); }});
 
   // The Kubernetes API: the ShardMap watch and the service-account issuer keys.
   std::unique_ptr<http::Client> kubeTransport;
@@ -240,6 +232,19 @@ int run(int argc, char** argv) {
   }
 
   MapApplier applier(self, table, entities, log.withFields({{"part", "map"}}));
+  // The ownership lease is kept by renewals while registered; the registrar resets the app,
+  // registers, and starts the keeper.
+  std::unique_ptr<Registrar> registrar;
+  LeaseKeeper leaseKeeper(self, manager, api.get(), entities, table, scheduler, random,
+                          log.withFields({{"part", "lease"}}), [&] {
+                            // Not while draining: the pod is leaving (or has left) on purpose.
+                            if (!drainer.started() && registrar) registrar->registerAgain();
+                          });
+  registrar = std::make_unique<Registrar>(
+      applier, issuerKeys.get(), appHost, manager, leaseKeeper,
+      log.withFields({{"part", "registrar"}}),
+      Registrar::Options{static_cast<int>(cfg.appPort), cfg.appWaitTimeout, cfg.resetTimeout});
+  registerAgain = [&] { registrar->registerAgain(); };
 
   http::ServerOptions base;
   base.maxBodyBytes = static_cast<std::size_t>(cfg.maxBodyBytes);
@@ -264,7 +269,6 @@ int run(int argc, char** argv) {
                   {static_cast<std::size_t>(cfg.maxIdBytes)});
   peerApi.addRoutes(*peerServer);
 
-  std::atomic<bool> registered{false};
   http::ServerOptions adminOptions;
   adminOptions.host = cfg.adminBindAddress;
   adminOptions.port = static_cast<std::uint16_t>(cfg.adminPort);
@@ -275,12 +279,7 @@ int run(int argc, char** argv) {
       *adminServer, registry,
       [&]() -> std::string {
         if (drainer.started()) return "draining";
-        if (!applier.haveMap()) return "ShardMap not loaded yet";
-        if (issuerKeys && issuerKeys->current() == nullptr) {
-          return "service-account issuer keys not loaded yet";
-        }
-        if (!registered.load()) return "not registered with the operator yet";
-        return "";
+        return registrar->notReadyReason();
       },
       [&] { metrics.refresh(entities.activeEntitiesByType(), entities.ownedShards().size()); });
 
@@ -330,46 +329,19 @@ int run(int argc, char** argv) {
     poller->start();
   }
 
-  // Register once the map is known and the app listens; the loop gives up on a signal.
-  std::atomic<bool> stopping{false};
-  std::thread registrar([&] {
-    while (!stopping.load() && !applier.waitForMap(std::chrono::milliseconds(200))) {
-    }
-    // The operator assigns shards right after the registration; its calls are checked with the
-    // issuer keys, so load them first.
-    while (issuerKeys && !stopping.load() &&
-           !issuerKeys->waitLoaded(std::chrono::milliseconds(200))) {
-    }
-    const SteadyTime deadline = SystemClock::instance().now() + cfg.appWaitTimeout;
-    while (!stopping.load() && !appListening(static_cast<int>(cfg.appPort))) {
-      if (SystemClock::instance().now() > deadline) {
-        log.error("the app does not listen; not registering", {{"app_port", cfg.appPort}});
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (stopping.load()) return;
-    manager.registerPod([&](StatusOr<std::uint64_t> epoch) {
-      if (epoch.ok()) {
-        registered.store(true);
-        log.info("ready", {{"epoch", *epoch}});
-      } else {
-        log.error("registration failed", {{"error", epoch.status().toString()}});
-      }
-    });
-  });
+  registrar->start();
 
   // Wait for SIGTERM/SIGINT: the first drains, a second is only logged (the drain goes on; an
   // exit now could drop accepted messages).
   int sig = 0;
   sigwait(&signals, &sig);
   log.info("signal received, draining", {{"signal", sig}});
-  stopping.store(true);
+  drainer.stopping();
   std::mutex mu;
   std::condition_variable cv;
   bool drained = false;
   Status drainResult;
-  if (registered.load() || drainer.started()) {
+  if (registrar->registered() || drainer.started()) {
     drainer.drain([&](Status st) {
       std::lock_guard lock(mu);
       drainResult = st;
@@ -394,7 +366,8 @@ int run(int argc, char** argv) {
   // Wake the second-signal thread so it sees `drained` and ends.
   pthread_kill(secondSignal.native_handle(), SIGTERM);
   secondSignal.join();
-  registrar.join();
+  registrar->stop();
+  leaseKeeper.stop();
   // The app's own requests still in flight get their answers, routed with the ShardMap still
   // watched: the router retries each until the ShardMap's sendTimeout at most. (In a pod the app
   // container stops first, so there are none.)

@@ -15,14 +15,15 @@ constexpr Duration kMaxHold = std::chrono::minutes(10);
 }  // namespace
 
 struct ManagerClient::Call {
-  std::string verb;  // "register" | "unregister"
+  std::string verb;  // "register" | "unregister" | "renew"
   std::string body;
+  SteadyTime sentAt{};  // when the current attempt went out
   std::optional<SteadyTime> deadline;
   SteadyTime started{};
   std::optional<Duration> timeout;  // per attempt, and what a deferral adds to the deadline
   Duration backoff{};
   int deferrals = 0;
-  std::string leaderHint;
+  bool once = false;  // no retry: the first answer or failure is the result
   int attempts = 0;
   std::function<void(StatusOr<http::Response>)> done;
 };
@@ -56,8 +57,8 @@ void ManagerClient::stop() {
 void ManagerClient::registerPod(std::function<void(StatusOr<std::uint64_t>)> done) {
   auto call = std::make_shared<Call>();
   call->verb = "register";
-  call->body = protocol::encode(
-      protocol::RegisterRequest{self_.pod, self_.uid, self_.peerAddress, self_.version});
+  call->body = protocol::encode(protocol::RegisterRequest{self_.pod, self_.uid, self_.peerAddress,
+                                                         self_.version, self_.incarnation});
   call->backoff = options_.initialBackoff;
   call->done = [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) return done(r.status());
@@ -68,7 +69,8 @@ void ManagerClient::registerPod(std::function<void(StatusOr<std::uint64_t>)> don
   attempt(call);
 }
 
-void ManagerClient::unregisterPod(Duration timeout, std::function<void(Status)> done) {
+void ManagerClient::unregisterPod(Duration timeout,
+                                  std::function<void(StatusOr<protocol::EpochResponse>)> done) {
   auto call = std::make_shared<Call>();
   call->verb = "unregister";
   call->body = protocol::encode(protocol::UnregisterRequest{self_.pod, self_.uid});
@@ -76,13 +78,27 @@ void ManagerClient::unregisterPod(Duration timeout, std::function<void(Status)> 
   call->deadline = call->started + timeout;
   call->timeout = timeout;
   call->backoff = options_.initialBackoff;
+  call->done = [done = std::move(done)](StatusOr<http::Response> r) {
+    if (!r.ok()) return done(r.status());
+    auto e = protocol::decodeEpochResponse(r->body);
+    if (!e.ok()) return done(e.status().withContext("unregister answer"));
+    done(*e);
+  };
+  attempt(call);
+}
+
+void ManagerClient::renew(Duration timeout, std::function<void(Status)> done) {
+  auto call = std::make_shared<Call>();
+  call->verb = "renew";
+  call->body = protocol::encode(self_.target());
+  call->once = true;
+  call->timeout = timeout;
   call->done = [done = std::move(done)](StatusOr<http::Response> r) { done(r.status()); };
   attempt(call);
 }
 
-std::string ManagerClient::managerAddress(const std::string& hint) const {
+std::string ManagerClient::managerAddress() const {
   if (!options_.managerOverride.empty()) return options_.managerOverride;
-  if (!hint.empty()) return hint;
   const auto snapshot = table_.snapshot();
   return snapshot->manager ? snapshot->manager->address : std::string();
 }
@@ -96,8 +112,7 @@ http::Client& ManagerClient::clientFor(const std::string& address) {
 }
 
 void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
-  const std::string address = managerAddress(call->leaderHint);
-  call->leaderHint.clear();
+  const std::string address = managerAddress();
   if (address.empty()) {
     retryLater(call, "the ShardMap names no manager yet");
     return;
@@ -111,7 +126,9 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
   }
   req.body = call->body;
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      call->timeout ? std::max(*call->timeout, options_.requestTimeout) : options_.requestTimeout);
+      !call->timeout   ? options_.requestTimeout
+      : call->once     ? *call->timeout
+                       : std::max(*call->timeout, options_.requestTimeout));
   ++call->attempts;
   http::Client* client;
   {
@@ -122,15 +139,19 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
     }
     client = &clientFor(address);
   }
+  call->sentAt = scheduler_.clock().now();
   client->send(std::move(req), [this, call, address](StatusOr<http::Response> r) {
     if (!r.ok()) {
       retryLater(call, address + ": " + r.status().toString());
       return;
     }
     if (r->status == 200) {
-      log_.info(
-          call->verb == "register" ? "registered" : "unregistered",
-          {{"manager", address}, {"attempts", call->attempts}, {"deferrals", call->deferrals}});
+      if (call->verb != "unregister" && options_.onConfirmed) options_.onConfirmed(call->sentAt);
+      if (call->verb != "renew") {
+        log_.info(
+            call->verb == "register" ? "registered" : "unregistered",
+            {{"manager", address}, {"attempts", call->attempts}, {"deferrals", call->deferrals}});
+      }
       call->done(std::move(r));
       return;
     }
@@ -142,9 +163,15 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
       code = body["error"].value("code", "");
       message = body["error"].value("message", message);
     }
-    if (r->status == 503 && body.is_object() && body.contains("leader") &&
-        body["leader"].is_string()) {
-      call->leaderHint = body["leader"].get<std::string>();
+    if (call->once) {
+      // A renew the manager refuses because it does not know this pod as this incarnation
+      // (unregistered, removed as dead, or registered anew): NotFound, the caller registers.
+      const bool unknown = (r->status == 409 && code == protocol::errors::kWrongTarget) ||
+                           ((r->status == 404 || r->status == 403) &&
+                            code == protocol::errors::kPodNotAlive);
+      const std::string why = call->verb + ": " + std::to_string(r->status) + " " + message;
+      call->done(unknown ? notFound(why) : unavailable(why));
+      return;
     }
     // 4xx other than "not alive yet" means the request itself is wrong: no retry will help.
     // 401 is retried: the kubelet may not have written (or rotated) the token yet.
@@ -193,6 +220,10 @@ bool ManagerClient::deferred(const std::shared_ptr<Call>& call, const http::Resp
 
 void ManagerClient::retryLater(const std::shared_ptr<Call>& call, const std::string& why,
                                std::optional<Duration> after) {
+  if (call->once) {
+    call->done(unavailable(call->verb + " failed: " + why));
+    return;
+  }
   Duration wait;
   {
     std::lock_guard lock(mu_);
@@ -236,7 +267,7 @@ void ManagerClient::reportUnreachable(const std::string& pod) {
     auto it = lastReport_.find(pod);
     if (it != lastReport_.end() && now - it->second < options_.reportInterval) return;
     lastReport_[pod] = now;
-    address = managerAddress("");
+    address = managerAddress();
     if (address.empty()) return;
     client = &clientFor(address);
   }

@@ -1,10 +1,15 @@
 // ManagerClient: the sidecar's side of the manager API (the operator's leader, :7200):
 // register, unregister and notify-unhealthy.
 //
-// The manager's address comes from the watched ShardMap (status.manager). A follower answers
-// 503 NotLeader with the leader's address, which is tried next. Register is retried with
-// backoff until it succeeds: a pod the operator does not yet see alive (its informer lags) is
-// refused with PodNotAlive and simply tries again. Unhealthy reports are rate-limited per pod.
+// The manager's address comes from the watched ShardMap (status.manager), or --manager-address.
+// A follower's 503 NotLeader is retried with backoff: its "leader" hint is not followed, since
+// the calls carry this pod's token and only the manager the ShardMap names may receive it.
+// Register is retried with backoff until it succeeds: a pod the operator does not yet see alive
+// (its informer lags) is refused with PodNotAlive and simply tries again. Unhealthy reports are
+// rate-limited per pod.
+//
+// A register or renew the manager answered confirms this pod's ownership lease
+// (sidecar/ownership_lease.h) as of the moment the request was sent: `onConfirmed` gets it.
 //
 // An unregister the manager defers (409 UnregisterDeferred: pods of a newer version are starting,
 // operator/unregister_hold.h) is asked again after the answer's retryAfterMs, and its deadline
@@ -37,6 +42,8 @@ class ManagerClient final : public UnhealthyReporter {
     Duration requestTimeout = std::chrono::seconds(10);
     Duration reportInterval = std::chrono::seconds(5);  // per unreachable pod
     std::string managerOverride;  // "host:port" to use instead of status.manager
+    // A register or renew succeeded; its request was sent at `sentAt`.
+    std::function<void(SteadyTime sentAt)> onConfirmed;
   };
 
   ManagerClient(Identity self, RoutingTable& table, ClientFactory factory, Scheduler& scheduler,
@@ -48,8 +55,12 @@ class ManagerClient final : public UnhealthyReporter {
   void registerPod(std::function<void(StatusOr<std::uint64_t>)> done);
   // Unregisters, retrying until it succeeds or `timeout` passes (plus any hold the manager
   // announces). Each attempt may take `timeout`: the manager answers after it has unassigned the
-  // pod's shards, which waits for their entities to stop.
-  void unregisterPod(Duration timeout, std::function<void(Status)> done);
+  // pod's shards, which waits for their entities to stop. The answer says whether the API
+  // showed the pod being deleted.
+  void unregisterPod(Duration timeout, std::function<void(StatusOr<protocol::EpochResponse>)> done);
+  // One renew of the ownership lease (no retry: the caller renews periodically). NotFound when
+  // the manager does not know this pod registered as this incarnation.
+  void renew(Duration timeout, std::function<void(Status)> done);
   void reportUnreachable(const std::string& pod) override;
   // Stops retry loops (their callbacks get Cancelled).
   void stop();
@@ -62,7 +73,7 @@ class ManagerClient final : public UnhealthyReporter {
                   std::optional<Duration> after = std::nullopt);
   // A 409 UnregisterDeferred: true when it was one (and the call goes on).
   bool deferred(const std::shared_ptr<Call>& call, const http::Response& r);
-  std::string managerAddress(const std::string& hint) const;
+  std::string managerAddress() const;
   http::Client& clientFor(const std::string& address);
 
   Identity self_;

@@ -21,7 +21,8 @@ void MapApplier::apply(const nlohmann::json& object) {
                {{"epoch", map->status.epoch}});
   }
   registry_.setIdleTimeout(map->spec.entityIdleTimeout);
-  const auto result = syncOwnership(*table_.snapshot(), self_.pod, self_.uid, registry_);
+  registry_.setLeaseDuration(map->spec.ownershipLease);
+  const auto result = syncOwnership(*table_.snapshot(), self_.target(), registry_);
   if (result.revoked || result.adopted) {
     log_.info("ownership synced from the ShardMap",
               {{"epoch", map->status.epoch},

@@ -4,15 +4,15 @@
 
 namespace kshard::sidecar {
 
-OwnershipSyncResult syncOwnership(const RoutingSnapshot& map, std::string_view selfPod,
-                                  std::string_view selfUid, EntityRegistry& registry) {
+OwnershipSyncResult syncOwnership(const RoutingSnapshot& map, const protocol::Target& self,
+                                  EntityRegistry& registry) {
   OwnershipSyncResult result;
   if (map.shardCount == 0) return result;
   const auto epoch = static_cast<Epoch>(map.epoch);
 
   for (ShardId s : registry.ownedShards()) {
     const RouteOwner* owner = map.ownerOf(s);
-    if (owner == nullptr || owner->pod != selfPod || owner->uid != selfUid) {
+    if (owner == nullptr || owner->pod != self.pod || owner->uid != self.uid) {
       const auto before = registry.ownedEpoch(s);
       registry.revokeIfOlder(s, epoch);
       if (before && !registry.owns(s)) ++result.revoked;
@@ -22,7 +22,8 @@ OwnershipSyncResult syncOwnership(const RoutingSnapshot& map, std::string_view s
   std::vector<ShardId> mine;
   for (ShardId s = 1; s <= map.shardCount; ++s) {
     const RouteOwner* owner = map.ownerOf(s);
-    if (owner != nullptr && owner->pod == selfPod && owner->uid == selfUid && !registry.owns(s)) {
+    if (owner != nullptr && owner->pod == self.pod && owner->uid == self.uid &&
+        owner->incarnation == self.incarnation && !registry.owns(s)) {
       mine.push_back(s);
     }
   }

@@ -145,8 +145,7 @@ void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
                           std::string(errors::kEntityNotManagedByThisPod));
         } else if (!o.response.ok()) {
           result = MessageResult::kFailed;
-          out = sidecarError(502, errors::kAppUnavailable,
-                             "the app did not answer: " + o.response.status().message());
+          out = appFailure(o.response.status());
         } else {
           out = std::move(*o.response);
           if (out.status >= 300) result = MessageResult::kAppError;
@@ -164,36 +163,78 @@ void PeerApi::ping(http::Request request, http::Responder responder) {
     responder.send(authorizationError(s));
     return;
   }
+  auto target = protocol::targetFromQuery(request.queryParam("pod"), request.queryParam("uid"),
+                                          request.queryParam("incarnation"));
+  if (!target.ok()) {
+    responder.send(badRequest(target.status().message()));
+    return;
+  }
+  if (auto refusal = wrongTarget(*target)) {
+    responder.send(std::move(*refusal));
+    return;
+  }
   protocol::PingResponse p;
   p.pod = self_.pod;
   p.uid = self_.uid;
+  p.incarnation = self_.incarnation;
   const auto owned = registry_.ownedShards();
   for (ShardId s : owned) p.epoch = std::max<Epoch>(p.epoch, registry_.ownedEpoch(s).value_or(0));
   p.shards = sharding::ShardSet::of(owned).toString();
   responder.send(http::Response::json(200, protocol::encode(p)));
 }
 
-void PeerApi::assign(http::Request request, http::Responder responder) {
+std::optional<http::Response> PeerApi::wrongTarget(const protocol::Target& target) const {
+  if (target == self_.target()) return std::nullopt;
+  json body = {{"error",
+                {{"code", errors::kWrongTarget},
+                 {"message", "this sidecar is pod " + self_.pod + " (uid " + self_.uid +
+                                 ", incarnation " + self_.incarnation + "), not pod " +
+                                 target.pod + " (uid " + target.uid + ", incarnation " +
+                                 target.incarnation + ")"}}},
+               {"pod", self_.pod},
+               {"uid", self_.uid},
+               {"incarnation", self_.incarnation}};
+  http::Response out = http::Response::json(409, body.dump());
+  out.headers.set(std::string(protocol::kErrorHeader), std::string(errors::kWrongTarget));
+  return out;
+}
+
+std::optional<protocol::ShardsRequest> PeerApi::command(const http::Request& request,
+                                                        http::Responder& responder) {
   if (Status s = authorizer_.authorizeOperator(request); !s.ok()) {
     responder.send(authorizationError(s));
-    return;
+    return std::nullopt;
   }
   const auto snapshot = table_.snapshot();
   if (snapshot->shardCount == 0) {
     responder.send(notReady());
-    return;
+    return std::nullopt;
   }
   auto req = protocol::decodeShardsRequest(request.body, snapshot->shardCount);
   if (!req.ok()) {
     responder.send(badRequest(req.status().message()));
-    return;
+    return std::nullopt;
   }
   if (req->shardMap != self_.shardMap.toString()) {
     responder.send(sidecarError(
         404, errors::kUnknownShardMap,
         "this sidecar serves " + self_.shardMap.toString() + ", not " + req->shardMap));
-    return;
+    return std::nullopt;
   }
+  if (auto refusal = wrongTarget(req->target)) {
+    log_.warn("command for another target refused",
+              {{"target_pod", req->target.pod},
+               {"target_uid", req->target.uid},
+               {"target_incarnation", req->target.incarnation}});
+    responder.send(std::move(*refusal));
+    return std::nullopt;
+  }
+  return std::move(*req);
+}
+
+void PeerApi::assign(http::Request request, http::Responder responder) {
+  auto req = command(request, responder);
+  if (!req) return;
   std::vector<ShardId> shards;
   req->shards.forEach([&](ShardId s) { shards.push_back(s); });
   const auto refused = registry_.assign(shards, req->epoch);
@@ -205,33 +246,15 @@ void PeerApi::assign(http::Request request, http::Responder responder) {
 }
 
 void PeerApi::unassign(http::Request request, http::Responder responder) {
-  if (Status s = authorizer_.authorizeOperator(request); !s.ok()) {
-    responder.send(authorizationError(s));
-    return;
-  }
-  const auto snapshot = table_.snapshot();
-  if (snapshot->shardCount == 0) {
-    responder.send(notReady());
-    return;
-  }
-  auto req = protocol::decodeShardsRequest(request.body, snapshot->shardCount);
-  if (!req.ok()) {
-    responder.send(badRequest(req.status().message()));
-    return;
-  }
-  if (req->shardMap != self_.shardMap.toString()) {
-    responder.send(sidecarError(
-        404, errors::kUnknownShardMap,
-        "this sidecar serves " + self_.shardMap.toString() + ", not " + req->shardMap));
-    return;
-  }
+  auto req = command(request, responder);
+  if (!req) return;
   std::vector<ShardId> shards;
   req->shards.forEach([&](ShardId s) { shards.push_back(s); });
   const std::string text = req->shards.toString();
   const Epoch epoch = req->epoch;
   auto res = std::make_shared<http::Responder>(std::move(responder));
   registry_.unassign(
-      shards, epoch, snapshot->spec.handoffTimeout,
+      shards, epoch, table_.snapshot()->spec.handoffTimeout,
       [this, text, epoch, res](std::vector<ShardId> busy) {
         metrics_.countHandoff(busy.empty());
         if (busy.empty()) {

@@ -3,9 +3,12 @@
 //   GET  /v1/ping                       the operator's liveness check; lists the shards held
 //   POST /v1/shards/assign              the operator gives shards (idempotent, epoch-fenced)
 //   POST /v1/shards/unassign            the operator takes shards; answers once they are released
+// The operator's three commands name their target (pod, uid, sidecar incarnation): a sidecar
+// answers one meant for anyone else 409 WrongTarget and does nothing.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include "base/clock.h"
 #include "base/logger.h"
@@ -36,6 +39,12 @@ class PeerApi {
   void ping(http::Request request, http::Responder responder);
   void assign(http::Request request, http::Responder responder);
   void unassign(http::Request request, http::Responder responder);
+  // What assign and unassign share: the caller, the map, the body and the target checked. The
+  // request's answer is sent, and nullopt returned, when one fails.
+  std::optional<protocol::ShardsRequest> command(const http::Request& request,
+                                                 http::Responder& responder);
+  // Nullopt when `target` is this sidecar, else the 409 WrongTarget answer.
+  std::optional<http::Response> wrongTarget(const protocol::Target& target) const;
 
   Identity self_;
   EntityRegistry& registry_;

@@ -47,6 +47,8 @@ ForwardResult PeerHttpClient::classify(StatusOr<http::Response> result) {
         out.outcome = ForwardOutcome::kTimedOut;
         break;
       default:
+        // OutcomeUnknown (the exchange broke after the request went out) and anything else:
+        // the owner may have taken it.
         out.outcome = ForwardOutcome::kFailed;
     }
     return out;

@@ -70,10 +70,7 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
         metrics_.countRetry(RetryReason::kNotManaged);
         retry(a, "handoff in progress here");
       } else if (!o.response.ok()) {
-        finish(a,
-               sidecarError(502, errors::kAppUnavailable,
-                            "the app did not answer: " + o.response.status().message()),
-               MessageResult::kFailed);
+        finish(a, appFailure(o.response.status()), MessageResult::kFailed);
       } else {
         http::Response r = std::move(*o.response);
         r.headers.set(std::string(protocol::kOwnerHeader), options_.selfPod);
@@ -117,19 +114,21 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
                        reporter_.reportUnreachable(pod);
                        retry(a, "owner " + pod + " unreachable: " + r.detail);
                        return;
+                     // The owner may have taken the message: it is never sent again, and the
+                     // caller learns that its outcome is unknown.
                      case ForwardOutcome::kTimedOut:
                        finish(a,
-                              sidecarError(504, errors::kSendTimeout,
+                              sidecarError(504, errors::kOutcomeUnknown,
                                            "owner " + pod +
                                                " did not answer in time; the message may have "
-                                               "been processed"),
+                                               "been applied"),
                               MessageResult::kTimeout);
                        return;
                      case ForwardOutcome::kFailed:
                        finish(a,
-                              sidecarError(502, errors::kDeliveryFailed,
-                                           "owner " + pod + " failed after taking the message (" +
-                                               r.detail + "); it may have been processed"),
+                              sidecarError(502, errors::kOutcomeUnknown,
+                                           "the exchange with owner " + pod + " broke (" +
+                                               r.detail + "); the message may have been applied"),
                               MessageResult::kFailed);
                        return;
                    }

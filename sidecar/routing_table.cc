@@ -32,7 +32,9 @@ bool RoutingTable::update(const sharding::ShardMap& map) {
   next->manager = map.status.manager;
   next->owners.assign(table->owners().begin(), table->owners().end());
   next->pods.reserve(map.status.pods.size());
-  for (const auto& p : map.status.pods) next->pods.push_back({p.name, p.uid, p.address});
+  for (const auto& p : map.status.pods) {
+    next->pods.push_back({p.name, p.uid, p.address, p.incarnation});
+  }
   // Pod names are unique in a valid status (shardTableFromStatus checked it), so finding a pod
   // by name (who left, below; who forwards, in the peer API's authorization) is one lookup, not
   // a scan of every pod.

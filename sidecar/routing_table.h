@@ -25,7 +25,8 @@ namespace kshard::sidecar {
 struct RouteOwner {
   std::string pod;
   std::string uid;
-  std::string address;  // peer API "ip:port"
+  std::string address;      // peer API "ip:port"
+  std::string incarnation;  // the sidecar process that registered it
 };
 
 // A pod the previous status listed and this one does not: it unregistered or was removed.

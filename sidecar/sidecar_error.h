@@ -15,4 +15,19 @@ inline http::Response sidecarError(int status, std::string_view code, std::strin
   return r;
 }
 
+// The answer for a message the app did not answer: 502 AppUnavailable when it surely never
+// reached the app (no connection), otherwise OutcomeUnknown (504 when no answer came in time,
+// 502 when the exchange broke): the app may have applied it, and nobody sends it again.
+inline http::Response appFailure(const Status& status) {
+  if (status.code() == StatusCode::kUnavailable) {
+    return sidecarError(502, protocol::errors::kAppUnavailable,
+                        "the app could not be reached; the message was not delivered: " +
+                            status.message());
+  }
+  const int code = status.code() == StatusCode::kDeadlineExceeded ? 504 : 502;
+  return sidecarError(code, protocol::errors::kOutcomeUnknown,
+                      "the app took the message but did not answer (" + status.message() +
+                          "); it may have been applied");
+}
+
 }  // namespace kshard::sidecar

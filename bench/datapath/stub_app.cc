@@ -7,6 +7,7 @@
 //   POST /v1/entities/{type}/{id}            what the load generator sends (directly, via nginx)
 //   POST /kshard/entities/{type}/{id}        what a sidecar sends for a message
 //   POST /kshard/entities/{type}/{id}/stop   what a sidecar sends to stop an entity
+//   POST /kshard/reset                       what a sidecar sends at its start
 #include <signal.h>
 
 #include <iostream>
@@ -54,7 +55,7 @@ int run(int argc, char** argv) {
     res.send(http::Response::json(200, R"({"ok":true})"));
   };
   for (const char* pattern : {"/v1/entities/{type}/{id}", "/kshard/entities/{type}/{id}",
-                              "/kshard/entities/{type}/{id}/stop"}) {
+                              "/kshard/entities/{type}/{id}/stop", "/kshard/reset"}) {
     server->route(http::Method::kPost, pattern, ok);
   }
   if (Status st = server->start(); !st.ok()) {

@@ -47,6 +47,8 @@ void CounterApp::addEntityRoutes(http::Server& server) {
                [this](http::Request r, http::Responder res) { onMessage(std::move(r), std::move(res)); });
   server.route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
                [this](http::Request r, http::Responder res) { onStop(std::move(r), std::move(res)); });
+  server.route(http::Method::kPost, "/kshard/reset",
+               [this](http::Request, http::Responder res) { onReset(std::move(res)); });
 }
 
 void CounterApp::addPublicRoutes(http::Server& server) {
@@ -146,21 +148,44 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
   const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
   std::unique_lock lock(mu_);
   auto it = active_.find(id);
-  if (it == active_.end()) {
-    responder.send(http::Response::json(200, "{}"));
-    return;
-  }
-  if (Status s = store_.save(id, {it->second.value, it->second.epoch}); !s.ok()) {
-    // Fenced means a newer owner already wrote: this copy is stale and may simply go.
-    if (s.code() != StatusCode::kFailedPrecondition) {
+  if (it != active_.end()) {
+    if (Status s = stopLocked(it, shard); !s.ok()) {
+      lock.unlock();
       responder.send(error(500, "StoreUnavailable", s.message()));
       return;
     }
   }
-  writeEvent("stop", id, shard, it->second.epoch, it->second.value);
-  active_.erase(it);
   lock.unlock();
   responder.send(http::Response::json(200, "{}"));
+}
+
+void CounterApp::onReset(http::Responder responder) {
+  // Under the lock that messages hold for their whole turn: a message still at work (sent by the
+  // sidecar's previous process) finishes first, and its counter is saved with it.
+  std::unique_lock lock(mu_);
+  const std::size_t held = active_.size();
+  for (auto it = active_.begin(); it != active_.end();) {
+    auto next = std::next(it);
+    if (Status s = stopLocked(it, ""); !s.ok()) {
+      lock.unlock();
+      responder.send(error(500, "StoreUnavailable", s.message()));
+      return;
+    }
+    it = next;
+  }
+  lock.unlock();
+  log_.info("reset: every counter saved and forgotten", {{"counters", held}});
+  responder.send(http::Response::json(200, "{}"));
+}
+
+Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard) {
+  if (Status s = store_.save(it->first, {it->second.value, it->second.epoch}); !s.ok()) {
+    // Fenced means a newer owner already wrote: this copy is stale and may simply go.
+    if (s.code() != StatusCode::kFailedPrecondition) return s;
+  }
+  writeEvent("stop", it->first, shard, it->second.epoch, it->second.value);
+  active_.erase(it);
+  return {};
 }
 
 std::size_t CounterApp::activeCounters() const {

@@ -4,6 +4,8 @@
 //   - entity callbacks for its sidecar, on 127.0.0.1:{app port} (DESIGN.md "App callbacks"):
 //       POST /kshard/entities/counter/{id}       {"op":"increment","by":1} or {"op":"get"}
 //       POST /kshard/entities/counter/{id}/stop  save and forget the counter
+//       POST /kshard/reset                       save and forget every counter (the sidecar
+//                                                started: it does not know what this app holds)
 //   - a public API for users and load drivers, on the pod IP, which reaches every counter
 //     through the local sidecar (POST http://127.0.0.1:7100/v1/entities/counter/{id}):
 //       POST /counters/{id}/increment   GET /counters/{id}
@@ -51,6 +53,10 @@ class CounterApp {
   };
   void onMessage(http::Request request, http::Responder responder);
   void onStop(http::Request request, http::Responder responder);
+  void onReset(http::Responder responder);
+  // Saves the counter and forgets it (the stop callback's work); an error when it could not be
+  // saved (it stays active). Under mu_.
+  Status stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard);
   void forward(const std::string& id, std::string body, http::Responder responder);
   void writeEvent(const std::string& event, const std::string& id, const std::string& shard,
                   std::uint64_t epoch, std::int64_t value);

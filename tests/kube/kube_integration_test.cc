@@ -402,7 +402,8 @@ struct Elector {
                               stopped = std::chrono::steady_clock::now();
                               leading = false;
                             },
-                        .onNewLeader = nullptr});
+                        .onNewLeader = nullptr,
+                        .onRenewed = nullptr});
   }
   bool isLeading() {
     std::lock_guard lock(mu);

@@ -72,7 +72,8 @@ struct Candidate {
                               ++stopped;
                               stoppedAt = scheduler.clock().now();
                             },
-                        .onNewLeader = [this](const std::string& l) { leaders.push_back(l); }});
+                        .onNewLeader = [this](const std::string& l) { leaders.push_back(l); },
+                        .onRenewed = [this](SteadyTime at) { renewedAt.push_back(at); }});
   }
 
   Link link;
@@ -84,6 +85,7 @@ struct Candidate {
   int stopped = 0;
   SteadyTime startedAt{};
   SteadyTime stoppedAt{};
+  std::vector<SteadyTime> renewedAt;  // every acquire and renewal, at the write's start
   std::vector<std::string> leaders;
 };
 
@@ -195,6 +197,14 @@ TEST_F(LeaderElectionTest, PartitionedLeaderStopsBeforeAnyoneElseStarts) {
   // deadline after that renewal.
   EXPECT_LE(a.stoppedAt - cutAt, seconds(12));
   EXPECT_GE(b.startedAt - cutAt, seconds(13));
+  // What the ownership leases' grace relies on (operator/ownership_leases.h): nobody acquires
+  // the lease before its holder's last renewal (reported at the write's start) plus the lease
+  // duration.
+  ASSERT_FALSE(a.renewedAt.empty()) << "no renewal was reported";
+  EXPECT_LE(a.renewedAt.back(), cutAt);
+  EXPECT_GE(b.startedAt, a.renewedAt.back() + seconds(15));
+  ASSERT_FALSE(b.renewedAt.empty());
+  EXPECT_GE(b.renewedAt.front(), a.renewedAt.back() + seconds(15));
 
   // The deposed leader's view of the lease is stale: a write with it fails on resourceVersion.
   a.link.cut = false;

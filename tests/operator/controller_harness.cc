@@ -18,10 +18,13 @@ ControllerHarness::ControllerHarness(std::int32_t shards,
   store.afterEvent = check;
   pods.afterEvent = check;
   pods.handoffTimeout = map.spec.handoffTimeout;
+  pods.ownershipLease = map.spec.ownershipLease;
   addReplica("kshard-operator-0");
+  renewLeases();
 }
 
 ControllerHarness::~ControllerHarness() {
+  scheduler.cancel(renewTimer_);
   for (auto& r : replicas_) r->controller->shutdown();
   scheduler.runDue();
   replicas_.clear();
@@ -43,8 +46,12 @@ ControllerHarness::Replica& ControllerHarness::addReplica(std::string name) {
 
 void ControllerHarness::lead(std::size_t i) {
   Replica& r = replica(i);
-  for (auto& other : replicas_) other->leadership.holderName = r.name;
+  for (auto& other : replicas_) {
+    other->leadership.holderName = r.name;
+    other->leadership.deposedFlag = other.get() != &r;
+  }
   r.leadership.leader = true;
+  r.leadership.renewedAt = scheduler.clock().now();
   r.controller->startLeading();
   const bool done = runUntil([&] {
     auto m = stored();
@@ -54,6 +61,9 @@ void ControllerHarness::lead(std::size_t i) {
 }
 
 void ControllerHarness::loseLease(std::size_t i) {
+  // Its last renewal was just now: it may confirm ownership leases for its grace, unless
+  // another replica leads (lead() marks it deposed).
+  replica(i).leadership.renewedAt = scheduler.clock().now();
   replica(i).leadership.leader = false;
   replica(i).controller->stopLeading();
 }
@@ -84,8 +94,34 @@ int ControllerHarness::registerPod(const std::string& name, std::size_t i) {
   StubPod* pod = pods.find(name);
   EXPECT_NE(pod, nullptr) << "no stub pod " << name;
   if (pod == nullptr) return 0;
-  protocol::RegisterRequest req{pod->name, pod->uid, pod->address, pod->version};
-  return call([&](Reply reply) { controller(i).registerPod(req, std::move(reply)); }).status;
+  protocol::RegisterRequest req{pod->name, pod->uid, pod->address, pod->version, pod->incarnation};
+  const SteadyTime sentAt = scheduler.clock().now();
+  const int status =
+      call([&](Reply reply) { controller(i).registerPod(req, std::move(reply)); }).status;
+  // A register the manager took confirms the lease, from when it was sent (ManagerClient).
+  if (status == 200 && pod->alive) pod->registry->renewLease(sentAt);
+  return status;
+}
+
+void ControllerHarness::renewLeases() {
+  const auto m = stored();
+  for (StubPod* pod : pods.all()) {
+    if (!pod->alive || pod->renewFault != Fault::kNone || !m.status.manager) continue;
+    for (auto& r : replicas_) {
+      if (r->name != m.status.manager->pod) continue;
+      const SteadyTime sentAt = scheduler.clock().now();
+      // Looked up again on the answer: a pod of that name may have been replaced meanwhile.
+      r->controller->renew({pod->name, pod->uid, pod->incarnation},
+                           [this, name = pod->name, uid = pod->uid, sentAt](http::Response answer) {
+                             StubPod* p = pods.find(name);
+                             if (answer.status == 200 && p != nullptr && p->uid == uid &&
+                                 p->alive) {
+                               p->registry->renewLease(sentAt);
+                             }
+                           });
+    }
+  }
+  renewTimer_ = scheduler.runAfter(m.spec.ownershipLease / 3, [this] { renewLeases(); });
 }
 
 int ControllerHarness::unregisterPod(const std::string& name, std::size_t i) {

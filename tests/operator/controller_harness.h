@@ -57,6 +57,9 @@ class ControllerHarness {
 
   // The pod object is deleted and the process is gone.
   void killPod(const std::string& name);
+  // Every live pod renews its ownership lease with the replica status.manager names, as a
+  // sidecar does (every third of spec.ownershipLease; StubPod::renewFault stops it).
+  void renewLeases();
 
   // Runs the scheduler for `d` of simulated time, in small steps.
   void run(Duration d);
@@ -90,6 +93,7 @@ class ControllerHarness {
 
  private:
   std::vector<std::unique_ptr<Replica>> replicas_;
+  Scheduler::TaskId renewTimer_ = 0;
   int nextIp_ = 10;
   int checks_ = 0;
   std::set<std::string> reported_;

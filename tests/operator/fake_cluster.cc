@@ -112,7 +112,9 @@ std::set<sidecar::ShardId> StubHost::activeShards() const {
 std::set<sharding::ShardId> StubPod::held() const {
   std::set<sharding::ShardId> out;
   if (!alive) return out;
-  for (auto s : registry->ownedShards()) out.insert(s);
+  if (registry->leaseValid()) {
+    for (auto s : registry->ownedShards()) out.insert(s);
+  }
   for (auto s : host->activeShards()) out.insert(s);
   return out;
 }
@@ -124,11 +126,13 @@ StubPod& StubPods::add(std::string name, std::string uid, std::string address,
   pod->uid = std::move(uid);
   pod->address = std::move(address);
   pod->version = std::move(version);
+  pod->incarnation = "inc-" + pod->name;
   pod->host = std::make_unique<StubHost>(scheduler_);
   sidecar::EntityRegistryOptions options;
   options.idleTimeout = Duration{0};  // entities stay until their shard moves
   pod->registry =
       std::make_unique<sidecar::EntityRegistry>(*pod->host, scheduler_, options, silentLogger());
+  pod->registry->setLeaseDuration(ownershipLease);
   StubPod& ref = *pod;
   pods_[ref.name] = std::move(pod);
   return ref;
@@ -212,15 +216,29 @@ void StubPods::exchange(StubPod* pod, Fault fault, Duration timeout, std::functi
   }
 }
 
-void StubPods::ping(const std::string& address, Duration timeout, PingCallback done) {
+namespace {
+
+// What the sidecar answers a command meant for another pod or sidecar process: 409 WrongTarget.
+std::optional<Status> wrongTarget(const StubPod& pod, const protocol::Target& target) {
+  if (target == protocol::Target{pod.name, pod.uid, pod.incarnation}) return std::nullopt;
+  return failedPrecondition("HTTP 409 WrongTarget: this sidecar is " + pod.name + "/" + pod.uid +
+                            "/" + pod.incarnation);
+}
+
+}  // namespace
+
+void StubPods::ping(const std::string& address, const protocol::Target& target, Duration timeout,
+                    PingCallback done) {
   StubPod* pod = byAddress(address);
   if (pod != nullptr) ++pod->pings;
   exchange<StatusOr<protocol::PingResponse>>(
       pod, pod ? pod->pingFault : Fault::kNone, timeout,
-      [pod]() -> StatusOr<protocol::PingResponse> {
+      [pod, target]() -> StatusOr<protocol::PingResponse> {
+        if (auto refused = wrongTarget(*pod, target)) return *refused;
         protocol::PingResponse r;
         r.pod = pod->name;
         r.uid = pod->uid;
+        r.incarnation = pod->incarnation;
         std::vector<sharding::ShardId> owned;
         for (auto s : pod->registry->ownedShards()) {
           owned.push_back(s);
@@ -239,6 +257,7 @@ void StubPods::assign(const std::string& address, const protocol::ShardsRequest&
   exchange<StatusOr<protocol::AssignResponse>>(
       pod, pod ? pod->assignFault : Fault::kNone, timeout,
       [pod, request]() -> StatusOr<protocol::AssignResponse> {
+        if (auto refused = wrongTarget(*pod, request.target)) return *refused;
         pod->assignLog.push_back(request);
         std::vector<sharding::ShardId> shards;
         request.shards.forEach([&](sharding::ShardId s) { shards.push_back(s); });
@@ -260,6 +279,7 @@ void StubPods::unassign(const std::string& address, const protocol::ShardsReques
     exchange<Status>(
         pod, fault, timeout,
         [this, pod, request]() -> Status {
+          if (auto refused = wrongTarget(*pod, request.target)) return *refused;
           std::vector<sharding::ShardId> shards;
           request.shards.forEach([&](sharding::ShardId s) { shards.push_back(s); });
           pod->registry->unassign(shards, request.epoch, handoffTimeout, [](auto) {});
@@ -272,6 +292,10 @@ void StubPods::unassign(const std::string& address, const protocol::ShardsReques
   scheduler_.runAfter(latency, [this, pod, request, done, timeout] {
     if (!pod->alive) {
       scheduler_.runAfter(timeout, [done] { done(deadlineExceeded("injected: no answer")); });
+      return;
+    }
+    if (auto refused = wrongTarget(*pod, request.target)) {
+      scheduler_.runAfter(latency, [done, r = *refused] { done(r); });
       return;
     }
     std::vector<sharding::ShardId> shards;
@@ -325,6 +349,22 @@ void FakeDirectory::fetch(const std::string&, const std::string& name, FetchCall
     }
     done(std::optional<PodInfo>(it->second));
   });
+}
+
+std::optional<PodInfo> FakeDirectory::finalState(const std::string&, const std::string& uid) const {
+  auto it = finals_.find(uid);
+  if (it == finals_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeDirectory::erase(const std::string& name) {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return;
+  PodInfo last = std::move(it->second);
+  last.terminating = true;
+  last.containersTerminated = true;
+  finals_[last.uid] = std::move(last);
+  pods_.erase(it);
 }
 
 PodInfo* FakeDirectory::find(const std::string& name) {

@@ -89,12 +89,16 @@ struct StubPod {
   std::string uid;
   std::string address;
   std::string version;
+  std::string incarnation;  // its sidecar process: commands naming another are refused
   std::unique_ptr<StubHost> host;
   std::unique_ptr<sidecar::EntityRegistry> registry;
   bool alive = true;  // the process runs; a killed pod answers nothing and holds nothing
   Fault pingFault = Fault::kNone;
   Fault assignFault = Fault::kNone;
   Fault unassignFault = Fault::kNone;
+  // kNone: the pod renews its ownership lease every third of it; anything else: it cannot
+  // reach the manager (nor, in this harness, the API server), and its lease runs out.
+  Fault renewFault = Fault::kNone;
   Duration delay = std::chrono::seconds(60);  // for kDelayRequest
   int pings = 0;
   int assigns = 0;
@@ -102,7 +106,8 @@ struct StubPod {
   int refusedShards = 0;  // shards of assigns the registry refused as stale (fenced)
   std::vector<protocol::ShardsRequest> assignLog;
 
-  // Shards this pod serves: owned, or with entities still running (handing off).
+  // Shards this pod serves: owned while its lease runs, or with entities still running
+  // (handing off, or stopping behind the lease's fence).
   std::set<sharding::ShardId> held() const;
 };
 
@@ -119,7 +124,8 @@ class StubPods final : public PodClient {
   // Starts an entity on `shard` of `pod` (delivers one message).
   bool touch(const std::string& pod, sharding::ShardId shard, std::string id);
 
-  void ping(const std::string& address, Duration timeout, PingCallback done) override;
+  void ping(const std::string& address, const protocol::Target& target, Duration timeout,
+            PingCallback done) override;
   void assign(const std::string& address, const protocol::ShardsRequest& request,
               std::int32_t shardCount, Duration timeout, AssignCallback done) override;
   void unassign(const std::string& address, const protocol::ShardsRequest& request,
@@ -128,6 +134,7 @@ class StubPods final : public PodClient {
 
   Duration latency = std::chrono::milliseconds(1);
   Duration handoffTimeout = std::chrono::seconds(30);
+  Duration ownershipLease = std::chrono::seconds(30);  // set on the registries of new pods
   std::set<std::string> forgotten;
   AfterEvent afterEvent;
 
@@ -149,8 +156,15 @@ class FakeDirectory final : public PodDirectory {
   std::vector<PodInfo> podsOf(const std::string& ns, const std::string& shardMap) const override;
   void fetch(const std::string& ns, const std::string& name, FetchCallback done) override;
 
+  std::optional<PodInfo> finalState(const std::string& ns, const std::string& uid) const override;
+
   void put(PodInfo pod) { pods_[pod.name] = std::move(pod); }
-  void erase(const std::string& name) { pods_.erase(name); }
+  // The pod's object is gone after the kubelet reported every container terminated (a graceful
+  // delete, or a crashed pod's cleanup): its final state confirms its end.
+  void erase(const std::string& name);
+  // The object is removed while its containers may still run (a force delete, a lost node's
+  // pods): nothing confirms its end.
+  void forceDelete(const std::string& name) { pods_.erase(name); }
   PodInfo* find(const std::string& name);
 
   bool failFetches = false;
@@ -161,14 +175,19 @@ class FakeDirectory final : public PodDirectory {
  private:
   Scheduler& scheduler_;
   std::map<std::string, PodInfo> pods_;
+  std::map<std::string, PodInfo> finals_;  // by uid
 };
 
 class FakeLeadership final : public Leadership {
  public:
   bool isLeader() const override { return leader; }
   std::string holder() const override { return holderName; }
+  std::optional<SteadyTime> lastRenewal() const override { return renewedAt; }
+  bool deposed() const override { return deposedFlag; }
   bool leader = true;
   std::string holderName;
+  std::optional<SteadyTime> renewedAt;
+  bool deposedFlag = false;
 };
 
 class RecordingEvents final : public EventSink {

@@ -61,6 +61,7 @@ struct PeerPod {
       : host(scheduler), registry(host, scheduler, {}, quiet()), metrics(metricsRegistry) {
     identity.pod = std::move(name);
     identity.uid = "uid-" + identity.pod;
+    identity.incarnation = "inc-" + identity.pod;
     identity.podIp = "127.0.0.1";
     identity.shardMap = {"demo", "counter"};
     sharding::ShardMap map;
@@ -109,8 +110,15 @@ T await(std::function<void(std::function<void(T)>)> call) {
   return future.get();
 }
 
-protocol::ShardsRequest shards(std::int64_t epoch, std::vector<sharding::ShardId> ids) {
-  return {"demo/counter", static_cast<protocol::Epoch>(epoch), sharding::ShardSet::of(ids)};
+// Pod `name` of PeerPod, and the sidecar process serving it.
+protocol::Target targetOf(const std::string& name) {
+  return {name, "uid-" + name, "inc-" + name};
+}
+
+protocol::ShardsRequest shards(std::int64_t epoch, std::vector<sharding::ShardId> ids,
+                               const std::string& pod = "counter-0") {
+  return {"demo/counter", targetOf(pod), static_cast<protocol::Epoch>(epoch),
+          sharding::ShardSet::of(ids)};
 }
 
 TEST(HttpPodClient, AssignThenPingShowsTheShardsAndTheIdentity) {
@@ -122,7 +130,7 @@ TEST(HttpPodClient, AssignThenPingShowsTheShardsAndTheIdentity) {
   ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
   EXPECT_TRUE(assigned->refused.empty());
   auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { client.ping(pod.address, 2s, done); });
+      [&](auto done) { client.ping(pod.address, targetOf("counter-0"), 2s, done); });
   ASSERT_TRUE(ping.ok()) << ping.status().toString();
   EXPECT_EQ(ping->pod, "counter-0");
   EXPECT_EQ(ping->uid, "uid-counter-0");
@@ -171,7 +179,7 @@ TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
   auto assigned = assign(theOperator);
   ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
   auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { theOperator.ping(pod.address, 2s, done); });
+      [&](auto done) { theOperator.ping(pod.address, targetOf("counter-0"), 2s, done); });
   ASSERT_TRUE(ping.ok()) << ping.status().toString();
   EXPECT_EQ(ping->shards, "1-2");
   auto unassign = await<Status>([&](auto done) {
@@ -195,6 +203,31 @@ TEST(HttpPodClient, AnAssignOlderThanAnUnassignIsRefusedAsStale) {
   EXPECT_EQ(assigned->refused.toString(), "4-5");
   EXPECT_TRUE(pod.registry.owns(6));
   EXPECT_FALSE(pod.registry.owns(4));
+}
+
+TEST(HttpPodClient, ACommandMeantForAnotherPodOrSidecarProcessIsRefused) {
+  PeerPod pod("counter-0", 30, 5s);
+  HttpPodClient client(beastClients());
+  // A new pod that got a dead pod's IP, and a sidecar that restarted: neither takes a command
+  // meant for the other.
+  for (const protocol::Target& other :
+       {protocol::Target{"counter-9", "uid-counter-9", "inc-counter-9"},
+        protocol::Target{"counter-0", "uid-counter-0", "inc-before-the-restart"}}) {
+    auto request = shards(3, {1, 2});
+    request.target = other;
+    auto assigned = await<StatusOr<protocol::AssignResponse>>(
+        [&](auto done) { client.assign(pod.address, request, 30, 2s, done); });
+    ASSERT_FALSE(assigned.ok());
+    EXPECT_NE(assigned.status().message().find("409 WrongTarget"), std::string::npos)
+        << assigned.status().toString();
+    auto ping = await<StatusOr<protocol::PingResponse>>(
+        [&](auto done) { client.ping(pod.address, other, 2s, done); });
+    EXPECT_FALSE(ping.ok()) << "a ping for " << other.pod << "/" << other.incarnation;
+  }
+  EXPECT_TRUE(pod.registry.ownedShards().empty()) << "a command for another target was applied";
+  ASSERT_TRUE(await<Status>([&](auto done) {
+                client.unassign(pod.address, shards(1, {1}), 2s, done);
+              }).ok());
 }
 
 TEST(HttpPodClient, UnassignWaitsForTheHandoffAndReportsABusyShardAsDeadlineExceeded) {
@@ -225,7 +258,9 @@ TEST(HttpPodClient, AClosedPortIsAnError) {
   }
   HttpPodClient client(beastClients());
   auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { client.ping("127.0.0.1:" + std::to_string(port), 1s, done); });
+      [&](auto done) {
+        client.ping("127.0.0.1:" + std::to_string(port), targetOf("gone"), 1s, done);
+      });
   EXPECT_FALSE(ping.ok());
   EXPECT_TRUE(ping.status().code() == StatusCode::kUnavailable ||
               ping.status().code() == StatusCode::kDeadlineExceeded)
@@ -246,7 +281,8 @@ TEST(HttpPodClient, ASilentPodTimesOut) {
   HttpPodClient client(beastClients());
   const auto start = std::chrono::steady_clock::now();
   auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { client.ping("127.0.0.1:" + std::to_string(server->port()), 300ms, done); });
+      [&](auto done) { client.ping("127.0.0.1:" + std::to_string(server->port()), targetOf("x"), 300ms,
+                  done); });
   EXPECT_EQ(ping.status().code(), StatusCode::kDeadlineExceeded) << ping.status().toString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   {
@@ -259,7 +295,8 @@ TEST(HttpPodClient, ASilentPodTimesOut) {
 TEST(HttpPodClient, ErrorAnswersCarryThePodsCodeAndMessage) {
   PeerPod pod("counter-0", 30, 1s);
   HttpPodClient client(beastClients());
-  protocol::ShardsRequest other{"demo/other", 1, sharding::ShardSet::of({1})};
+  protocol::ShardsRequest other{"demo/other", targetOf("counter-0"), 1,
+                                sharding::ShardSet::of({1})};
   auto r = await<StatusOr<protocol::AssignResponse>>(
       [&](auto done) { client.assign(pod.address, other, 30, 2s, done); });
   ASSERT_FALSE(r.ok());
@@ -332,7 +369,8 @@ TEST(HttpPodClient, ControllerConvergesThroughRealPeerApis) {
     return await<http::Response>([&](auto done) { send(done); });
   };
   for (auto& p : peers) {
-    protocol::RegisterRequest req{p->identity.pod, p->identity.uid, p->address, "1.0.0"};
+    protocol::RegisterRequest req{p->identity.pod, p->identity.uid, p->address, "1.0.0",
+                                  p->identity.incarnation};
     http::Response r = call([&](Reply reply) { controller->registerPod(req, reply); });
     EXPECT_EQ(r.status, 200) << r.body;
   }

@@ -83,7 +83,7 @@ class ManagerApiTest : public ::testing::Test {
 TEST_F(ManagerApiTest, RegisterAnswersTheEpochAndIsCounted) {
   StubPod& a = h_.startPod("a");
   const std::string body =
-      protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1"});
+      protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1", "inc"});
   http::Response r = call("register", "demo", "counter", body);
   ASSERT_EQ(r.status, 200) << r.body;
   auto epoch = protocol::decodeEpochResponse(r.body);
@@ -167,7 +167,7 @@ class AuthenticatedManagerApiTest : public ManagerApiTest {
   }
   http::Response registerA(std::string authorization) {
     return callOn(authed_, "register", "demo", "counter",
-                  protocol::encode(protocol::RegisterRequest{a_->name, a_->uid, a_->address, "1"}),
+                  protocol::encode(protocol::RegisterRequest{a_->name, a_->uid, a_->address, "1", "inc"}),
                   std::move(authorization));
   }
   static std::string codeOf(const http::Response& r) {

@@ -25,10 +25,10 @@ TEST(PlanningInput, UnreachableTerminatingAndLeavingPodsCannotReceive) {
   sharding::ShardMap map;
   map.spec.shards = 10;
   map.spec.rebalanceRate = 0.5;
-  map.status.pods = {{"a", "ua", "x:1", "1", 0},
-                     {"b", "ub", "x:2", "1", 0},
-                     {"c", "uc", "x:3", "1", 0},
-                     {"d", "ud", "x:4", "1", 0}};
+  map.status.pods = {{"a", "ua", "x:1", "1", 0, ""},
+                     {"b", "ub", "x:2", "1", 0, ""},
+                     {"c", "uc", "x:3", "1", 0, ""},
+                     {"d", "ud", "x:4", "1", 0, ""}};
   auto in = planningInput(
       map, ShardTable(10),
       {{true, false, false}, {false, false, false}, {true, true, false}, {true, false, true}},
@@ -157,8 +157,9 @@ TEST(BalancedWithinOne, ComparesExtremes) {
 }
 
 // DESIGN.md: 10,000 shards over 1,000 pods must stay well under etcd's object limit. After an
-// initial placement and a long balancing history (many epochs), the status is still small.
-TEST(StatusSize, TenThousandShardsOverAThousandPodsStaysUnder256KiB) {
+// initial placement and a long balancing history (many epochs), the status is still small. (Each
+// pod's sidecar incarnation, 16 hex digits, adds about 33 bytes a pod, 32 KiB in all.)
+TEST(StatusSize, TenThousandShardsOverAThousandPodsStaysUnder320KiB) {
   constexpr std::int32_t kShards = 10000;
   constexpr int kPods = 1000;
   sharding::ShardMap map;
@@ -169,7 +170,7 @@ TEST(StatusSize, TenThousandShardsOverAThousandPodsStaysUnder256KiB) {
         {"counter-7d9f8c6b5-" + std::to_string(100000 + p),
          "0b4f1c2e-8a7d-4e61-9b3a-" + std::to_string(100000000000LL + p),
          "10.244." + std::to_string(p / 250) + "." + std::to_string(p % 250) + ":7101", "2.14.3",
-         0});
+         0, "5f0c9a7e3b1d4c2a"});
   }
   ShardTable table(kShards);
   SeededRandom random(3);
@@ -186,7 +187,7 @@ TEST(StatusSize, TenThousandShardsOverAThousandPodsStaysUnder256KiB) {
   sharding::writeShardTable(table, map.status);
   map.status.epoch = epoch;
   const std::size_t bytes = sharding::toJson(map.status).dump().size();
-  EXPECT_LT(bytes, 256u * 1024u) << "status is " << bytes << " bytes";
+  EXPECT_LT(bytes, 320u * 1024u) << "status is " << bytes << " bytes";
   EXPECT_EQ(map.status.unassignedCount, 0);
   RecordProperty("status_bytes", static_cast<int>(bytes));
 }
@@ -204,7 +205,7 @@ TEST(StatusSize, AfterThreeHundredPodReplacementsStaysUnderOneMiB) {
         "counter-7d9f8c6b5-" + std::to_string(100000 + n),
         "0b4f1c2e-8a7d-4e61-9b3a-" + std::to_string(100000000000LL + n),
         "10.244." + std::to_string(n / 250 % 256) + "." + std::to_string(n % 250) + ":7101",
-        "2.14.3", 0};
+        "2.14.3", 0, "5f0c9a7e3b1d4c2a"};
   };
   for (int p = 0; p < kPods; ++p) map.status.pods.push_back(podNamed(p));
   ShardTable table(kShards);

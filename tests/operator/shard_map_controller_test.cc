@@ -79,7 +79,7 @@ TEST(ShardMapController, RegisterOfPodUnknownToTheApiIsRefused) {
   ControllerHarness h;
   h.lead();
   h.pods.add("ghost", "uid-ghost", "10.9.9.9:7101", "1.0.0");
-  protocol::RegisterRequest req{"ghost", "uid-ghost", "10.9.9.9:7101", "1.0.0"};
+  protocol::RegisterRequest req{"ghost", "uid-ghost", "10.9.9.9:7101", "1.0.0", "inc"};
   http::Response r = h.call([&](Reply reply) { h.controller().registerPod(req, reply); });
   EXPECT_EQ(r.status, 404);
   EXPECT_NE(r.body.find("PodNotAlive"), std::string::npos) << r.body;
@@ -94,7 +94,7 @@ TEST(ShardMapController, RegisterWithAnotherUidIsRefused) {
   StubPod& a = h.startPod("a");
   // The API shows a newer pod of that name: the caller is a stale incarnation.
   h.directory.find("a")->uid = "uid-newer";
-  protocol::RegisterRequest req{"a", a.uid, a.address, "1.0.0"};
+  protocol::RegisterRequest req{"a", a.uid, a.address, "1.0.0", a.incarnation};
   http::Response r = h.call([&](Reply reply) { h.controller().registerPod(req, reply); });
   EXPECT_EQ(r.status, 403);
   EXPECT_NE(r.body.find("PodNotAlive"), std::string::npos) << r.body;
@@ -126,7 +126,7 @@ TEST(ShardMapController, RegisterWithAnAddressOffThePodIpIsRefused) {
   ControllerHarness h;
   h.lead();
   StubPod& a = h.startPod("a");
-  protocol::RegisterRequest req{"a", a.uid, "10.66.0.1:7101", "1.0.0"};
+  protocol::RegisterRequest req{"a", a.uid, "10.66.0.1:7101", "1.0.0", a.incarnation};
   http::Response r = h.call([&](Reply reply) { h.controller().registerPod(req, reply); });
   EXPECT_EQ(r.status, 403);
   EXPECT_NE(r.body.find("10.66.0.1:7101"), std::string::npos) << r.body;
@@ -176,7 +176,7 @@ TEST(ShardMapController, UnassignedShardsGoOutBeforeQueuedRegistrations) {
   auto answers = std::make_shared<std::vector<int>>();
   for (const auto& n : names) {
     StubPod* pod = h.pods.find(n);
-    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version},
+    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version, pod->incarnation},
                                [answers](http::Response r) { answers->push_back(r.status); });
   }
   ASSERT_TRUE(h.runUntil([&] { return answers->size() == names.size(); }, 60s))
@@ -211,7 +211,7 @@ TEST(ShardMapController, RegistrationsThatWaitTogetherAreWrittenTogether) {
   auto answers = std::make_shared<std::vector<int>>();
   for (const auto& n : names) {
     StubPod* pod = h.pods.find(n);
-    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version},
+    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version, pod->incarnation},
                                [answers](http::Response r) { answers->push_back(r.status); });
   }
   ASSERT_TRUE(h.runUntil([&] { return answers->size() == names.size(); }, 60s));
@@ -238,7 +238,7 @@ TEST(ShardMapController, ReplacementInABatchTakesTheOldIncarnationsShards) {
   auto answers = std::make_shared<std::vector<int>>();
   for (const std::string n : {"b", "d"}) {
     StubPod* pod = h.pods.find(n);
-    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version},
+    h.controller().registerPod({pod->name, pod->uid, pod->address, pod->version, pod->incarnation},
                                [answers](http::Response r) { answers->push_back(r.status); });
   }
   ASSERT_TRUE(h.runUntil([&] { return answers->size() == 2; }, 60s));
@@ -260,7 +260,8 @@ TEST(ShardMapController, FollowerAnswersNotLeader) {
   h.addReplica("kshard-operator-1");
   h.startPod("a");
   http::Response r = h.call([&](Reply reply) {
-    h.controller(1).registerPod({"a", h.pods.find("a")->uid, h.pods.find("a")->address, "1"},
+    h.controller(1).registerPod({"a", h.pods.find("a")->uid, h.pods.find("a")->address, "1",
+                                 h.pods.find("a")->incarnation},
                                 reply);
   });
   EXPECT_EQ(r.status, 503);
@@ -444,9 +445,13 @@ TEST(ShardMapController, PodObjectGoneReassignsWithoutAcknowledgement) {
 TEST(ShardMapController, UidChangeMeansTheRegisteredPodIsDead) {
   ControllerHarness h(30);
   startBalanced(h, {"a", "b"});
-  // StatefulSet-style: pod b is deleted and recreated under the same name.
+  // StatefulSet-style: pod b is deleted (the kubelet reports its containers terminated) and
+  // recreated under the same name.
   h.pods.kill("b");
-  h.directory.find("b")->uid = "uid-b-2";
+  PodInfo next = *h.directory.find("b");
+  next.uid = "uid-b-2";
+  h.directory.erase("b");
+  h.directory.put(next);
   h.controller().podChanged("b");
   ASSERT_TRUE(h.runUntil([&] { return h.counts().count("b") == 0 && h.unassigned() == 0; }, 3s));
   EXPECT_EQ(shardsOf(h, "a").size(), 30u);
@@ -461,7 +466,9 @@ TEST(ShardMapController, FailedPhaseMeansDead) {
   ControllerHarness h(30);
   startBalanced(h, {"a", "b"});
   h.pods.kill("a");
+  // As the kubelet reports a pod that ended for good: Failed, every container terminated.
   h.directory.find("a")->phase = "Failed";
+  h.directory.find("a")->containersTerminated = true;
   h.controller().podChanged("a");
   ASSERT_TRUE(h.runUntil([&] { return h.counts().count("a") == 0 && h.unassigned() == 0; }, 3s));
 }

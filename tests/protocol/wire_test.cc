@@ -8,13 +8,18 @@ namespace kshard::protocol {
 namespace {
 
 TEST(WireTest, RegisterRoundTrips) {
-  RegisterRequest r{"counter-5d9-abc", "8f1c", "10.1.0.12:7101", "2.0.0"};
+  RegisterRequest r{"counter-5d9-abc", "8f1c", "10.1.0.12:7101", "2.0.0", "3f9a0c"};
   auto back = decodeRegisterRequest(encode(r));
   ASSERT_TRUE(back.ok()) << back.status().toString();
   EXPECT_EQ(back->pod, r.pod);
   EXPECT_EQ(back->uid, r.uid);
   EXPECT_EQ(back->address, r.address);
   EXPECT_EQ(back->version, r.version);
+  EXPECT_EQ(back->incarnation, r.incarnation);
+  // A sidecar of a version before incarnations sends none.
+  EXPECT_TRUE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:1"})").ok());
+  EXPECT_FALSE(
+      decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:1","incarnation":"a b"})").ok());
 }
 
 TEST(WireTest, RegisterErrorsNameTheField) {
@@ -36,11 +41,16 @@ TEST(WireTest, RegisterErrorsNameTheField) {
         << port << ": one address has one spelling (the manager API's schema says so too)";
   }
   EXPECT_TRUE(decodeRegisterRequest(R"({"pod":"p","uid":"u","address":"h:65535"})").ok());
-  EXPECT_EQ(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":1,"shards":null})", 64)
+  const std::string target = R"("pod":"p","uid":"u","incarnation":"i",)";
+  EXPECT_EQ(decodeShardsRequest(
+                R"({"shardMap":"demo/counter",)" + target + R"("epoch":1,"shards":null})", 64)
                 .status()
                 .message(),
             "shards: required");
-  EXPECT_TRUE(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":1,"shards":""})", 64).ok())
+  EXPECT_TRUE(
+      decodeShardsRequest(R"({"shardMap":"demo/counter",)" + target + R"("epoch":1,"shards":""})",
+                          64)
+          .ok())
       << "an empty range text is an empty set";
   EXPECT_EQ(decodeRegisterRequest("{\"pod\":\"p\\u0000\xff\",\"uid\":\"u\",\"address\":\"h:1\"}")
                 .status()
@@ -82,23 +92,58 @@ TEST(WireTest, OnlyAnUnregisterDeferredBodyDecodesAsOne) {
 }
 
 TEST(WireTest, ShardsRequestRoundTripsAndValidatesRanges) {
-  ShardsRequest r{"demo/counter", 57, sharding::ShardSet::of({1, 2, 3, 10})};
+  ShardsRequest r{"demo/counter", {"counter-0", "u-1", "ab12"}, 57,
+                  sharding::ShardSet::of({1, 2, 3, 10})};
   const std::string body = encode(r);
-  EXPECT_EQ(body, R"({"epoch":57,"shardMap":"demo/counter","shards":"1-3,10"})");
+  EXPECT_EQ(body,
+            R"({"epoch":57,"incarnation":"ab12","pod":"counter-0","shardMap":"demo/counter",)"
+            R"("shards":"1-3,10","uid":"u-1"})");
   auto back = decodeShardsRequest(body, 300);
   ASSERT_TRUE(back.ok()) << back.status().toString();
   EXPECT_EQ(back->epoch, 57u);
   EXPECT_EQ(back->shards, r.shards);
+  EXPECT_EQ(back->target, r.target);
 
   auto outOfRange = decodeShardsRequest(body, 5);
   ASSERT_FALSE(outOfRange.ok());
   EXPECT_EQ(outOfRange.status().message().rfind("shards: ", 0), 0u)
       << outOfRange.status().message();
-  EXPECT_EQ(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":-1,"shards":""})", 5)
+  const std::string target = R"("pod":"p","uid":"u","incarnation":"i",)";
+  EXPECT_EQ(decodeShardsRequest(
+                R"({"shardMap":"demo/counter",)" + target + R"("epoch":-1,"shards":""})", 5)
                 .status()
                 .message(),
             "epoch: must be a non-negative integer");
-  EXPECT_FALSE(decodeShardsRequest(R"({"shardMap":"Demo","epoch":1,"shards":""})", 5).ok());
+  EXPECT_FALSE(
+      decodeShardsRequest(R"({"shardMap":"Demo",)" + target + R"("epoch":1,"shards":""})", 5).ok());
+}
+
+TEST(WireTest, CommandsMustNameTheirTarget) {
+  // Without a target a command could reach whichever sidecar has the address now.
+  EXPECT_EQ(decodeShardsRequest(R"({"shardMap":"demo/counter","epoch":1,"shards":""})", 5)
+                .status()
+                .message(),
+            "pod: required");
+  EXPECT_EQ(decodeShardsRequest(R"({"shardMap":"demo/counter","pod":"p","uid":"u","epoch":1,)"
+                                R"("shards":""})",
+                                5)
+                .status()
+                .message(),
+            "incarnation: required");
+  EXPECT_FALSE(decodeShardsRequest(R"({"shardMap":"demo/counter","pod":"P!","uid":"u",)"
+                                   R"("incarnation":"i","epoch":1,"shards":""})",
+                                   5)
+                   .ok());
+  const Target t{"counter-1", "0f9e-77", "c0ffee"};
+  auto back = targetFromQuery("counter-1", "0f9e-77", "c0ffee");
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(*back, t);
+  EXPECT_EQ(pingQuery(t), "pod=counter-1&uid=0f9e-77&incarnation=c0ffee");
+  EXPECT_EQ(targetFromQuery("counter-1", std::nullopt, "c").status().message(),
+            "query: uid: required");
+  auto renew = decodeTarget(encode(t));
+  ASSERT_TRUE(renew.ok());
+  EXPECT_EQ(*renew, t);
 }
 
 TEST(WireTest, ShardMapRefsAreValidatedNames) {
@@ -115,14 +160,20 @@ TEST(WireTest, ShardMapRefsAreValidatedNames) {
 }
 
 TEST(WireTest, PingAndEpochRoundTrip) {
-  PingResponse p{"p1", "u1", 9, "1-4"};
+  PingResponse p{"p1", "u1", "inc", 9, "1-4"};
   auto back = decodePingResponse(encode(p));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->shards, "1-4");
   EXPECT_EQ(back->epoch, 9u);
-  auto e = decodeEpochResponse(encode(EpochResponse{42}));
+  EXPECT_EQ(back->incarnation, "inc");
+  auto e = decodeEpochResponse(encode(EpochResponse{42, std::nullopt}));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->epoch, 42u);
+  EXPECT_FALSE(e->terminating.has_value());
+  auto t = decodeEpochResponse(encode(EpochResponse{43, false}));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->terminating, false);
+  EXPECT_FALSE(decodeEpochResponse(R"({"epoch":1,"terminating":"no"})").ok());
   auto a = decodeAssignResponse(encode(AssignResponse{sharding::ShardSet::of({4})}), 10);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->refused.toString(), "4");

@@ -103,10 +103,11 @@ TEST(ShardMapJsonTest, EncodesWithTheDesignFieldNames) {
   const json spec = j["spec"];
   for (const char* key :
        {"shards", "versionLabel", "rebalanceInterval", "rebalanceRetryInterval", "rebalanceRate",
-        "pingTimeout", "handoffTimeout", "entityIdleTimeout", "sendTimeout"}) {
+        "pingTimeout", "handoffTimeout", "entityIdleTimeout", "sendTimeout", "ownershipLease"}) {
     EXPECT_TRUE(spec.contains(key)) << key;
   }
-  EXPECT_EQ(spec.size(), 9u);
+  EXPECT_EQ(spec.size(), 10u);
+  EXPECT_EQ(spec["ownershipLease"], "30s");
 }
 
 TEST(ShardMapJsonTest, RoundTripsTheWholeResource) {

@@ -15,6 +15,7 @@ using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
 
 using testing::HeldHost;
 
@@ -621,6 +622,112 @@ TEST_F(EntityRegistryTest, DestructionCancelsPendingTimers) {
   }
   EXPECT_EQ(scheduler_.pending(), 0u);
   scheduler_.advance(seconds(120));
+}
+
+// --- the ownership lease ----------------------------------------------------------------------
+
+class EntityRegistryLeaseTest : public EntityRegistryTest {
+ protected:
+  EntityRegistryLeaseTest() {
+    registry_.setLeaseDuration(seconds(30));  // fence lead: 5 s
+    EXPECT_THAT(registry_.assign({7}, 1), IsEmpty());
+  }
+  SteadyTime now() { return scheduler_.clock().now(); }
+};
+
+TEST_F(EntityRegistryLeaseTest, NothingIsDeliveredBeforeTheFirstConfirmation) {
+  registry_.deliver(msg("a", 7), out_.callback());
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kNotOwned);
+  EXPECT_TRUE(host_.deliveries.empty());
+  EXPECT_FALSE(registry_.leaseValid());
+  registry_.renewLease(now());
+  registry_.deliver(msg("a", 7), out_.callback());
+  EXPECT_EQ(host_.deliveries.size(), 1u);
+  EXPECT_TRUE(registry_.leaseValid());
+}
+
+TEST_F(EntityRegistryLeaseTest, AnUnrenewedLeaseStopsEveryEntityBeforeItRunsOut) {
+  registry_.renewLease(now());
+  startIdle(registry_, host_, 7, {"a", "b"});
+  registry_.deliver(msg("c", 7), out_.callback());  // at the app when the fence comes
+  scheduler_.advance(seconds(24));
+  EXPECT_TRUE(host_.stops.empty()) << "stopped before the fence";
+  scheduler_.advance(seconds(1));  // 25 s: the fence (30 s - 5 s)
+  EXPECT_FALSE(registry_.leaseValid());
+  EXPECT_THAT(heldStops(host_), UnorderedElementsAre("a", "b"));
+  registry_.deliver(msg("d", 7), out_.callback());
+  EXPECT_EQ(out_.got.back().refusal, Refusal::kNotOwned) << "a new message was taken";
+  host_.completeDelivery();  // c's turn ends: it stops too
+  EXPECT_THAT(heldStops(host_), UnorderedElementsAre("a", "b", "c"));
+  while (!host_.stops.empty()) host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  EXPECT_EQ(registry_.ownedShards(), std::vector<ShardId>{7}) << "the shard itself stays owned";
+}
+
+TEST_F(EntityRegistryLeaseTest, QueuedMessagesDoNotReachTheAppOnceTheLeaseRanOut) {
+  registry_.renewLease(now());
+  registry_.deliver(msg("a", 7, "1"), out_.callback());
+  registry_.deliver(msg("a", 7, "2"), out_.callback());
+  registry_.deliver(msg("a", 7, "3", DeliveryMode::kTell), out_.callback());
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  ASSERT_EQ(out_.got.size(), 1u);  // the tell's 202
+  scheduler_.advance(seconds(31));  // past the lease's end, the first message still at the app
+  host_.completeDelivery();
+  EXPECT_TRUE(host_.deliveries.empty()) << "a queued message reached the app after the lease";
+  ASSERT_EQ(out_.got.size(), 3u);
+  EXPECT_EQ(out_.got[1].response->body, "1");
+  EXPECT_EQ(out_.got[2].refusal, Refusal::kNotOwned) << "the queued ask was not refused";
+  EXPECT_THAT(heldStops(host_), ElementsAre("a"));
+}
+
+TEST_F(EntityRegistryLeaseTest, ARenewalLiftsTheFence) {
+  registry_.renewLease(now());
+  scheduler_.advance(seconds(26));
+  EXPECT_FALSE(registry_.leaseValid());
+  registry_.renewLease(now());
+  EXPECT_TRUE(registry_.leaseValid());
+  registry_.deliver(msg("a", 7), out_.callback());
+  EXPECT_EQ(host_.deliveries.size(), 1u);
+  // The timer of the first lease's fence does not fence the renewed one.
+  scheduler_.advance(seconds(10));
+  EXPECT_TRUE(registry_.leaseValid());
+}
+
+TEST_F(EntityRegistryLeaseTest, AConfirmationCountsFromWhenItsRequestWasSent) {
+  const SteadyTime sent = now();
+  scheduler_.advance(seconds(28));  // the answer came late (a slow network, a frozen process)
+  registry_.renewLease(sent);
+  EXPECT_FALSE(registry_.leaseValid()) << "a late answer extended the lease from its arrival";
+  registry_.deliver(msg("a", 7), out_.callback());
+  EXPECT_EQ(out_.got.back().refusal, Refusal::kNotOwned);
+  registry_.renewLease(sent - seconds(1));  // an older confirmation changes nothing
+  EXPECT_FALSE(registry_.leaseValid());
+}
+
+TEST_F(EntityRegistryLeaseTest, FailedStopsUnderTheFenceAreRetriedWithBackoff) {
+  registry_.renewLease(now());
+  startIdle(registry_, host_, 7, {"a"});
+  scheduler_.advance(seconds(25));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop(unavailable("app down"));
+  EXPECT_TRUE(host_.stops.empty()) << "retried at once";
+  scheduler_.advance(milliseconds(200));
+  ASSERT_EQ(host_.stops.size(), 1u) << "not retried after the backoff";
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(EntityRegistryLeaseTest, UndrainTakesEntitiesAgain) {
+  registry_.renewLease(now());
+  std::optional<bool> drained;
+  registry_.drain(seconds(30), [&](bool complete) { drained = complete; });
+  ASSERT_EQ(drained, true);
+  EXPECT_THAT(registry_.assign({8}, 2), ElementsAre(8)) << "a draining pod took a shard";
+  registry_.undrain();
+  EXPECT_THAT(registry_.assign({7, 8}, 2), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  EXPECT_EQ(host_.deliveries.size(), 1u);
 }
 
 }  // namespace

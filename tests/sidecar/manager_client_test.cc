@@ -95,7 +95,7 @@ TEST_F(ManagerClientTest, AHeldUnregisterAsksAgainWhenToldAndOutlastsItsTimeout)
   for (int i = 0; i < 10; ++i) manager_->answers.push_back(answer(409, deferral(2000, 60'000)));
   manager_->answers.push_back(answer(200, R"({"epoch":9})"));
   std::optional<Status> result;
-  c->unregisterPod(15s, [&](Status s) { result = s; });
+  c->unregisterPod(15s, [&](StatusOr<protocol::EpochResponse> s) { result = s.status(); });
   EXPECT_EQ(manager_->seen.size(), 1u);
   // Each attempt may take the whole timeout: the manager answers after the handoff.
   EXPECT_EQ(manager_->seen[0].timeout, 15s);
@@ -117,7 +117,7 @@ TEST_F(ManagerClientTest, AHoldEndsTheUnregisterAtTheAnnouncedHoldPlusTheTimeout
   for (int i = 0; i < 100; ++i) manager_->answers.push_back(answer(409, deferral(1000, 0)));
   std::optional<Status> result;
   const auto start = scheduler_.clock().now();
-  c->unregisterPod(5s, [&](Status s) { result = s; });
+  c->unregisterPod(5s, [&](StatusOr<protocol::EpochResponse> s) { result = s.status(); });
   for (int i = 0; i < 1000 && !result; ++i) scheduler_.advance(100ms);
   ASSERT_TRUE(result.has_value());
   EXPECT_EQ(result->code(), StatusCode::kDeadlineExceeded) << result->toString();
@@ -132,7 +132,7 @@ TEST_F(ManagerClientTest, NoHoldLastsLongerThanTenMinutesWhateverTheManagerSays)
   for (int i = 0; i < 700; ++i) manager_->answers.push_back(answer(409, deferral(1000, 60'000)));
   std::optional<Status> result;
   const auto start = scheduler_.clock().now();
-  c->unregisterPod(5s, [&](Status s) { result = s; });
+  c->unregisterPod(5s, [&](StatusOr<protocol::EpochResponse> s) { result = s.status(); });
   for (int i = 0; i < 1000 && !result; ++i) scheduler_.advance(1s);
   ASSERT_TRUE(result.has_value()) << "the unregister was held for ever";
   EXPECT_EQ(result->code(), StatusCode::kDeadlineExceeded) << result->toString();
@@ -147,7 +147,7 @@ TEST_F(ManagerClientTest, AnOther409IsRetriedWithBackoffAsBefore) {
   manager_->answers = {answer(409, R"({"error":{"code":"Conflict","message":"try again"}})"),
                        answer(200, R"({"epoch":2})")};
   std::optional<Status> result;
-  c->unregisterPod(5s, [&](Status s) { result = s; });
+  c->unregisterPod(5s, [&](StatusOr<protocol::EpochResponse> s) { result = s.status(); });
   for (int i = 0; i < 50 && !result; ++i) scheduler_.advance(100ms);
   ASSERT_TRUE(result.has_value());
   EXPECT_TRUE(result->ok()) << result->toString();

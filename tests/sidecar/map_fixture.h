@@ -9,7 +9,8 @@
 
 namespace kshard::sidecar::testing {
 
-// A map of `shards` shards at `epoch` where pods[i] owns the given ranges (range form).
+// A map of `shards` shards at `epoch` where pods[i] owns the given ranges (range form). Pod p's
+// uid is "p-uid", its sidecar's incarnation "p-inc".
 inline sharding::ShardMap makeMap(std::int32_t shards, std::int64_t epoch,
                                   const std::vector<std::pair<std::string, std::string>>& owners) {
   sharding::ShardMap m;
@@ -20,7 +21,7 @@ inline sharding::ShardMap makeMap(std::int32_t shards, std::int64_t epoch,
   for (const auto& [pod, ranges] : owners) {
     m.status.pods.push_back({pod, pod + "-uid",
                              "10.0.0." + std::to_string(m.status.pods.size() + 1) + ":7101",
-                             "1.0.0", 0});
+                             "1.0.0", 0, pod + "-inc"});
     auto set = sharding::ShardSet::parse(ranges, shards);
     if (set.ok() && !set->empty()) m.status.assignments.push_back({pod, epoch, *set});
   }

@@ -14,6 +14,8 @@ using testing::HeldHost;
 using ::testing::IsEmpty;
 using testing::makeMap;
 
+const protocol::Target kP1{"p1", "p1-uid", "p1-inc"};
+
 class OwnershipSyncTest : public ::testing::Test {
  protected:
   RoutingSnapshot snapshotOf(const sharding::ShardMap& m) {
@@ -28,28 +30,26 @@ class OwnershipSyncTest : public ::testing::Test {
 
 TEST_F(OwnershipSyncTest, ReleasesShardsTheMapGaveAwayAtANewerEpoch) {
   ASSERT_THAT(registry_.assign({1, 2, 3}, 4), IsEmpty());
-  auto r = syncOwnership(snapshotOf(makeMap(4, 6, {{"p1", "1-2"}, {"p2", "3"}})), "p1", "p1-uid",
-                         registry_);
+  auto r = syncOwnership(snapshotOf(makeMap(4, 6, {{"p1", "1-2"}, {"p2", "3"}})), kP1, registry_);
   EXPECT_EQ(r.revoked, 1u);
   EXPECT_THAT(registry_.ownedShards(), ElementsAre(1, 2));
 }
 
 TEST_F(OwnershipSyncTest, KeepsShardsWhenTheMapIsNotNewer) {
   ASSERT_THAT(registry_.assign({1, 2, 3}, 6), IsEmpty());
-  auto r = syncOwnership(snapshotOf(makeMap(4, 6, {{"p2", "1-4"}})), "p1", "p1-uid", registry_);
+  auto r = syncOwnership(snapshotOf(makeMap(4, 6, {{"p2", "1-4"}})), kP1, registry_);
   EXPECT_EQ(r.revoked, 0u);
   EXPECT_THAT(registry_.ownedShards(), ElementsAre(1, 2, 3));
 }
 
 TEST_F(OwnershipSyncTest, ReleasesShardsTheMapLeftUnassigned) {
   ASSERT_THAT(registry_.assign({1, 2}, 4), IsEmpty());
-  syncOwnership(snapshotOf(makeMap(4, 5, {{"p1", "1"}})), "p1", "p1-uid", registry_);
+  syncOwnership(snapshotOf(makeMap(4, 5, {{"p1", "1"}})), kP1, registry_);
   EXPECT_THAT(registry_.ownedShards(), ElementsAre(1));
 }
 
 TEST_F(OwnershipSyncTest, AdoptsShardsTheMapGivesThisPod) {
-  auto r = syncOwnership(snapshotOf(makeMap(4, 7, {{"p1", "1-2"}, {"p2", "3-4"}})), "p1", "p1-uid",
-                         registry_);
+  auto r = syncOwnership(snapshotOf(makeMap(4, 7, {{"p1", "1-2"}, {"p2", "3-4"}})), kP1, registry_);
   EXPECT_EQ(r.adopted, 2u);
   EXPECT_THAT(registry_.ownedShards(), ElementsAre(1, 2));
   EXPECT_EQ(registry_.ownedEpoch(1), 7u);
@@ -57,7 +57,17 @@ TEST_F(OwnershipSyncTest, AdoptsShardsTheMapGivesThisPod) {
 
 TEST_F(OwnershipSyncTest, DoesNotAdoptForAnotherIncarnationOfThePod) {
   // Same pod name, other uid: the map speaks of an earlier pod that the operator will drop.
-  auto r = syncOwnership(snapshotOf(makeMap(4, 7, {{"p1", "1-4"}})), "p1", "other-uid", registry_);
+  auto r = syncOwnership(snapshotOf(makeMap(4, 7, {{"p1", "1-4"}})), {"p1", "other-uid", "p1-inc"}, registry_);
+  EXPECT_EQ(r.adopted, 0u);
+  EXPECT_THAT(registry_.ownedShards(), IsEmpty());
+}
+
+TEST_F(OwnershipSyncTest, DoesNotAdoptForAnotherSidecarProcessOfThePod) {
+  // The map names this pod as registered by an earlier sidecar process (this one restarted and
+  // has not registered yet): its entities were dropped with the app's reset, and the operator
+  // assigns the shards again once this process has registered.
+  auto r = syncOwnership(snapshotOf(makeMap(4, 7, {{"p1", "1-4"}})), {"p1", "p1-uid", "later"},
+                         registry_);
   EXPECT_EQ(r.adopted, 0u);
   EXPECT_THAT(registry_.ownedShards(), IsEmpty());
 }
@@ -66,7 +76,7 @@ TEST_F(OwnershipSyncTest, AdoptionRespectsEpochFences) {
   ASSERT_THAT(registry_.assign({1}, 4), IsEmpty());
   registry_.unassign({1}, 6, std::chrono::seconds(1), [](std::vector<ShardId>) {});
   // A late copy of the map from before the unassign still names this pod.
-  auto r = syncOwnership(snapshotOf(makeMap(4, 5, {{"p1", "1"}})), "p1", "p1-uid", registry_);
+  auto r = syncOwnership(snapshotOf(makeMap(4, 5, {{"p1", "1"}})), kP1, registry_);
   EXPECT_EQ(r.adopted, 0u);
   EXPECT_FALSE(registry_.owns(1));
 }

@@ -217,7 +217,7 @@ TEST_F(RouterTest, DoesNotRetryWhenTheMessageMayHaveArrived) {
   peers_.complete(ForwardOutcome::kFailed);
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_EQ(answers_[0].status, 502);
-  EXPECT_EQ(errorCode(answers_[0]), "DeliveryFailed");
+  EXPECT_EQ(errorCode(answers_[0]), "OutcomeUnknown");
   scheduler_.advance(seconds(5));
   EXPECT_TRUE(peers_.calls.empty()) << "an ambiguous failure was retried";
 }

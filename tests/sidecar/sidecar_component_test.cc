@@ -68,6 +68,8 @@ class StubApp {
                    [this](http::Request r, http::Responder res) { onMessage(r, res); });
     server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
                    [this](http::Request r, http::Responder res) { onStop(r, res); });
+    server_->route(http::Method::kPost, "/kshard/reset",
+                   [this](http::Request, http::Responder res) { onReset(res); });
     EXPECT_TRUE(server_->start().ok());
   }
   ~StubApp() {
@@ -84,8 +86,28 @@ class StubApp {
   // at once), so that the stop calls at the app at once can be counted.
   void delayStops(milliseconds delay) { stopDelay_.store(delay.count()); }
   int mostStopsAtOnce() const { return mostStops_.load(); }
+  int resets() const { return resets_.load(); }
+  std::size_t active() {
+    std::lock_guard lock(world_.mu);
+    return world_.live[pod_].size();
+  }
 
  private:
+  // Saves and forgets every entity of this pod, as the counter example does.
+  void onReset(http::Responder& res) {
+    {
+      std::lock_guard lock(world_.mu);
+      auto& mine = world_.live[pod_];
+      for (const auto& [id, value] : mine) {
+        world_.saved[id] = value;
+        if (world_.activeOn[id] == pod_) world_.activeOn.erase(id);
+        ++world_.stops;
+      }
+      mine.clear();
+    }
+    ++resets_;
+    res.send(http::Response::json(200, "{}"));
+  }
   void onMessage(const http::Request& r, http::Responder& res) {
     const std::string id(r.param("id"));
     long value;
@@ -138,6 +160,7 @@ class StubApp {
   std::atomic<long> stopDelay_{0};  // ms
   std::atomic<int> stopsNow_{0};
   std::atomic<int> mostStops_{0};
+  std::atomic<int> resets_{0};
   std::mutex delayedMu_;
   bool closing_ = false;                   // guarded by delayedMu_
   std::vector<std::thread> delayedStops_;  // joined before the server goes
@@ -166,6 +189,8 @@ class StubOperator {
     server_->route(
         http::Method::kPost, base + "/notify-unhealthy",
         [](http::Request, http::Responder res) { res.send(http::Response::json(202, "{}")); });
+    server_->route(http::Method::kPost, base + "/renew",
+                   [this](http::Request r, http::Responder res) { onRenew(r, res); });
     server_->route(http::Method::kGet, base + "/assignments",
                    [this](http::Request, http::Responder res) {
                      std::lock_guard lock(mu_);
@@ -242,6 +267,11 @@ class StubOperator {
     std::lock_guard lock(mu_);
     return map_.status.pods[static_cast<std::size_t>(indexOf(pod))].address;
   }
+  protocol::Target targetOf(const std::string& pod) {
+    std::lock_guard lock(mu_);
+    const auto& p = map_.status.pods[static_cast<std::size_t>(indexOf(pod))];
+    return {p.name, p.uid, p.incarnation};
+  }
   void writeLocked() {
     ++map_.status.epoch;
     sharding::writeShardTable(table_, map_.status);
@@ -253,12 +283,7 @@ class StubOperator {
       std::lock_guard lock(mu_);
       fence = map_.status.epoch + 1;
     }
-    http::Request req;
-    req.method = http::Method::kPost;
-    req.target = "/v1/shards/unassign";
-    req.body = protocol::encode(protocol::ShardsRequest{
-        "demo/counter", static_cast<protocol::Epoch>(fence), sharding::ShardSet::of(shards)});
-    auto r = client(addressOf(pod))->sendSync(std::move(req));
+    auto r = command("/v1/shards/unassign", pod, shards, fence);
     if (!r.ok() || r->status != 200) return false;
     std::lock_guard lock(mu_);
     for (auto s : shards) table_.unassign(s);
@@ -276,27 +301,84 @@ class StubOperator {
       writeLocked();
       epoch = map_.status.epoch;
     }
-    for (const auto& [pod, shards] : plan) {
-      http::Request req;
-      req.method = http::Method::kPost;
-      req.target = "/v1/shards/assign";
-      req.body = protocol::encode(protocol::ShardsRequest{
-          "demo/counter", static_cast<protocol::Epoch>(epoch), sharding::ShardSet::of(shards)});
-      auto r = client(addressOf(pod))->sendSync(std::move(req));
-      EXPECT_TRUE(r.ok() && r->status == 200) << "assign to " << pod << " failed";
-    }
+    for (const auto& [pod, shards] : plan) assignAt(pod, shards, epoch);
   }
 
+  void assignAt(const std::string& pod, const std::vector<sharding::ShardId>& shards,
+                std::int64_t epoch) {
+    auto r = command("/v1/shards/assign", pod, shards, epoch);
+    EXPECT_TRUE(r.ok() && r->status == 200) << "assign to " << pod << " failed";
+  }
+
+  // An assign or unassign of `shards` at `epoch`, meant for the process registered as `pod`.
+  StatusOr<http::Response> command(const std::string& target, const std::string& pod,
+                                   const std::vector<sharding::ShardId>& shards,
+                                   std::int64_t epoch) {
+    http::Request req;
+    req.method = http::Method::kPost;
+    req.target = target;
+    req.body = protocol::encode(protocol::ShardsRequest{"demo/counter", targetOf(pod),
+                                                        static_cast<protocol::Epoch>(epoch),
+                                                        sharding::ShardSet::of(shards)});
+    return client(addressOf(pod))->sendSync(std::move(req));
+  }
+
+  // As the operator: a new pod is added; the same pod again (its sidecar restarted: a new
+  // incarnation) keeps its shards, and they are assigned again to the new incarnation.
   void onRegister(const http::Request& r, http::Responder& res) {
     auto req = protocol::decodeRegisterRequest(r.body);
     ASSERT_TRUE(req.ok());
+    std::vector<sharding::ShardId> resend;
+    std::int64_t epoch;
+    {
+      std::lock_guard lock(mu_);
+      registrations_.push_back(req->pod + "/" + req->incarnation);
+      const auto idx = indexOf(req->pod);
+      if (idx == sharding::kNoPod) {
+        map_.status.pods.push_back(
+            {req->pod, req->uid, req->address, req->version, 0, req->incarnation});
+        writeLocked();
+      } else {
+        auto& pod = map_.status.pods[static_cast<std::size_t>(idx)];
+        pod.incarnation = req->incarnation;
+        pod.address = req->address;
+        writeLocked();
+        for (sharding::ShardId s = 1; s <= kShards; ++s) {
+          if (table_.owner(s) == idx) resend.push_back(s);
+        }
+      }
+      epoch = map_.status.epoch;
+    }
+    res.send(http::Response::json(
+        200, protocol::encode(protocol::EpochResponse{static_cast<protocol::Epoch>(epoch), {}})));
+    if (resend.empty()) return;
+    if (reassigner_.joinable()) reassigner_.join();
+    reassigner_ = std::thread([this, pod = req->pod, resend] {
+      std::lock_guard op(opMu_);
+      assignAt(pod, resend, [this] {
+        std::lock_guard lock(mu_);
+        return map_.status.epoch;
+      }());
+    });
+  }
+
+  void onRenew(const http::Request& r, http::Responder& res) {
+    auto target = protocol::decodeTarget(r.body);
+    ASSERT_TRUE(target.ok());
     std::lock_guard lock(mu_);
-    if (indexOf(req->pod) == sharding::kNoPod) {
-      map_.status.pods.push_back({req->pod, req->uid, req->address, req->version, 0});
-      writeLocked();
+    renews_[target->pod]++;
+    if (!renewing_.load()) {
+      res.send(http::Response::error(503, "Unavailable", "renewals paused by the test"));
+      return;
+    }
+    const auto idx = indexOf(target->pod);
+    if (idx == sharding::kNoPod ||
+        map_.status.pods[static_cast<std::size_t>(idx)].incarnation != target->incarnation) {
+      res.send(http::Response::error(404, protocol::errors::kPodNotAlive, "not registered"));
+      return;
     }
     res.send(http::Response::json(200, protocol::encode(protocol::EpochResponse{
-                                           static_cast<protocol::Epoch>(map_.status.epoch)})));
+                                           static_cast<protocol::Epoch>(map_.status.epoch), {}})));
   }
 
   // As the operator does (epoch rule 5): the pod releases its shards (its entities stop), then
@@ -325,8 +407,9 @@ class StubOperator {
         map_.status.pods.erase(map_.status.pods.begin() + idx);
         writeLocked();
       }
-      res.send(http::Response::json(200, protocol::encode(protocol::EpochResponse{
-                                             static_cast<protocol::Epoch>(map_.status.epoch)})));
+      res.send(http::Response::json(
+          200, protocol::encode(protocol::EpochResponse{
+                   static_cast<protocol::Epoch>(map_.status.epoch), terminating_.load()})));
     }
     if (!placeOnUnregister_.load()) return;
     if (reassigner_.joinable()) reassigner_.join();
@@ -336,12 +419,27 @@ class StubOperator {
  public:
   // Whether an unregister places the pod's shards on the others at once (the default).
   std::atomic<bool> placeOnUnregister_{true};
+  // What an unregister answers about the pod being deleted (a pod's drain is normally followed
+  // by its end).
+  std::atomic<bool> terminating_{true};
+  // Whether renews are granted (false: answered 503, as an unreachable operator).
+  std::atomic<bool> renewing_{true};
+  std::vector<std::string> registrations() {
+    std::lock_guard lock(mu_);
+    return registrations_;
+  }
+  int renews(const std::string& pod) {
+    std::lock_guard lock(mu_);
+    return renews_[pod];
+  }
 
  private:
   std::mutex opMu_;  // one change at a time, as the operator's rounds
   std::mutex mu_;
   sharding::ShardMap map_;
   sharding::ShardTable table_;
+  std::vector<std::string> registrations_;  // "{pod}/{incarnation}", in order
+  std::map<std::string, int> renews_;
   std::unique_ptr<http::Server> server_;
   std::thread reassigner_;
 };
@@ -614,8 +712,18 @@ TEST_P(SidecarComponentTransportTest,
   std::lock_guard lock(world_.mu);
   EXPECT_TRUE(world_.violations.empty())
       << world_.violations.size() << " violations, first: " << world_.violations.front();
-  EXPECT_TRUE(traffic.failures.empty())
-      << traffic.failures.size() << " failed requests, first: " << traffic.failures.front();
+  // Over channels nothing fails: the exiting sidecar's goaway says which requests it took. Over
+  // plain HTTP a request that met the exiting sidecar closing its idle keep-alive connection
+  // cannot be told from one its sidecar took and crashed on: it fails OutcomeUnknown and is
+  // not sent again (it was not applied here, which the counters below confirm).
+  std::vector<std::string> unexpected;
+  for (const auto& f : traffic.failures) {
+    const bool exitRace = GetParam() == "http" && f.find("OutcomeUnknown") != std::string::npos &&
+                          f.find("owner p3") != std::string::npos;
+    if (!exitRace) unexpected.push_back(f);
+  }
+  EXPECT_TRUE(unexpected.empty())
+      << unexpected.size() << " failed requests, first: " << unexpected.front();
   long total = 0;
   for (const auto& [id, acked] : traffic.acked) {
     long value = world_.saved.count(id) ? world_.saved.at(id) : 0;

@@ -1,0 +1,184 @@
+// The pods' ownership leases on the operator's side (operator/ownership_leases.h): renewals,
+// and when the shards of a dead pod move. Run by the controller harness, whose stub pods keep
+// their registry's lease renewed as a sidecar does, and whose invariant (checked after every
+// event) counts a pod's owned shards as served only while its lease runs: a shard given to
+// another pod while the old owner may still serve it fails the test.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "operator/ownership_leases.h"
+#include "tests/operator/controller_harness.h"
+
+namespace kshard::manager::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+void startBalanced(ControllerHarness& h, const std::vector<std::string>& names) {
+  h.lead();
+  for (const auto& n : names) {
+    h.startPod(n);
+    ASSERT_EQ(h.registerPod(n), 200) << n;
+  }
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 600s)) << "the map did not converge";
+}
+
+std::size_t storedShards(const ControllerHarness& h, const std::string& pod) {
+  const auto counts = h.counts();
+  auto it = counts.find(pod);
+  return it == counts.end() ? 0 : static_cast<std::size_t>(it->second);
+}
+
+http::Response renew(ControllerHarness& h, const StubPod& pod, std::string incarnation = "") {
+  protocol::Target t{pod.name, pod.uid, incarnation.empty() ? pod.incarnation : incarnation};
+  return h.call([&](Reply reply) { h.controller().renew(t, std::move(reply)); });
+}
+
+TEST(OwnershipLease, TheBoundCountsTheLastGrantTheVanishingAndThePreviousLeadersGrace) {
+  const SteadyTime t0{};
+  const Duration lease = 30s;
+  const Duration margin = leaseMargin(lease);
+  // A term begun long ago: the last grant and the vanishing decide.
+  EXPECT_EQ(leaseSurelyOver({lease, t0 + 500s, t0, t0 + 490s}), t0 + 500s + lease + margin);
+  EXPECT_EQ(leaseSurelyOver({lease, t0 + 480s, t0, t0 + 490s}), t0 + 490s + lease + margin);
+  // A term begun just now: a previous leader may have granted renewals for its grace.
+  EXPECT_EQ(leaseSurelyOver({lease, std::nullopt, t0 + 490s, t0 + 491s}),
+            t0 + 490s + graceWithoutApi(lease) + lease + margin);
+}
+
+TEST(OwnershipLease, RenewIsGrantedToTheRegisteredProcessOfALivePodOnly) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a"});
+  StubPod& a = *h.pods.find("a");
+  EXPECT_EQ(renew(h, a).status, 200);
+  const auto other = renew(h, a, "a-restarted");
+  EXPECT_EQ(other.status, 409) << other.body;
+  EXPECT_NE(other.body.find("WrongTarget"), std::string::npos) << other.body;
+  StubPod& ghost = h.startPod("ghost");
+  EXPECT_EQ(renew(h, ghost).status, 404) << "an unregistered pod's lease was renewed";
+  // Once its object is gone, the pod's lease is never renewed again.
+  h.directory.forceDelete("a");
+  h.controller().podChanged("a");
+  h.run(1s);
+  EXPECT_EQ(renew(h, a).status, 404);
+}
+
+TEST(OwnershipLease, AReplicaThatLostTheLeaseRenewsOnlyForItsGraceUntilSomeoneElseLeads) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a"});
+  StubPod& a = *h.pods.find("a");
+  // The API server is down: the leader cannot renew the Lease and steps down.
+  auto& leadership = h.replica().leadership;
+  leadership.renewedAt = h.scheduler.clock().now();
+  h.loseLease();
+  h.run(10s);
+  EXPECT_EQ(renew(h, a).status, 200) << "pods would stop serving during an API server outage";
+  h.run(graceWithoutApi(30s));
+  EXPECT_EQ(renew(h, a).status, 503) << "renewed past the grace";
+  leadership.renewedAt = h.scheduler.clock().now();
+  leadership.deposedFlag = true;  // another replica was seen holding the Lease
+  EXPECT_EQ(renew(h, a).status, 503) << "renewed while another replica may lead";
+}
+
+TEST(OwnershipLease, AVanishedPodWhoseSidecarAnswersReleasesItsShardsAtOnce) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  // A force delete: the object goes, the containers are not reported terminated and still run.
+  h.directory.forceDelete("a");
+  h.controller().podChanged("a");
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 10s))
+      << "the shards of a vanished pod that released them did not move at once";
+  EXPECT_TRUE(h.pods.find("a")->held().empty()) << "the vanished pod still serves";
+  EXPECT_EQ(h.counts().count("a"), 0u);
+  EXPECT_GT(h.invariantChecks(), 0);
+}
+
+TEST(OwnershipLease, AVanishedPodThatDoesNotAnswerKeepsItsShardsUntilItsLeaseHasRunOut) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& a = *h.pods.find("a");
+  const std::size_t held = storedShards(h, "a");
+  ASSERT_GT(held, 0u);
+  // The node is cut off and the pod removed (a force delete, or a lost node's pods): its
+  // processes may still run, and nothing reaches them.
+  a.pingFault = a.assignFault = a.unassignFault = a.renewFault = Fault::kDropRequest;
+  h.directory.forceDelete("a");
+  h.controller().podChanged("a");
+  // Its last renewal was less than a third of a lease ago: its lease may run for two thirds
+  // more, and the shards stay with it at least that long. (The invariant, checked at every
+  // event, fails the test if another pod got them while a's lease ran.)
+  h.run(20s);
+  EXPECT_EQ(storedShards(h, "a"), held) << "the shards moved while the pod's lease may run";
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 60s))
+      << "the shards did not move once the lease had surely run out";
+  EXPECT_TRUE(a.held().empty()) << "the pod did not fence itself when its lease ran out";
+  EXPECT_EQ(h.events.count("PodVanished"), 1);
+}
+
+TEST(OwnershipLease, AfterALeaderChangeAVanishedPodAlsoWaitsForThePreviousLeadersGrace) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& a = *h.pods.find("a");
+  a.pingFault = a.assignFault = a.unassignFault = a.renewFault = Fault::kDropRequest;
+  // Another replica takes over; the old one may have renewed a's lease until its grace ended.
+  h.loseLease(0);
+  h.addReplica("kshard-operator-1");
+  h.lead(1);
+  const SteadyTime termStart = h.scheduler.clock().now();
+  h.directory.forceDelete("a");
+  h.controller(1).podChanged("a");
+  const auto waited = [&] { return h.scheduler.clock().now() - termStart; };
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 400s));
+  EXPECT_GE(waited(), graceWithoutApi(30s) + 30s) << "moved within the previous leader's grace";
+}
+
+TEST(OwnershipLease, APodWhoseEndTheKubeletConfirmedLosesItsShardsAtOnce) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& a = *h.pods.find("a");
+  a.pingFault = a.assignFault = a.unassignFault = a.renewFault = Fault::kDropRequest;
+  h.killPod("a");  // the kubelet reported every container terminated, then the object went
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 5s))
+      << "a confirmed end did not move the shards at once";
+}
+
+TEST(OwnershipLease, AFinishedPodWithoutConfirmationKeepsItsShardsWhileItsObjectExists) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& a = *h.pods.find("a");
+  a.pingFault = a.assignFault = a.unassignFault = Fault::kDropRequest;
+  // Marked Failed by a controller (not the kubelet): the containers may still run, and the API
+  // server still takes the pod's token, so its lease may still be renewed.
+  h.directory.find("a")->phase = "Failed";
+  h.controller().podChanged("a");
+  h.run(300s);
+  EXPECT_GT(storedShards(h, "a"), 0u);
+  h.directory.forceDelete("a");
+  h.controller().podChanged("a");
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 120s))
+      << "the shards did not move once the object was gone and the lease had run out";
+}
+
+TEST(OwnershipLease, ANewPodOfTheSameNameWaitsForTheVanishedOnesLease) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& old = *h.pods.find("a");
+  old.pingFault = old.assignFault = old.unassignFault = old.renewFault = Fault::kDropRequest;
+  const std::string oldUid = old.uid;
+  // A StatefulSet recreates a force-deleted pod under the same name.
+  PodInfo next = *h.directory.find("a");
+  next.uid = "uid-a-2";
+  h.directory.forceDelete("a");
+  h.directory.put(next);
+  h.pods.kill("a");
+  StubPod& fresh = h.pods.add("a", "uid-a-2", old.address, "1.0.0");
+  EXPECT_EQ(h.registerPod("a"), 503) << "the new pod replaced one that may still run";
+  ASSERT_TRUE(h.runUntil([&] { return h.registerPod("a") == 200; }, 400s));
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 400s));
+  EXPECT_FALSE(fresh.held().empty());
+  EXPECT_NE(h.stored().status.pods[0].uid, oldUid);
+}
+
+}  // namespace
+}  // namespace kshard::manager::testing

@@ -43,14 +43,15 @@ type Config struct {
 
 // Agent is the node agent.
 type Agent struct {
-	Cfg      Config
-	Client   kubernetes.Interface // the node's identity (system:node:<name>)
-	Binder   kubernetes.Interface // the scheduler's identity, for pod bindings
-	Images   *ImageResolver
-	Net      *Network
-	Cgroups  *Cgroups
-	SelfExe  string
-	Recorder record.EventRecorder
+	Cfg       Config
+	Client    kubernetes.Interface // the node's identity (system:node:<name>)
+	Binder    kubernetes.Interface // the scheduler's identity, for pod bindings
+	Images    *ImageResolver
+	Net       *Network
+	Cgroups   *Cgroups
+	Lifecycle *LifecycleLog // containers.jsonl
+	SelfExe   string
+	Recorder  record.EventRecorder
 
 	statusMu sync.Mutex
 	mu       sync.Mutex

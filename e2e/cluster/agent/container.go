@@ -196,7 +196,7 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 	for i := 1; i < len(argv); i++ {
 		argv[i] = expand(argv[i], lookup)
 	}
-	cmd, err := r.startProcess(ProcessSpec{NetNSPath: w.sandbox.NetNSPath(), Mounts: mounts, Hostname: w.hostname(),
+	cmd, forkedAt, err := r.startProcess(ProcessSpec{NetNSPath: w.sandbox.NetNSPath(), Mounts: mounts, Hostname: w.hostname(),
 		WorkingDir: r.spec.WorkingDir, Argv: argv, Env: env})
 	if err != nil {
 		r.setWaiting("RunContainerError", err.Error())
@@ -204,6 +204,7 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 		return time.Time{}, 0, err
 	}
 	startedAt = time.Now()
+	r.recordStart(forkedAt, cmd.Process.Pid)
 	exited := make(chan struct{})
 	r.update(func() {
 		if r.state.Terminated != nil {
@@ -227,6 +228,8 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 	_ = Kill(cg)
 
 	exitCode, reason, signal := exitStatus(cmd, werr)
+	// After the wait and the kill: nothing of this container runs any more.
+	r.recordExit(time.Now(), cmd.Process.Pid, exitCode, signal)
 	r.update(func() {
 		r.state = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 			ExitCode: exitCode, Signal: signal, Reason: reason,
@@ -261,34 +264,41 @@ func (r *runner) containerID(cmd *exec.Cmd) string {
 }
 
 // startProcess re-executes the agent as "run-container" in a new mount namespace, with the
-// container's output appended to .cluster/logs/<namespace>/<pod>/<container>.log.
-func (r *runner) startProcess(spec ProcessSpec) (*exec.Cmd, error) {
+// container's output appended to .cluster/logs/<namespace>/<pod>/<container>.log. forkedAt is
+// taken just before the fork: the process did nothing before it.
+func (r *runner) startProcess(spec ProcessSpec) (cmd *exec.Cmd, forkedAt time.Time, err error) {
 	w := r.w
 	cg, err := w.a.Cgroups.ContainerDir(string(w.uid), r.spec.Name)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, time.Time{}, fmt.Errorf("cgroup: %w", err)
+	}
+	// A new process starts thawed, as a new container would, even if the fault tool froze the
+	// previous one (a frozen process can still be killed, and is restarted).
+	if err := Thaw(cg); err != nil {
+		return nil, time.Time{}, fmt.Errorf("cgroup: %w", err)
 	}
 	spec.CgroupDir = cg
 	specPath, err := w.writeSpec(r.spec.Name, spec)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	logPath := w.a.logPath(w.ns, w.name, r.spec.Name)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(w.a.SelfExe, "run-container", specPath)
+	cmd = exec.Command(w.a.SelfExe, "run-container", specPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS, Setpgid: true}
+	forkedAt = time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return cmd, nil
+	return cmd, forkedAt, nil
 }
 
 // lifecycle runs the postStart hook and the probes of one process until ctx ends.

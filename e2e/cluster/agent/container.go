@@ -336,12 +336,17 @@ func (r *runner) lifecycle(ctx context.Context) {
 }
 
 // kill stops the current process the kubelet's way: preStop hook, SIGTERM, SIGKILL at the end of
-// the grace period. It returns when the process has exited.
+// the grace period; with no grace period, SIGKILL at once (no hook, no SIGTERM). It returns when
+// the process has exited.
 func (r *runner) kill(grace time.Duration, why string) {
 	r.mu.Lock()
 	cmd, exited := r.cmd, r.exited
 	r.mu.Unlock()
 	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	if grace <= 0 {
+		r.killNow(cmd, exited)
 		return
 	}
 	deadline := time.Now().Add(grace)
@@ -358,6 +363,11 @@ func (r *runner) kill(grace time.Duration, why string) {
 		return
 	case <-ctx.Done():
 	}
+	r.killNow(cmd, exited)
+}
+
+// killNow SIGKILLs every process of the container and waits for the main one's exit.
+func (r *runner) killNow(cmd *exec.Cmd, exited <-chan struct{}) {
 	cg, _ := r.w.a.Cgroups.ContainerDir(string(r.w.uid), r.spec.Name)
 	if err := Kill(cg); err != nil {
 		_ = cmd.Process.Kill()

@@ -62,6 +62,7 @@ type Pod struct {
 	Namespace string
 	Name      string
 	UID       string
+	Since     time.Time // when the node agent took the pod on
 }
 
 func (p *Pod) String() string { return fmt.Sprintf("%s/%s (uid %s)", p.Namespace, p.Name, p.UID) }
@@ -77,14 +78,15 @@ func (n *Node) Pods() ([]*Pod, error) {
 	var pods []*Pod
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
-		if err != nil {
+		st, serr := os.Stat(f)
+		if err != nil || serr != nil {
 			continue // the agent removed the pod meanwhile
 		}
 		ns, name, ok := strings.Cut(strings.TrimSpace(string(raw)), "/")
 		if !ok {
 			continue
 		}
-		pods = append(pods, &Pod{node: n, Namespace: ns, Name: name, UID: filepath.Base(filepath.Dir(f))})
+		pods = append(pods, &Pod{node: n, Namespace: ns, Name: name, UID: filepath.Base(filepath.Dir(f)), Since: st.ModTime()})
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].String() < pods[j].String() })
 	return pods, nil
@@ -104,8 +106,9 @@ func (n *Node) PodByUID(uid string) (*Pod, error) {
 	return nil, fmt.Errorf("uid %s: %w", uid, ErrUnknownPod)
 }
 
-// Pod returns the pod of that name. When the name has several pods on the node (an orphan and
-// its replacement), it is the one that is not orphaned, which the API server knows.
+// Pod returns the pod of that name. When the name has several pods on the node, it is the one the
+// API server knows: not an orphan, and of those the newest (a StatefulSet's pod force-deleted
+// without orphaning is still being killed while its replacement starts).
 func (n *Node) Pod(ns, name string) (*Pod, error) {
 	pods, err := n.Pods()
 	if err != nil {
@@ -122,14 +125,15 @@ func (n *Node) Pod(ns, name string) (*Pod, error) {
 		}
 	}
 	switch {
-	case len(live) == 1:
+	case len(live) > 0:
+		sort.Slice(live, func(i, j int) bool { return live[i].Since.After(live[j].Since) })
 		return live[0], nil
-	case len(live) == 0 && len(orphans) == 1:
+	case len(orphans) == 1:
 		return orphans[0], nil
-	case len(live) == 0 && len(orphans) == 0:
+	case len(orphans) == 0:
 		return nil, fmt.Errorf("%s/%s: %w (pods here: %s)", ns, name, ErrUnknownPod, n.podNames(pods))
 	}
-	return nil, fmt.Errorf("%s/%s names several pods on this node (%v, %v): name one by its UID", ns, name, live, orphans)
+	return nil, fmt.Errorf("%s/%s names several orphans on this node (%v): name one by its UID", ns, name, orphans)
 }
 
 func (n *Node) podNames(pods []*Pod) string {

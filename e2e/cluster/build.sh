@@ -70,5 +70,5 @@ build_if_needed "kube-apiserver, kube-controller-manager $KUBERNETES_VERSION" \
   "$TOOLS_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/k8s/go.{mod,sum} <(k8s_ldflags) <(echo "$have_kubectl"))" build_k8s
 build_if_needed "helm $HELM_VERSION" "$HELM_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/helm/go.{mod,sum} <(helm_ldflags))" build_helm
 # The node agent and the test programs of this folder (relinked only when a source changed).
-local_stamp="$(stamp_of "$CLUSTER_SRC"/go.{mod,sum} $(find "$CLUSTER_SRC/cmd" "$CLUSTER_SRC/agent" -name '*.go' | sort))"
+local_stamp="$(stamp_of "$CLUSTER_SRC"/go.{mod,sum} $(find "$CLUSTER_SRC"/{cmd,agent,fault,nodestate} -name '*.go' | sort))"
 build_if_needed "the node agent and test programs" "$AGENT_BIN" "$local_stamp" build_local

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make cluster-down: stops the local cluster and removes everything it created on the machine:
-# processes (the components and every container, found through their cgroups, even if the node
-# agent crashed), network namespaces, veths, the bridge, the mount points created for volumes,
-# and the cluster's state. Container and component logs stay in .cluster/logs until the next
-# cluster-up. Stopping a stopped cluster is harmless.
+# processes (the components and every container, orphaned pods' too, found through their cgroups,
+# even if the node agent crashed), network namespaces (with the fault tool's rules in them), veths,
+# the bridge, the mount points created for volumes, and the cluster's state. Container and
+# component logs stay in .cluster/logs until the next cluster-up. Stopping a stopped cluster is
+# harmless.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$CLUSTER_SRC/procs.sh"

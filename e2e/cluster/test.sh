@@ -2,7 +2,8 @@
 # make cluster-test: the local cluster's acceptance tests. Brings the cluster up (if it is not),
 # checks that starting it twice is harmless, runs the Go tests of e2e/cluster/test against it,
 # takes it down (twice: the second must be harmless) and verifies that nothing is left behind:
-# no process, network namespace, veth, bridge, mount, cgroup or created mount point.
+# no process (orphaned pods' included), network namespace, veth, bridge, mount, cgroup, created
+# mount point or fault-injection rule.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$CLUSTER_SRC/procs.sh"
@@ -16,6 +17,8 @@ leftovers() {
   ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^($BRIDGE\$|vk[0-9a-f]{12}\$|vp[0-9a-f]{12}\$)" | sed 's/^/link /' || true
   grep -E " /run/netns/$NETNS_PREFIX| $REPO_ROOT" /proc/self/mountinfo | awk '{print "mount " $5}' || true
   [ -d "$cgroot/kshard" ] && echo "cgroup $cgroot/kshard"
+  # The fault tool's rules live in the pods' network namespaces; none may reach the host's.
+  iptables-save 2>/dev/null | grep KSHARD | sed 's/^/host iptables /' || true
   local p exe
   for p in /proc/[0-9]*; do
     exe="$(readlink "$p/exe" 2>/dev/null)" || continue
@@ -54,8 +57,8 @@ set +e
   cd "$CLUSTER_SRC"
   KUBECONFIG="$CLUSTER_DIR/kubeconfig" KSHARD_EXPECT_K8S_VERSION="$KUBERNETES_VERSION" \
     KSHARD_CLUSTER_LOGS="$CLUSTER_DIR/logs" KSHARD_CLUSTER_SCRIPTS="$CLUSTER_SRC" \
-    KSHARD_CLUSTER_NETNS_PREFIX="$NETNS_PREFIX" KSHARD_CLUSTER_BRIDGE="$BRIDGE" \
-    go test -count=1 -v -timeout 20m ./test/
+    KSHARD_CLUSTER_NETNS_PREFIX="$NETNS_PREFIX" KSHARD_CLUSTER_BRIDGE="$BRIDGE" KSHARD_CLUSTER_DIR="$CLUSTER_DIR" \
+    go test -p 1 -count=1 -v -timeout 20m ./agent/ ./fault/ ./nodestate/ ./test/
 ) 2>&1 | tee "$go_log"
 test_rc=${PIPESTATUS[0]}
 set -e
@@ -63,7 +66,8 @@ passed=$(grep -c -- '^--- PASS' "$go_log" || true)
 failed=$(grep -c -- '^--- FAIL' "$go_log" || true)
 
 # cluster-down must clean up after a crashed node agent too: leave two pods running, one volume
-# at a mount point the host does not have, SIGKILL the agent, then take the cluster down.
+# at a mount point the host does not have, and an orphan, SIGKILL the agent, then take the
+# cluster down.
 crash_agent() {
   local k
   k="$(kubectl_bin)"
@@ -94,8 +98,15 @@ spec:
       volumes: [{name: s, secret: {secretName: s}}]
 YAML
   "$k" --kubeconfig="$CLUSTER_DIR/kubeconfig" -n e2e-agent-crash rollout status deployment/crash --timeout=60s >/dev/null || return 1
+  # One pod is an orphan (force-deleted, still running, its replacement too): cluster-down must
+  # remove it as well.
+  local orphan
+  orphan="$("$k" --kubeconfig="$CLUSTER_DIR/kubeconfig" -n e2e-agent-crash get pods -o jsonpath='{.items[0].metadata.name}')"
+  bash "$CLUSTER_SRC/fault.sh" orphan e2e-agent-crash "$orphan" || return 1
+  "$k" --kubeconfig="$CLUSTER_DIR/kubeconfig" -n e2e-agent-crash delete pod "$orphan" --grace-period=0 --force >/dev/null 2>&1 || return 1
+  "$k" --kubeconfig="$CLUSTER_DIR/kubeconfig" -n e2e-agent-crash rollout status deployment/crash --timeout=60s >/dev/null || return 1
   kill -KILL "$(cat "$CLUSTER_DIR/pids/kshard-node-agent.pid")"
-  log "SIGKILLed the node agent with 2 pods running"
+  log "SIGKILLed the node agent with 3 pods running, one of them an orphan"
 }
 if crash_agent; then passed=$((passed + 1)); else log "could not set up the agent-crash check"; failed=$((failed + 1)); fi
 cp "$CLUSTER_DIR/agent/created-paths" "$created_paths" 2>/dev/null || true

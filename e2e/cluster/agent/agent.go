@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"kshard.local/e2e/cluster/nodestate"
 )
 
 // Config is the agent's configuration (flags of kshard-node-agent).
@@ -43,14 +45,15 @@ type Config struct {
 
 // Agent is the node agent.
 type Agent struct {
-	Cfg      Config
-	Client   kubernetes.Interface // the node's identity (system:node:<name>)
-	Binder   kubernetes.Interface // the scheduler's identity, for pod bindings
-	Images   *ImageResolver
-	Net      *Network
-	Cgroups  *Cgroups
-	SelfExe  string
-	Recorder record.EventRecorder
+	Cfg       Config
+	Client    kubernetes.Interface // the node's identity (system:node:<name>)
+	Binder    kubernetes.Interface // the scheduler's identity, for pod bindings
+	Images    *ImageResolver
+	Net       *Network
+	Cgroups   *Cgroups
+	Lifecycle *LifecycleLog // containers.jsonl
+	SelfExe   string
+	Recorder  record.EventRecorder
 
 	statusMu sync.Mutex
 	mu       sync.Mutex
@@ -121,7 +124,8 @@ func (a *Agent) ensureMountpoint(path string, dir bool) error {
 func (a *Agent) CleanupLeftovers() error {
 	err := RemoveTree(a.Cgroups.Root)
 	a.Net.DeleteAllSandboxes()
-	return errors.Join(err, os.RemoveAll(filepath.Join(a.Cfg.StateDir, "pods")))
+	return errors.Join(err, os.RemoveAll(filepath.Join(a.Cfg.StateDir, "pods")),
+		os.RemoveAll(nodestate.OrphansDir(a.Cfg.StateDir)))
 }
 
 // Run runs the agent until ctx ends.
@@ -138,6 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	go a.heartbeat(ctx)
+	go a.watchOrphans(ctx)
 	if a.Cfg.KubeletPort > 0 {
 		go a.serveKubeletAPI(ctx)
 	}

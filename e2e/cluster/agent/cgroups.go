@@ -1,13 +1,14 @@
 package agent
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"kshard.local/e2e/cluster/nodestate"
 )
 
 // Cgroups holds every container's processes in a cgroup v2 directory
@@ -17,30 +18,29 @@ type Cgroups struct{ Root string }
 
 // FindCgroupRoot returns <cgroup2 mount>/kshard.
 func FindCgroupRoot() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mount, err := nodestate.Cgroup2Mount()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// mountinfo: ... mountpoint ... - fstype source options
-		fields := strings.Fields(sc.Text())
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
-				return filepath.Join(fields[4], "kshard"), nil
-			}
-		}
-	}
-	return "", errors.New("no cgroup v2 hierarchy is mounted (the node agent needs one to track container processes)")
+	return filepath.Join(mount, nodestate.CgroupRootName), nil
 }
 
-func (c *Cgroups) podDir(uid string) string { return filepath.Join(c.Root, "pod-"+uid) }
+func (c *Cgroups) podDir(uid string) string { return nodestate.PodCgroup(c.Root, uid) }
 
 // ContainerDir creates and returns the container's cgroup.
 func (c *Cgroups) ContainerDir(uid, container string) (string, error) {
-	dir := filepath.Join(c.podDir(uid), container)
+	dir := nodestate.ContainerCgroup(c.Root, uid, container)
 	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// Thaw undoes a freeze of the cgroup (the fault tool's); a cgroup that was never frozen, or a
+// kernel without the cgroup v2 freezer, has nothing to undo.
+func Thaw(dir string) error {
+	err := os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // Kill SIGKILLs every process in dir and waits (up to 10 s) until the cgroup is empty.

@@ -196,7 +196,7 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 	for i := 1; i < len(argv); i++ {
 		argv[i] = expand(argv[i], lookup)
 	}
-	cmd, err := r.startProcess(ProcessSpec{NetNSPath: w.sandbox.NetNSPath(), Mounts: mounts, Hostname: w.hostname(),
+	cmd, forkedAt, err := r.startProcess(ProcessSpec{NetNSPath: w.sandbox.NetNSPath(), Mounts: mounts, Hostname: w.hostname(),
 		WorkingDir: r.spec.WorkingDir, Argv: argv, Env: env})
 	if err != nil {
 		r.setWaiting("RunContainerError", err.Error())
@@ -204,6 +204,7 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 		return time.Time{}, 0, err
 	}
 	startedAt = time.Now()
+	r.recordStart(forkedAt, cmd.Process.Pid)
 	exited := make(chan struct{})
 	r.update(func() {
 		if r.state.Terminated != nil {
@@ -227,6 +228,8 @@ func (r *runner) runOnce() (startedAt time.Time, exitCode int32, err error) {
 	_ = Kill(cg)
 
 	exitCode, reason, signal := exitStatus(cmd, werr)
+	// After the wait and the kill: nothing of this container runs any more.
+	r.recordExit(time.Now(), cmd.Process.Pid, exitCode, signal)
 	r.update(func() {
 		r.state = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 			ExitCode: exitCode, Signal: signal, Reason: reason,
@@ -261,34 +264,41 @@ func (r *runner) containerID(cmd *exec.Cmd) string {
 }
 
 // startProcess re-executes the agent as "run-container" in a new mount namespace, with the
-// container's output appended to .cluster/logs/<namespace>/<pod>/<container>.log.
-func (r *runner) startProcess(spec ProcessSpec) (*exec.Cmd, error) {
+// container's output appended to .cluster/logs/<namespace>/<pod>/<container>.log. forkedAt is
+// taken just before the fork: the process did nothing before it.
+func (r *runner) startProcess(spec ProcessSpec) (cmd *exec.Cmd, forkedAt time.Time, err error) {
 	w := r.w
 	cg, err := w.a.Cgroups.ContainerDir(string(w.uid), r.spec.Name)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, time.Time{}, fmt.Errorf("cgroup: %w", err)
+	}
+	// A new process starts thawed, as a new container would, even if the fault tool froze the
+	// previous one (a frozen process can still be killed, and is restarted).
+	if err := Thaw(cg); err != nil {
+		return nil, time.Time{}, fmt.Errorf("cgroup: %w", err)
 	}
 	spec.CgroupDir = cg
 	specPath, err := w.writeSpec(r.spec.Name, spec)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	logPath := w.a.logPath(w.ns, w.name, r.spec.Name)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(w.a.SelfExe, "run-container", specPath)
+	cmd = exec.Command(w.a.SelfExe, "run-container", specPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS, Setpgid: true}
+	forkedAt = time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return cmd, nil
+	return cmd, forkedAt, nil
 }
 
 // lifecycle runs the postStart hook and the probes of one process until ctx ends.
@@ -326,12 +336,17 @@ func (r *runner) lifecycle(ctx context.Context) {
 }
 
 // kill stops the current process the kubelet's way: preStop hook, SIGTERM, SIGKILL at the end of
-// the grace period. It returns when the process has exited.
+// the grace period; with no grace period, SIGKILL at once (no hook, no SIGTERM). It returns when
+// the process has exited.
 func (r *runner) kill(grace time.Duration, why string) {
 	r.mu.Lock()
 	cmd, exited := r.cmd, r.exited
 	r.mu.Unlock()
 	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	if grace <= 0 {
+		r.killNow(cmd, exited)
 		return
 	}
 	deadline := time.Now().Add(grace)
@@ -348,6 +363,11 @@ func (r *runner) kill(grace time.Duration, why string) {
 		return
 	case <-ctx.Done():
 	}
+	r.killNow(cmd, exited)
+}
+
+// killNow SIGKILLs every process of the container and waits for the main one's exit.
+func (r *runner) killNow(cmd *exec.Cmd, exited <-chan struct{}) {
 	cg, _ := r.w.a.Cgroups.ContainerDir(string(r.w.uid), r.spec.Name)
 	if err := Kill(cg); err != nil {
 		_ = cmd.Process.Kill()

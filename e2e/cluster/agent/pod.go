@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"kshard.local/e2e/cluster/nodestate"
 )
 
 // podWorker is the kubelet's work for one pod: sandbox, volumes, init containers and native
@@ -44,23 +46,34 @@ type podWorker struct {
 	initFailed  bool
 	terminated  bool // every container stopped for good
 	startTime   metav1.Time
+
+	orphanHeld  atomic.Bool // the fault tool's orphan marker was acknowledged (orphans.go)
+	releaseSeen atomic.Bool // ... and removed after the pod was gone from the API
 }
 
 func newPodWorker(a *Agent, pod *v1.Pod) *podWorker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &podWorker{
 		a: a, uid: pod.UID, ns: pod.Namespace, name: pod.Name,
-		dir: filepath.Join(a.Cfg.StateDir, "pods", string(pod.UID)),
+		dir: nodestate.PodDir(a.Cfg.StateDir, string(pod.UID)),
 		ctx: ctx, cancel: cancel, pod: pod,
 		updateCh: make(chan struct{}, 1), changedCh: make(chan struct{}, 1), statusCh: make(chan struct{}, 1),
 		startTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}
 	w.volumes = newVolumeSet(w)
-	// kill-pod.sh finds a pod's cgroups from its name through this file, without the API.
+	// kill-pod.sh and the fault tool find a pod's cgroups from its name through this file,
+	// without the API.
 	if err := os.MkdirAll(w.dir, 0o755); err == nil {
-		_ = os.WriteFile(filepath.Join(w.dir, "pod"), []byte(pod.Namespace+"/"+pod.Name+"\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(w.dir, nodestate.PodNameFile), []byte(pod.Namespace+"/"+pod.Name+"\n"), 0o644)
 	}
 	return w
+}
+
+// recordSandbox writes the sandbox's network namespace and IP into the pod's directory, for the
+// fault tool.
+func (w *podWorker) recordSandbox(sb *Sandbox) {
+	_ = os.WriteFile(filepath.Join(w.dir, nodestate.PodNetNSFile), []byte(sb.NetNS+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(w.dir, nodestate.PodIPFile), []byte(sb.IP.String()+"\n"), 0o644)
 }
 
 func signal(ch chan struct{}) {
@@ -80,6 +93,10 @@ func (w *podWorker) setPod(pod *v1.Pod) {
 	w.mu.Lock()
 	if pod == nil {
 		w.gone = true
+		if w.orphaned() {
+			klog.InfoS("orphaned pod deleted from the API; its containers keep running until released",
+				"pod", w.ns+"/"+w.name, "uid", w.uid)
+		}
 	} else {
 		w.pod = pod
 	}
@@ -94,7 +111,12 @@ func (w *podWorker) current() (*v1.Pod, bool) {
 	return w.pod, w.gone
 }
 
+// deleting says whether the pod is to be stopped: deleted or being deleted, and not orphaned (an
+// orphan's node does not learn of its deletion).
 func (w *podWorker) deleting() bool {
+	if w.orphaned() {
+		return false
+	}
 	pod, gone := w.current()
 	return gone || pod.DeletionTimestamp != nil
 }
@@ -150,7 +172,11 @@ func (w *podWorker) gracePeriod(probeGrace *int64) time.Duration {
 	return 30 * time.Second
 }
 
+// event records an Event on the pod, as a kubelet does; an orphan's node cannot.
 func (w *podWorker) event(kind, reason, format string, args ...any) {
+	if w.orphaned() {
+		return
+	}
 	pod, _ := w.current()
 	w.a.Recorder.Eventf(pod, kind, reason, format, args...)
 }
@@ -274,6 +300,7 @@ func (w *podWorker) start() bool {
 			w.sandbox = sb
 			w.mu.Unlock()
 			w.notifyChanged()
+			w.recordSandbox(sb)
 		}
 		return err
 	}, func(err error) {
@@ -357,6 +384,9 @@ func (w *podWorker) refreshVolumes() {
 			return
 		case <-t.C:
 		}
+		if w.orphaned() {
+			continue // cut off from the API server: the files stay as they are
+		}
 		pod, _ := w.current()
 		if err := w.syncVolumes(pod); err != nil && w.ctx.Err() == nil {
 			klog.InfoS("volume refresh failed", "pod", klog.KObj(pod), "err", err)
@@ -390,6 +420,11 @@ func (w *podWorker) terminate() {
 	}
 	if gone && grace > 2*time.Second {
 		grace = 2 * time.Second
+	}
+	if gone && w.orphanHeld.Load() {
+		// A released orphan whose pod is gone: the reconnected kubelet finds nothing to be
+		// graceful for, and the pod's replacement may already run elsewhere.
+		grace = 0
 	}
 	if pod.DeletionTimestamp != nil || gone {
 		w.event(v1.EventTypeNormal, "Killing", "Stopping the pod's containers (grace period %s)", grace)

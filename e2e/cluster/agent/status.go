@@ -39,7 +39,7 @@ func (w *podWorker) syncStatus() {
 	w.a.statusMu.Lock() // one status write at a time per node keeps the API server's load low
 	defer w.a.statusMu.Unlock()
 	pod, gone := w.current()
-	if gone {
+	if gone || w.orphaned() {
 		return
 	}
 	status := w.computeStatus(pod)

@@ -75,6 +75,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	}
 }
 
+// holdsFor checks cond every 250 ms for d (what must not happen takes watching), failing the test
+// the first time it does not hold, with what cond said.
+func holdsFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if ok, msg := cond(); !ok {
+			t.Fatalf("%s stopped holding: %s", what, msg)
+		}
+	}
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

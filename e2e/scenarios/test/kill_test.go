@@ -1,13 +1,13 @@
 package scenariotest
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"kshard.local/e2e/cluster/nodestate"
 )
 
 // podKiller SIGKILLs every process of a pod of the local cluster, as e2e/cluster/kill-pod.sh
@@ -30,31 +30,12 @@ func newPodKiller(clusterDir, ns, name string) (*podKiller, error) {
 	if uid == "" {
 		return nil, fmt.Errorf("pod %s/%s does not run on the node (no %s/agent/pods/*/pod names it)", ns, name, clusterDir)
 	}
-	root, err := cgroup2Root()
+	root, err := nodestate.Cgroup2Mount()
 	if err != nil {
 		return nil, err
 	}
 	return &podKiller{podDir: filepath.Join(clusterDir, "agent", "pods", uid),
 		cgroupDir: filepath.Join(root, "kshard", "pod-"+uid)}, nil
-}
-
-// cgroup2Root is the mount point of the cgroup v2 hierarchy (as lib.sh's cgroup2_root).
-func cgroup2Root() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, x := range fields {
-			if x == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
-				return fields[4], nil
-			}
-		}
-	}
-	return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
 }
 
 // kill SIGKILLs every process of every container of the pod; it returns how many containers had

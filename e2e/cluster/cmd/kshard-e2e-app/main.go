@@ -1,5 +1,5 @@
 // Command kshard-e2e-app is the small HTTP program of the cluster's acceptance tests. It reports
-// who it is, fetches URLs for reachability checks, reads files (volumes), calls the API server with
+// who it is, fetches URLs and dials addresses for reachability checks, reads files (volumes), calls the API server with
 // its in-cluster configuration, and prints "PRESTOP" and "SIGTERM" lines (with a nanosecond
 // timestamp) when its preStop hook is called and when it is asked to terminate. With TLS_DIR set it
 // also serves TLS (tls.crt, tls.key of that directory) on TLS_PORT, where /mutate is a mutating
@@ -11,11 +11,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +71,53 @@ func mutate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, review)
 }
 
+// queryTimeout is the request's timeout parameter (a Go duration), else def.
+func queryTimeout(r *http.Request, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+// fetch GETs ?url= (within ?timeout=, 5 s by default) and answers with what it got; 502 with the
+// error when it got nothing. X-Conn-Reused (and the error) say whether the request went over a
+// connection kept from an earlier fetch, so a test can tell a cut established connection from a
+// refused new one.
+func fetch(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout(r, 5*time.Second))
+	defer cancel()
+	var reused atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL.Query().Get("url"), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	w.Header().Set("X-Conn-Reused", strconv.FormatBool(reused.Load()))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("reused=%v: %v", reused.Load(), err), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// dial opens a TCP connection to ?addr= within ?timeout= (1 s by default) and closes it: 200 when
+// it connected, 502 with the error otherwise.
+func dial(w http.ResponseWriter, r *http.Request) {
+	conn, err := net.DialTimeout("tcp", r.URL.Query().Get("addr"), queryTimeout(r, time.Second))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	_ = conn.Close()
+	_, _ = io.WriteString(w, "connected")
+}
+
 func main() {
 	port := os.Getenv("PORT")
 	if port == "" {
@@ -98,23 +149,8 @@ func main() {
 		}
 		_, _ = w.Write(data)
 	})
-	mux.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL.Query().Get("url"), nil)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	})
+	mux.HandleFunc("/fetch", fetch)
+	mux.HandleFunc("/dial", dial)
 	mux.HandleFunc("/api-check", func(w http.ResponseWriter, _ *http.Request) {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {

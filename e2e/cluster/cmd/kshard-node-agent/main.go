@@ -101,8 +101,12 @@ func run(cfg agent.Config, kubeconfig, schedulerKubeconfig, images, repoRoot, br
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return err
 	}
+	lifecycle, err := agent.OpenLifecycleLog(cfg.LogDir)
+	if err != nil {
+		return fmt.Errorf("container lifecycle log: %w", err)
+	}
 	a := &agent.Agent{
-		Cfg: cfg, Client: client, Binder: binder, SelfExe: self,
+		Cfg: cfg, Client: client, Binder: binder, SelfExe: self, Lifecycle: lifecycle,
 		Images:  &agent.ImageResolver{Path: images, RepoRoot: repoRoot},
 		Net:     &agent.Network{Bridge: bridge, Gateway: gw, Range: cidr, Prefix: netnsPrefix},
 		Cgroups: &agent.Cgroups{Root: cgRoot},

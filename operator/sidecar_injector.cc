@@ -1,6 +1,7 @@
 #include "operator/sidecar_injector.h"
 
 #include <charconv>
+#include <random>
 
 #include "base/base64.h"
 #include "base/utf8.h"
@@ -61,9 +62,10 @@ bool hasSidecar(const json& spec) {
 }
 
 json admissionResponse(const json& uid, bool allowed, const std::string& message,
-                       const json* patch) {
+                       const json* patch, const std::vector<std::string>& warnings = {}) {
   json response = {{"uid", uid}, {"allowed", allowed}};
   if (!allowed) response["status"] = {{"code", 403}, {"message", message}};
+  if (!warnings.empty()) response["warnings"] = warnings;
   if (patch != nullptr && !patch->empty()) {
     response["patchType"] = "JSONPatch";
     response["patch"] = base64Encode(patch->dump());
@@ -72,7 +74,63 @@ json admissionResponse(const json& uid, bool allowed, const std::string& message
       {"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", response}};
 }
 
+// 128 random bits in hex: a pod's drain token.
+std::string randomSecret() {
+  std::random_device device;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t word = device();
+    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(word >> shift) & 0xf]);
+  }
+  return out;
+}
+
+// The port of an httpGet hook as a number: named ports are looked up in the container's ports.
+std::optional<std::int64_t> hookPort(const json& port, const json& container) {
+  if (port.is_number_integer()) return port.get<std::int64_t>();
+  if (!port.is_string()) return std::nullopt;
+  const std::string name = port.get<std::string>();
+  if (auto it = container.find("ports"); it != container.end() && it->is_array()) {
+    for (const auto& p : *it) {
+      if (stringAt(p, {"name"}) == name) return integerAt(p, "containerPort");
+    }
+  }
+  std::int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
+  if (ec == std::errc() && ptr == name.data() + name.size()) return n;
+  return std::nullopt;
+}
+
 }  // namespace
+
+PreStopPlan planPreStop(const json& container) {
+  PreStopPlan plan;
+  const json* hook = nullptr;
+  if (auto l = container.find("lifecycle"); l != container.end() && l->is_object()) {
+    if (auto p = l->find("preStop"); p != l->end() && p->is_object()) hook = &*p;
+  }
+  if (hook == nullptr) return plan;
+  if (auto get = hook->find("httpGet"); get != hook->end() && get->is_object()) {
+    const auto port = hookPort(get->value("port", json()), container);
+    if (port && *port >= 1 && *port <= 65535) {
+      json moved = *get;
+      moved["port"] = *port;
+      plan.moved = {{"httpGet", std::move(moved)}};
+      return plan;
+    }
+  } else if (auto sleep = hook->find("sleep"); sleep != hook->end() && sleep->is_object()) {
+    plan.moved = {{"sleep", *sleep}};
+    return plan;
+  }
+  plan.keepApps = true;
+  plan.warning =
+      "kshard: the app container's own preStop hook (exec, or an httpGet whose port cannot be "
+      "resolved) stays, and kshard cannot run its drain before it: this pod's entities are "
+      "stopped and its shards handed off only after the app has exited. Use an httpGet or sleep "
+      "hook (kshard runs it after the drain), or call POST 127.0.0.1:7100/v1/drain from it";
+  return plan;
+}
 
 std::string jsonPointerEscape(std::string_view key) {
   std::string out;
@@ -88,11 +146,15 @@ std::string jsonPointerEscape(std::string_view key) {
   return out;
 }
 
-SidecarInjector::SidecarInjector(InjectionConfig config, SpecLookup lookup, Logger logger)
-    : config_(std::move(config)), lookup_(std::move(lookup)), log_(std::move(logger)) {}
+SidecarInjector::SidecarInjector(InjectionConfig config, SpecLookup lookup, Logger logger,
+                                 SecretSource secrets)
+    : config_(std::move(config)),
+      lookup_(std::move(lookup)),
+      log_(std::move(logger)),
+      secrets_(secrets ? std::move(secrets) : SecretSource(randomSecret)) {}
 
 json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t appPort,
-                                       const std::string& versionLabel) const {
+                                       const std::string& versionLabel, json extraEnv) const {
   const auto port = [](std::int64_t p) { return json(p); };
   json env = json::array({
       fieldEnv("POD_NAME", "metadata.name"),
@@ -117,6 +179,7 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
   if (config_.peerAuth == "token") {
     env.push_back(valueEnv("KSHARD_OPERATOR_IDENTITY", config_.operatorIdentity));
   }
+  for (auto& e : extraEnv) env.push_back(std::move(e));
   json c = {
       {"name", kSidecarContainerName},
       {"image", config_.image},
@@ -144,7 +207,9 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
         {"runAsUser", 65532},
         {"allowPrivilegeEscalation", false},
         {"readOnlyRootFilesystem", true},
-        {"capabilities", {{"drop", json::array({"ALL"})}}}}},
+        {"capabilities", {{"drop", json::array({"ALL"})}}},
+        // What the "restricted" Pod Security level asks of every container.
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
   };
   // The pod's own token for the operator: bound to this pod, for audience kshard only, so it is
   // worth nothing to the Kubernetes API and names the pod to the operator's TokenReview.
@@ -155,7 +220,8 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
   return c;
 }
 
-StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns) const {
+StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
+                                         std::vector<std::string>* warnings) const {
   if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
     return invalidArgument("the object is not a pod with a spec");
   }
@@ -215,8 +281,29 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
                    {"path", "/metadata/annotations/" + jsonPointerEscape(kInjectedAnnotation)},
                    {"value", config_.nativeSidecar ? "native-sidecar" : "container"}});
 
+  // The app container (the one that declares the app port, else the first) and its preStop.
+  std::optional<std::size_t> app;
+  if (spec.contains("containers") && spec["containers"].is_array() && !spec["containers"].empty()) {
+    const json& containers = spec["containers"];
+    app = 0;
+    for (std::size_t i = 0; i < containers.size(); ++i) {
+      const json& c = containers[i];
+      if (!c.is_object() || !c.contains("ports") || !c["ports"].is_array()) continue;
+      for (const auto& p : c["ports"]) {
+        if (integerAt(p, "containerPort") == appPort) app = i;
+      }
+    }
+  }
+  const PreStopPlan preStop = app ? planPreStop(spec["containers"][*app]) : PreStopPlan{};
+  if (preStop.warning && warnings != nullptr) warnings->push_back(*preStop.warning);
+  const std::string drainToken = secrets_();
+  json extraEnv = json::array({valueEnv("KSHARD_DRAIN_TOKEN", drainToken)});
+  if (!preStop.moved.is_null()) {
+    extraEnv.push_back(valueEnv("KSHARD_APP_PRESTOP", preStop.moved.dump()));
+  }
+
   // The sidecar.
-  const json sidecar = sidecarContainer(shardMap, appPort, versionLabel);
+  const json sidecar = sidecarContainer(shardMap, appPort, versionLabel, std::move(extraEnv));
   if (config_.nativeSidecar) {
     if (!spec.contains("initContainers") || !spec["initContainers"].is_array()) {
       patch.push_back(
@@ -242,25 +329,25 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns)
     patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", tokenVolume}});
   }
 
-  // The preStop drain on the app container: the one that declares the app port, else the first.
-  if (spec.contains("containers") && spec["containers"].is_array() && !spec["containers"].empty()) {
-    const json& containers = spec["containers"];
-    std::size_t app = 0;
-    for (std::size_t i = 0; i < containers.size(); ++i) {
-      const json& c = containers[i];
-      if (!c.is_object() || !c.contains("ports") || !c["ports"].is_array()) continue;
-      for (const auto& p : c["ports"]) {
-        if (integerAt(p, "containerPort") == appPort) app = i;
-      }
-    }
-    const json& c = containers[app];
-    const json drain = {{"httpGet", {{"path", "/v1/drain"}, {"port", config_.adminPort}}}};
-    const std::string base = "/spec/containers/" + std::to_string(app);
+  // The preStop drain on the app container, with the pod's token; the app's own hook (moved to
+  // the sidecar, which runs it after the drain) is replaced.
+  if (app && !preStop.keepApps) {
+    const json& c = spec["containers"][*app];
+    const json drain = {
+        {"httpGet",
+         {{"path", "/v1/drain"},
+          {"port", config_.adminPort},
+          {"httpHeaders",
+           json::array({{{"name", std::string(protocol::kDrainTokenHeader)},
+                         {"value", drainToken}}})}}}};
+    const std::string base = "/spec/containers/" + std::to_string(*app);
     if (!c.contains("lifecycle") || !c["lifecycle"].is_object()) {
       patch.push_back(
           {{"op", "add"}, {"path", base + "/lifecycle"}, {"value", {{"preStop", drain}}}});
-    } else if (!c["lifecycle"].contains("preStop")) {
-      patch.push_back({{"op", "add"}, {"path", base + "/lifecycle/preStop"}, {"value", drain}});
+    } else {
+      patch.push_back({{"op", c["lifecycle"].contains("preStop") ? "replace" : "add"},
+                       {"path", base + "/lifecycle/preStop"},
+                       {"value", drain}});
     }
   }
 
@@ -306,14 +393,15 @@ SidecarInjector::Answer SidecarInjector::review(std::string_view body) const {
   if (stringAt(*request, {"operation"}) != "CREATE" || object == request->end()) {
     return {200, admissionResponse(*uid, true, "", nullptr).dump()};
   }
-  auto patch = patchFor(*object, ns);
+  std::vector<std::string> warnings;
+  auto patch = patchFor(*object, ns, &warnings);
   if (!patch.ok()) {
     log_.warn("pod refused",
               {{"namespace", ns}, {"pod", name}, {"reason", patch.status().message()}});
     return {200, admissionResponse(*uid, false, patch.status().message(), nullptr).dump()};
   }
   if (!patch->empty()) log_.info("sidecar injected", {{"namespace", ns}, {"pod", name}});
-  return {200, admissionResponse(*uid, true, "", &*patch).dump()};
+  return {200, admissionResponse(*uid, true, "", &*patch, warnings).dump()};
 }
 
 }  // namespace kshard::manager

@@ -7,8 +7,12 @@
 //   - the kshard-sidecar container, as a native sidecar (the first init container, restartPolicy
 //     Always: it starts before the app and stops after it) or a regular container, with the
 //     downward-API environment, its ports and probes;
-//   - a preStop hook on the app container, when it has none: GET /v1/drain on the sidecar's admin
-//     port, so the pod's entities are stopped and its shards handed off while the app still runs;
+//   - a preStop hook on the app container: GET /v1/drain on the sidecar's admin port, with a
+//     per-pod token (Kshard-Drain-Token) that only this pod's spec knows, so the pod's entities
+//     are stopped and its shards handed off while the app still runs. An app's own httpGet or
+//     sleep hook moves to the sidecar (KSHARD_APP_PRESTOP), which runs it once the drain is over;
+//     an exec hook stays (the sidecar cannot run it), with a warning: that pod drains only after
+//     the app exited;
 //   - terminationGracePeriodSeconds of at least the ShardMap's handoffTimeout plus a margin.
 // Injection is idempotent (a pod that already has the sidecar is left alone). Nothing here
 // throws: a malformed review gets a 400 answer, a pod that cannot be injected is denied with the
@@ -20,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/logger.h"
 #include "base/status.h"
@@ -40,7 +45,11 @@ class SidecarInjector {
   using SpecLookup = std::function<std::optional<sharding::ShardMapSpec>(const std::string& ns,
                                                                          const std::string& name)>;
 
-  SidecarInjector(InjectionConfig config, SpecLookup lookup, Logger logger);
+  // Per-pod secrets (the drain hook's token): random by default; tests pass their own.
+  using SecretSource = std::function<std::string()>;
+
+  SidecarInjector(InjectionConfig config, SpecLookup lookup, Logger logger,
+                  SecretSource secrets = nullptr);
 
   struct Answer {
     int httpStatus = 200;
@@ -50,18 +59,30 @@ class SidecarInjector {
   Answer review(std::string_view body) const;
 
   // The JSON patch for `pod` created in namespace `ns`: an empty array when nothing is to change,
-  // InvalidArgument (the denial's message) when the pod cannot be injected.
-  [[nodiscard]] StatusOr<nlohmann::json> patchFor(const nlohmann::json& pod,
-                                                  const std::string& ns) const;
+  // InvalidArgument (the denial's message) when the pod cannot be injected. What the user should
+  // know (the admission response's warnings) is appended to `warnings` when given.
+  [[nodiscard]] StatusOr<nlohmann::json> patchFor(const nlohmann::json& pod, const std::string& ns,
+                                                  std::vector<std::string>* warnings = nullptr) const;
 
  private:
   nlohmann::json sidecarContainer(const std::string& shardMap, std::int64_t appPort,
-                                  const std::string& versionLabel) const;
+                                  const std::string& versionLabel,
+                                  nlohmann::json extraEnv) const;
 
   InjectionConfig config_;
   SpecLookup lookup_;
   Logger log_;
+  SecretSource secrets_;
 };
+
+// Where the app container's preStop hook goes when the drain takes its place.
+struct PreStopPlan {
+  nlohmann::json moved;                 // the hook the sidecar runs after the drain; null: none
+  bool keepApps = false;                // the app's hook stays (exec): no drain hook is added
+  std::optional<std::string> warning;   // for the admission response
+};
+// `container` is the app container. Pure.
+PreStopPlan planPreStop(const nlohmann::json& container);
 
 // "kshard.io/shard-map" -> "kshard.io~1shard-map" (RFC 6901).
 std::string jsonPointerEscape(std::string_view key);

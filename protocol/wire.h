@@ -32,6 +32,9 @@ inline constexpr std::string_view kIdempotencyKeyHeader = "Idempotency-Key";
 inline constexpr std::string_view kErrorHeader = "Kshard-Error";
 // Bearer tokens of the callers (operator → sidecar, sidecar → sidecar, sidecar → operator).
 inline constexpr std::string_view kAuthorizationHeader = "Authorization";
+// The per-pod secret of the preStop drain hook (the injector puts it in the hook and in the
+// sidecar's KSHARD_DRAIN_TOKEN): only the kubelet, which runs the hook, knows it.
+inline constexpr std::string_view kDrainTokenHeader = "Kshard-Drain-Token";
 
 // Error codes in {"error": {"code": …, "message": …}} bodies.
 namespace errors {

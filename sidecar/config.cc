@@ -81,6 +81,10 @@ void SidecarConfig::declare(OptionSet& opts) {
               "How long a drained sidecar whose pod is not being deleted (a drain asked by hand, "
               "the app restarting alone) waits before it registers and serves again.",
               &drainLinger);
+  opts.addString("drain-token", "KSHARD_DRAIN_TOKEN",
+                 "A secret the drain on the admin port requires in the Kshard-Drain-Token header "
+                 "(the injector sets it, and puts it in the preStop hook); empty: none required.",
+                 &drainToken);
   opts.addString("app-prestop", "KSHARD_APP_PRESTOP",
                  "The app container's own preStop hook (JSON, set by the injector), run after "
                  "the drain that replaces it.",

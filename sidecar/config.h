@@ -42,6 +42,9 @@ struct SidecarConfig {
   // The app container's own preStop hook, as JSON (the injector moves it here and points the
   // container's preStop at the drain): run once the drain is over.
   std::string appPreStop;
+  // When set, the admin port's drain endpoint requires it in Kshard-Drain-Token (the injector
+  // puts the same per-pod secret in the preStop hook).
+  std::string drainToken;
   // Entity stop calls at the app at once; tells accepted and not yet answered by the app, and
   // their bytes (EntityRegistryOptions).
   std::int64_t maxConcurrentStops = protocol::kMaxConcurrentStops.defaultValue;

@@ -22,6 +22,7 @@
 #include "sidecar/app_api.h"
 #include "sidecar/app_host.h"
 #include "sidecar/config.h"
+#include "sidecar/drain_endpoint.h"
 #include "sidecar/drainer.h"
 #include "sidecar/entity_registry.h"
 #include "sidecar/lease_keeper.h"
@@ -283,24 +284,19 @@ int run(int argc, char** argv) {
       },
       [&] { metrics.refresh(entities.activeEntitiesByType(), entities.ownedShards().size()); });
 
-  // The preStop hook: the kubelet runs httpGet hooks from the node against the pod IP, so the
-  // drain is also served on the admin port, as GET (what an httpGet hook sends), to the node and
-  // to this pod's own loopback only.
-  const auto drainFromKubelet = [&](http::Request req, http::Responder res) {
-    const std::string ip = req.remoteAddress.substr(0, req.remoteAddress.rfind(':'));
-    if (ip != "127.0.0.1" && ip != cfg.hostIp && ip != cfg.podIp) {
-      res.send(sidecarError(403, protocol::errors::kForbidden,
-                            "the drain hook is for the kubelet of this pod's node"));
-      return;
+  // The preStop drain (sidecar/drain_endpoint.h), and the app's own hook the injector moved here.
+  DrainEndpoint::Options drainOptions{cfg.podIp, cfg.hostIp, cfg.drainToken, std::nullopt};
+  if (!cfg.appPreStop.empty()) {
+    auto hook = PreStopHook::parse(cfg.appPreStop);
+    if (!hook.ok()) {
+      log.error("cannot read --app-prestop", {{"error", hook.status().toString()}});
+      return kExitConfig;
     }
-    auto shared = std::make_shared<http::Responder>(std::move(res));
-    drainer.drain([shared](Status st) {
-      shared->send(st.ok() ? http::Response::json(200, R"({"drained":true})")
-                           : sidecarError(500, protocol::errors::kDraining, st.message()));
-    });
-  };
-  adminServer->route(http::Method::kGet, "/v1/drain", drainFromKubelet);
-  adminServer->route(http::Method::kPost, "/v1/drain", drainFromKubelet);
+    drainOptions.appHook = std::move(*hook);
+  }
+  DrainEndpoint drainEndpoint(drainer, scheduler, log.withFields({{"part", "drain"}}),
+                              std::move(drainOptions));
+  drainEndpoint.addRoutes(*adminServer);
 
   for (auto* s : {appServer.get(), peerServer.get(), adminServer.get()}) {
     if (Status st = s->start(); !st.ok()) {

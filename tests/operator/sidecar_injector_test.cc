@@ -26,7 +26,7 @@ class SidecarInjectorTest : public ::testing::Test {
                            std::optional<sharding::ShardMapSpec> spec = std::nullopt) {
     return SidecarInjector(
         cfg, [spec](const std::string&, const std::string&) { return spec; },
-        Logger("test", LogLevel::kError));
+        Logger("test", LogLevel::kError), [] { return std::string("secret-0"); });
   }
   json inject(const SidecarInjector& inj, const json& pod) {
     auto patch = inj.patchFor(pod, "demo");
@@ -134,14 +134,74 @@ TEST_F(SidecarInjectorTest, TheGracePeriodAlsoCoversTheLongestUnregisterHold) {
   EXPECT_EQ(huge["spec"]["terminationGracePeriodSeconds"], INT64_MAX);
 }
 
-TEST_F(SidecarInjectorTest, KeepsTheAppsOwnPreStopAndALongerGracePeriod) {
+TEST_F(SidecarInjectorTest, TheDrainHookCarriesThePodsTokenAndTheSidecarKnowsIt) {
+  const json pod = inject(injector(), annotatedPod());
+  const json& hook = pod["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"];
+  ASSERT_EQ(hook["httpHeaders"].size(), 1u);
+  EXPECT_EQ(hook["httpHeaders"][0]["name"], "Kshard-Drain-Token");
+  EXPECT_EQ(hook["httpHeaders"][0]["value"], "secret-0");
+  EXPECT_EQ(env(pod["spec"]["initContainers"][0], "KSHARD_DRAIN_TOKEN"), "secret-0");
+  EXPECT_EQ(env(pod["spec"]["initContainers"][0], "KSHARD_APP_PRESTOP"), "<unset>");
+  // Each pod draws its own.
+  int n = 0;
+  SidecarInjector counting({}, nullptr, Logger("test", LogLevel::kError),
+                           [&n] { return "secret-" + std::to_string(++n); });
+  EXPECT_NE(env(inject(counting, annotatedPod())["spec"]["initContainers"][0], "KSHARD_DRAIN_TOKEN"),
+            env(inject(counting, annotatedPod())["spec"]["initContainers"][0], "KSHARD_DRAIN_TOKEN"));
+}
+
+TEST_F(SidecarInjectorTest, TheSidecarMeetsTheRestrictedPodSecurityLevel) {
+  const json pod = inject(injector(), annotatedPod());
+  const json& sc = pod["spec"]["initContainers"][0]["securityContext"];
+  EXPECT_EQ(sc["seccompProfile"]["type"], "RuntimeDefault");
+  EXPECT_EQ(sc["runAsNonRoot"], true);
+  EXPECT_EQ(sc["allowPrivilegeEscalation"], false);
+  EXPECT_EQ(sc["capabilities"]["drop"], json::array({"ALL"}));
+}
+
+// An app with a preStop hook of its own still gets the drain before its SIGTERM: the injector
+// moves an httpGet or sleep hook to the sidecar, which runs it after the drain.
+TEST_F(SidecarInjectorTest, TheAppsOwnHttpGetOrSleepHookRunsAfterTheDrain) {
+  json pod = annotatedPod();
+  pod["spec"]["containers"][0]["ports"] = {{{"containerPort", 8080}},
+                                            {{"name", "admin"}, {"containerPort", 9000}}};
+  pod["spec"]["containers"][0]["lifecycle"] = {
+      {"preStop", {{"httpGet", {{"path", "/quiesce"}, {"port", "admin"}}}}}};
+  const json out = inject(injector(), pod);
+  EXPECT_EQ(out["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["path"], "/v1/drain");
+  const json moved =
+      json::parse(env(out["spec"]["initContainers"][0], "KSHARD_APP_PRESTOP"));
+  EXPECT_EQ(moved["httpGet"]["path"], "/quiesce");
+  EXPECT_EQ(moved["httpGet"]["port"], 9000) << "a named port is resolved for the sidecar";
+
+  pod["spec"]["containers"][0]["lifecycle"] = {{"preStop", {{"sleep", {{"seconds", 5}}}}}};
+  const json slept = inject(injector(), pod);
+  EXPECT_EQ(json::parse(env(slept["spec"]["initContainers"][0], "KSHARD_APP_PRESTOP")),
+            json({{"sleep", {{"seconds", 5}}}}));
+}
+
+TEST_F(SidecarInjectorTest, KeepsAnExecHookWithAWarningAndALongerGracePeriod) {
   json pod = annotatedPod();
   pod["spec"]["containers"][0]["lifecycle"] = {
       {"preStop", {{"exec", {{"command", {"sleep", "1"}}}}}}};
   pod["spec"]["terminationGracePeriodSeconds"] = 300;
-  const json out = inject(injector(), pod);
+  std::vector<std::string> warnings;
+  const auto inj = injector();
+  auto patch = inj.patchFor(pod, "demo", &warnings);
+  ASSERT_TRUE(patch.ok());
+  const json out = pod.patch(*patch);
   EXPECT_TRUE(out["spec"]["containers"][0]["lifecycle"]["preStop"].contains("exec"));
   EXPECT_EQ(out["spec"]["terminationGracePeriodSeconds"], 300);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("only after the app has exited"), std::string::npos) << warnings[0];
+  // The review carries it to kubectl.
+  const json review = {{"apiVersion", "admission.k8s.io/v1"},
+                       {"kind", "AdmissionReview"},
+                       {"request",
+                        {{"uid", "u1"}, {"namespace", "demo"}, {"operation", "CREATE"},
+                         {"object", pod}}}};
+  const json answer = json::parse(inj.review(review.dump()).body);
+  EXPECT_EQ(answer["response"]["warnings"].size(), 1u) << answer.dump();
 }
 
 TEST_F(SidecarInjectorTest, IsIdempotent) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for kshard-operator's manager API, enough for one sidecar under test.
 
-Serves POST /v1/shardmaps/{ns}/{name}/register|unregister|notify-unhealthy and
+Serves POST /v1/shardmaps/{ns}/{name}/register|unregister|renew|notify-unhealthy and
 GET .../assignments for one ShardMap, like the stub operator of
 tests/sidecar/sidecar_component_test.cc: a registering pod is recorded, the new map is persisted
 (the epoch goes up) and only then are all shards assigned to it on its peer API (write-ahead, as
@@ -49,9 +49,11 @@ def shard_map():
     }
 
 
-def assign_all(address, epoch):
-    body = json.dumps({"shardMap": f"{NAMESPACE}/{NAME}", "epoch": epoch,
+def assign_all(pod, epoch):
+    body = json.dumps({"shardMap": f"{NAMESPACE}/{NAME}", "pod": pod["name"], "uid": pod["uid"],
+                       "incarnation": pod["incarnation"], "epoch": epoch,
                        "shards": f"1-{SHARDS}"}).encode()
+    address = pod["address"]
     req = urllib.request.Request(f"http://{address}/v1/shards/assign", data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(req, timeout=10) as r:
@@ -88,17 +90,25 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         print(f"{verb} {json.dumps(body)}", flush=True)
         if verb == "register":
+            pod = {"name": body["pod"], "uid": body["uid"], "address": body["address"],
+                   "version": body.get("version", ""), "incarnation": body.get("incarnation", "")}
             with LOCK:
-                if not any(p["name"] == body["pod"] for p in STATE["pods"]):
-                    STATE["pods"].append({"name": body["pod"], "uid": body["uid"],
-                                          "address": body["address"],
-                                          "version": body.get("version", "")})
+                STATE["pods"] = [p for p in STATE["pods"] if p["name"] != body["pod"]] + [pod]
                 STATE["epoch"] += 1
                 epoch = STATE["epoch"]
                 STATE["assignments"] = [{"pod": body["pod"], "epoch": epoch,
                                          "shards": f"1-{SHARDS}"}]
             self._send(200, {"epoch": epoch})
-            threading.Thread(target=assign_all, args=(body["address"], epoch)).start()
+            threading.Thread(target=assign_all, args=(pod, epoch)).start()
+        elif verb == "renew":
+            with LOCK:
+                known = any(p["name"] == body.get("pod") and
+                            p["incarnation"] == body.get("incarnation") for p in STATE["pods"])
+                epoch = STATE["epoch"]
+            if known:
+                self._send(200, {"epoch": epoch})
+            else:
+                self._error(404, "PodNotAlive", "not registered")
         elif verb == "unregister":
             with LOCK:
                 STATE["pods"] = [p for p in STATE["pods"] if p["name"] != body["pod"]]

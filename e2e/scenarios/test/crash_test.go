@@ -7,17 +7,21 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kshard.local/e2e/scenarios/load"
 )
 
-// scenarioCrash (5): every process of a pod is SIGKILLed without warning and stays dead, as on
-// a lost node; the pod object is then deleted without grace, as Kubernetes does for a lost
-// node's pods (here at once instead of after minutes). Its shards must move only once the pod
-// is gone, and then at once. The scenario reports the time from the kill to full service and
-// the requests that failed in between; kshard may legitimately fail requests that were inside
-// the crashed pod, so these are measured, not asserted.
+// scenarioCrash (5): every process of a pod is SIGKILLed without warning and stays dead; the pod
+// object is then deleted, and the kubelet (the node agent), finding nothing running, reports
+// every container terminated and removes the object. Its shards must move only once the pod is
+// gone, and then at once: the kubelet confirmed that nothing of it runs. (A pod removed while
+// its processes may still run, a force delete or a lost node's pods, is the randomized fault
+// suite's: there the shards wait for the pod's ownership lease.) The scenario reports the time
+// from the kill to full service and the requests that failed in between; kshard may
+// legitimately fail requests that were inside the crashed pod, so these are measured, not
+// asserted.
 func scenarioCrash(c sc, s *suite) {
 	ns := s.cfg.counterNS
 	s.waitSteady(c, 3)
@@ -56,15 +60,12 @@ func scenarioCrash(c sc, s *suite) {
 	})
 	c.logf("SIGKILLed the %d containers of pod %s", n, victim)
 
-	// The pod is gone: deleted without grace (its uid as precondition).
-	delStart := time.Now()
-	zero := int64(0)
+	// The pod is deleted (its uid as precondition); the node agent confirms its end.
 	uid := pod.UID
 	ctx, cancel = context.WithTimeout(bg(), 30*time.Second)
-	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}})
 	cancel()
-	gone := time.Now()
 	if err != nil {
 		close(stopKilling)
 		c.fatalf("deleting pod %s: %v", victim, err)
@@ -74,8 +75,21 @@ func scenarioCrash(c sc, s *suite) {
 	case <-time.After(time.Minute):
 		c.errorf("the node agent did not remove pod %s within a minute of its deletion", victim)
 	}
+	// The agent removes the pod's directory before it deletes the object: until now the object
+	// surely existed.
+	existed := time.Now()
 	close(stopKilling)
 	<-killing
+	c.waitUntil(time.Minute, "pod "+victim+"'s object is gone", func() (bool, string) {
+		ctx, cancel := apiCtx()
+		defer cancel()
+		p, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && p.UID != uid) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("still there (%v)", err)
+	})
+	gone := time.Now()
 
 	c.waitUntil(2*time.Minute, "the crashed pod's shards are reassigned", func() (bool, string) {
 		m := s.latest()
@@ -91,7 +105,7 @@ func scenarioCrash(c sc, s *suite) {
 	}
 
 	// Safety: no shard of the victim went to another pod while the pod object existed.
-	for _, snap := range s.history().Between(t0, delStart) {
+	for _, snap := range s.history().Between(t0, existed) {
 		for _, sh := range victimShards {
 			if o := snap.Map.Owners[sh-1]; o != "" && o != victim {
 				c.errorf("shard %d was given to %s at %s (epoch %d), while pod %s still existed",

@@ -822,8 +822,9 @@ void Session::channelAnswer(std::uint64_t id, Response&& response) {
   if (response.headers.holdsAny(Headers::kFraming)) response.headers.removeIf(isFramingHeader);
   channel::appendResponse(c.out, id, static_cast<int>(validStatus(response.status)),
                           response.headers, response.body);
-  // Every request is answered exactly once (a Responder answers 500 when dropped).
-  if (--c.inflight == 0) setBusy(false);
+  // Every request is answered exactly once (a Responder answers 500 when dropped). The session
+  // stays busy until the answer is written: stop() waits for that, not only for the handler.
+  --c.inflight;
   scheduleFlush();
 }
 
@@ -843,6 +844,7 @@ void Session::flushChannel() {
   Channel& c = *channel_;
   if (c.isWriting) return;
   if (c.out.empty()) {
+    if (c.inflight == 0) setBusy(false);
     closeChannelWhenDone();
     return;
   }

@@ -278,6 +278,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     const std::uint64_t id = nextId_++;
     channel::appendRequest(out_, id, request.method, request.target, request.headers,
                            request.payload());
+    outEnds_.push_back(FrameEnd{id, out_.size()});
     if (pending_.empty()) firstId_ = id;
     pending_.push_back(Pending{std::move(done), timeout, true});
     ++active_;
@@ -339,26 +340,43 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void flush() {
     if (isWriting_ || out_.empty() || state_ != State::kOpen) return;
     writing_.swap(out_);
+    writingEnds_.swap(outEnds_);
+    outEnds_.clear();
     writingUpTo_ = nextId_ - 1;
     isWriting_ = true;
     // A peer that reads nothing for requestTimeout ends the channel (onTimer).
     writeStarted_ = Clock::now();
     armTimer(writeStarted_ + core_.options.requestTimeout);
-    net::async_write(socket_, net::buffer(writing_),
-                     [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                       self->onWritten(ec);
-                     });
+    writtenSoFar_ = 0;
+    // In pieces of at most kWritePiece, so that a channel ending mid-write knows which frames
+    // cannot have gone out whole: those past the piece being written.
+    net::async_write(
+        socket_, net::buffer(writing_),
+        [self = shared_from_this()](const beast::error_code& ec, std::size_t n) -> std::size_t {
+          self->writtenSoFar_ = n;
+          return ec ? 0 : kWritePiece;
+        },
+        [self = shared_from_this()](const beast::error_code& ec, std::size_t n) {
+          self->onWritten(ec, n);
+        });
   }
 
-  void onWritten(const beast::error_code& ec) {
+  void onWritten(const beast::error_code& ec, std::size_t written) {
     isWriting_ = false;
     writing_.clear();
     trimChannelBuffer(writing_);
     if (state_ != State::kOpen) return;
     if (ec) {
+      // The frames the socket took whole may be acted on; a frame cut short cannot be, as the
+      // channel ends here and the server never reads its rest.
+      for (const FrameEnd& f : writingEnds_) {
+        if (f.end <= written) sentUpTo_ = f.id;
+      }
+      writingEnds_.clear();
       brokeOff("sending", ec);
       return;
     }
+    writingEnds_.clear();
     sentUpTo_ = writingUpTo_;
     flush();
   }
@@ -472,6 +490,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
                                              " (the request went out and may have been processed)")
                             : sentCause;
     if (state_ == State::kEnded) return;
+    // Ended mid-write (a read error, a deadline): the frames that end within the piece being
+    // written may have gone out whole and been acted on.
+    if (isWriting_) {
+      for (const FrameEnd& f : writingEnds_) {
+        if (f.end <= writtenSoFar_ + kWritePiece) sentUpTo_ = f.id;
+      }
+    }
     if (state_ == State::kOpen) core_.openNow.fetch_sub(1, std::memory_order_relaxed);
     state_ = State::kEnded;
     closeSocket();
@@ -582,6 +607,14 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::size_t skip_ = 0;  // bytes of a frame nobody waits for, still to discard
   std::string out_;       // request frames to write next
   std::string writing_;   // being written
+  struct FrameEnd {
+    std::uint64_t id;
+    std::size_t end;  // offset just past the frame, in out_ or writing_
+  };
+  std::vector<FrameEnd> outEnds_;
+  std::vector<FrameEnd> writingEnds_;
+  static constexpr std::size_t kWritePiece = 1u << 20;
+  std::size_t writtenSoFar_ = 0;  // of writing_, before the piece being written
   bool isWriting_ = false;
   bool flushPosted_ = false;
 

@@ -11,7 +11,8 @@ bool mayConfirmOwnership(const Leadership& leadership, SteadyTime now, Duration 
 }
 
 SteadyTime leaseSurelyOver(const VanishedPodLease& facts) {
-  SteadyTime latest = std::max(facts.termStart + graceWithoutApi(facts.lease), facts.vanishedSeen);
+  SteadyTime latest = std::max(facts.termStart + graceWithoutApi(facts.lease),
+                               facts.vanishedSeen + kApiConfirmationLag);
   if (facts.lastGrant) latest = std::max(latest, *facts.lastGrant);
   return latest + facts.lease + leaseMargin(facts.lease);
 }

@@ -7,7 +7,7 @@
 // its request, so the sidecar's lease never outlasts the grantor's view of it:
 //   - a renew this replica granted at `t` (when it took the call) ends by t + lease;
 //   - renewals by the API server end by (when the pod object vanished) + lease, plus the API
-//     server's lag in noticing the deletion;
+//     server's lag in refusing the pod's token (kApiConfirmationLag);
 //   - renewals by a replica that led before this one end by (when that replica last renewed the
 //     Lease) + grace + lease, which is before (this replica's term's start) + grace + lease,
 //     since nobody acquires the Lease before its holder's last renewal + leaseDuration.
@@ -29,8 +29,11 @@ namespace kshard::manager {
 // outage of about this plus one lease.
 inline Duration graceWithoutApi(Duration lease) { return 4 * lease; }
 
-// The API server's delay in refusing a deleted pod's token (its caches) and the drift between
-// the clocks that measure a lease on two machines.
+// How long after a pod's object is gone the API server may still accept its token: it caches a
+// successful token authentication for 10 s (kube-apiserver's default), and its pod cache lags.
+inline constexpr Duration kApiConfirmationLag = std::chrono::seconds(12);
+
+// The drift between the clocks that measure a lease on two machines, and scheduling delays.
 inline Duration leaseMargin(Duration lease) {
   return std::chrono::seconds(2) + lease / 50;
 }

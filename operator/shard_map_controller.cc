@@ -164,6 +164,8 @@ void ShardMapController::stopLeading() {
     if (!leading_) return;
     leading_ = false;
     tookOver_ = false;
+    // A release this term obtained may be undone by another leader's assigns: it counts no more.
+    released_.clear();
     d_.scheduler.cancel(periodicTimer_);
     d_.scheduler.cancel(retryTimer_);
     periodicTimer_ = retryTimer_ = 0;
@@ -710,6 +712,8 @@ void ShardMapController::runRound(RoundRequest request, std::function<void()> do
     for (const auto& p : current_.status.pods) {
       const PodHealth health = assessPod(d_.directory.cached(ref_.ns, p.name), p.uid);
       runtime_[p.name].terminating = health == PodHealth::kTerminating;
+      // A dead pod waiting for its removal receives nothing.
+      if (awaitingRemoval(p)) runtime_[p.name].reachable = false;
       if (health == PodHealth::kDead) queueRemoval(p.name, "the pod informer shows it dead");
     }
     // 1. Decide (pure).
@@ -740,8 +744,7 @@ void ShardMapController::roundPing(std::shared_ptr<Round> round) {
   round->outstanding = targets.size();
   for (PodIndex p : targets) {
     const sharding::RegisteredPod pod = current_.status.pods[static_cast<std::size_t>(p)];
-    d_.pods.ping(pod.address, targetOf(pod), current_.spec.pingTimeout,
-                 onStrand<StatusOr<protocol::PingResponse>>(
+    auto answered = onStrand<StatusOr<protocol::PingResponse>>(
                      [this, round, p, pod](StatusOr<protocol::PingResponse> r) {
                        PingOutcome& out = round->pings[static_cast<std::size_t>(p)];
                        std::string problem;
@@ -770,7 +773,14 @@ void ShardMapController::roundPing(std::shared_ptr<Round> round) {
                          it->second.reachable = problem.empty();
                        }
                        if (--round->outstanding == 0) roundUnassign(round);
-                     }));
+                     });
+    // A dead pod waiting for its removal is not asked: its answer must not lead to an assign
+    // (rounds re-send what the map gives a pod it does not hold).
+    if (awaitingRemoval(pod)) {
+      answered(failedPrecondition("dead; its shards wait for its removal"));
+      continue;
+    }
+    d_.pods.ping(pod.address, targetOf(pod), current_.spec.pingTimeout, std::move(answered));
   }
 }
 
@@ -868,8 +878,7 @@ void ShardMapController::roundAssign(std::shared_ptr<Round> round) {
     const sharding::RegisteredPod pod = current_.status.pods[static_cast<std::size_t>(p)];
     protocol::ShardsRequest req{key_, targetOf(pod), static_cast<protocol::Epoch>(commit.epoch),
                                 ShardSet::of(shards)};
-    d_.pods.assign(pod.address, req, current_.spec.shards, current_.spec.pingTimeout,
-                   onStrand<StatusOr<protocol::AssignResponse>>(
+    auto answered = onStrand<StatusOr<protocol::AssignResponse>>(
                        [this, round, pod](StatusOr<protocol::AssignResponse> r) {
                          if (!r.ok()) {
                            round->failed[pod.name] = "assign: " + r.status().toString();
@@ -883,7 +892,15 @@ void ShardMapController::roundAssign(std::shared_ptr<Round> round) {
                                       {{"pod", pod.name}, {"shards", r->refused.toString()}});
                          }
                          if (--round->outstanding == 0) roundCheckFailed(round);
-                       }));
+                       });
+    // A pod found dead since the round began gets nothing: its sidecar may have released its
+    // shards, and the removal that follows relies on it holding none.
+    if (awaitingRemoval(pod)) {
+      answered(failedPrecondition("dead; not assigned"));
+      continue;
+    }
+    d_.pods.assign(pod.address, req, current_.spec.shards, current_.spec.pingTimeout,
+                   std::move(answered));
   }
 }
 
@@ -1158,6 +1175,10 @@ void ShardMapController::resendAssign(const std::string& podName, std::function<
     return;
   }
   const auto& pod = current_.status.pods[static_cast<std::size_t>(*idx)];
+  if (awaitingRemoval(pod)) {
+    done();
+    return;
+  }
   // Epoch rule 3: re-sends carry the current persisted epoch.
   protocol::ShardsRequest req{key_, targetOf(pod), static_cast<protocol::Epoch>(current_.status.epoch),
                               shards};

@@ -216,6 +216,9 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void scheduleRemovalCheck(const std::string& podName, SteadyTime at);
   // Forgets the lease facts of pods no longer registered.
   void forgetLeases();
+  // The pod was found dead (vanished) and waits for its removal: it gets no ping, assign or
+  // new shard from now on, so that a release it acknowledged stays true until the removal.
+  bool awaitingRemoval(const sharding::RegisteredPod& pod) const;
   void checkPods(std::set<std::string> names,
                  std::function<void(std::map<std::string, PodHealth>)> then);
   // As checkPods, with what the API showed (nullopt: gone, or the API could not be asked).

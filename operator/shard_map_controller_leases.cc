@@ -134,6 +134,10 @@ void ShardMapController::scheduleRemovalCheck(const std::string& podName, Steady
       });
 }
 
+bool ShardMapController::awaitingRemoval(const sharding::RegisteredPod& pod) const {
+  return deathSeen_.count(leaseKey(pod.name, pod.uid)) > 0;
+}
+
 void ShardMapController::forgetLeases() {
   std::set<std::string> registered;
   for (const auto& p : current_.status.pods) registered.insert(leaseKey(p.name, p.uid));

@@ -23,6 +23,11 @@ inline constexpr std::string_view kShardHeader = "Kshard-Shard";
 inline constexpr std::string_view kEpochHeader = "Kshard-Epoch";
 inline constexpr std::string_view kModeHeader = "Kshard-Mode";  // "ask" | "tell"
 inline constexpr std::string_view kOwnerHeader = "Kshard-Owner";
+// On every app callback (message, stop, reset): the sidecar process that sends it. An app drops
+// callbacks of any other process than the one of its last reset: a callback the previous
+// process sent, still queued in the app when the reset came, would start an entity that the
+// sidecar does not know of.
+inline constexpr std::string_view kIncarnationHeader = "Kshard-Incarnation";
 // A client's key for one logical request, passed through unchanged to the app, which may use it
 // to recognise a retry of a request it already applied (kshard never retries a message that may
 // have reached the app; a caller that retries after OutcomeUnknown should send one).

@@ -42,28 +42,53 @@ bool isHopByHopHeader(std::string_view name) {
   }
 }
 
-AppHost::AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout)
-    : client_(client), deliverTimeout_(deliverTimeout), stopTimeout_(stopTimeout) {}
+AppHost::AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout,
+                 std::string incarnation)
+    : client_(client),
+      deliverTimeout_(deliverTimeout),
+      stopTimeout_(stopTimeout),
+      incarnation_(std::move(incarnation)) {}
+
+std::optional<std::chrono::milliseconds> AppHost::budget(Duration timeout) const {
+  if (!deadline_) return toMillis(timeout);
+  const SteadyTime end = deadline_();
+  if (end == SteadyTime::max()) return toMillis(timeout);
+  const Duration left = end - SystemClock::instance().now();
+  if (left <= Duration::zero()) return std::nullopt;
+  return toMillis(std::min(timeout, std::max<Duration>(left, std::chrono::milliseconds(1))));
+}
 
 void AppHost::deliver(Message message, Epoch epoch,
                       UniqueFunction<void(StatusOr<http::Response>&&)> done) {
+  const auto timeout = budget(deliverTimeout_);
+  if (!timeout) {
+    done(unavailable("the ownership lease has run out: the message was not sent to the app"));
+    return;
+  }
   http::Request req;
   req.method = http::Method::kPost;
   req.target = entityCallbackPath(message.key);
   req.headers = std::move(message.headers);
-  req.headers.reserve(req.headers.wire().size() + kMessageFieldsBytes);
+  req.headers.reserve(req.headers.wire().size() + kMessageFieldsBytes + incarnation_.size() + 24);
   addMessageFields(req.headers, message.shard, epoch, message.mode);
+  if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
   req.body = std::move(message.body);
-  req.timeout = toMillis(deliverTimeout_);
+  req.timeout = *timeout;
   client_.send(std::move(req), std::move(done));
 }
 
 void AppHost::stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) {
+  const auto timeout = budget(stopTimeout_);
+  if (!timeout) {
+    done(unavailable("the ownership lease has run out: stop not sent"));
+    return;
+  }
   http::Request req;
   req.method = http::Method::kPost;
   req.target = entityCallbackPath(key) + "/stop";
   req.headers.set(std::string(protocol::kShardHeader), std::to_string(shard));
-  req.timeout = toMillis(stopTimeout_);
+  if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
+  req.timeout = *timeout;
   client_.send(std::move(req), [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) {
       done(r.status().withContext("stop callback"));
@@ -79,6 +104,7 @@ void AppHost::reset(Duration timeout, std::function<void(Status)> done) {
   http::Request req;
   req.method = http::Method::kPost;
   req.target = "/kshard/reset";
+  if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
   req.timeout = toMillis(timeout);
   client_.send(std::move(req), [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) {

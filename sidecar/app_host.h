@@ -4,11 +4,15 @@
 //   POST /kshard/entities/{type}/{id}/stop  2xx once the entity's state is safe
 //   POST /kshard/reset                      2xx once the app holds no entity (each stopped
 //                                           and saved as by the stop callback)
-// Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode.
+// Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode; every callback
+// carries Kshard-Incarnation, this sidecar process.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "http/client.h"
 #include "sidecar/entity_registry.h"
@@ -19,7 +23,13 @@ class AppHost final : public EntityHost {
  public:
   // `client` points at the app's origin. `deliverTimeout` bounds one message at the app;
   // `stopTimeout` one stop call.
-  AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout);
+  AppHost(http::Client& client, Duration deliverTimeout, Duration stopTimeout,
+          std::string incarnation = "");
+
+  // When set, no call is sent to the app after the time it returns, and none is waited for past
+  // it (the ownership lease's end: EntityRegistry::appDeadline). A call not sent fails
+  // Unavailable; one cut at the deadline DeadlineExceeded (its outcome unknown).
+  void setDeadline(std::function<SteadyTime()> deadline) { deadline_ = std::move(deadline); }
 
   void deliver(Message message, Epoch epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
@@ -33,8 +43,14 @@ class AppHost final : public EntityHost {
 
  private:
   http::Client& client_;
+  // The timeout of a call that may take `timeout`, cut at the deadline; nullopt when the
+  // deadline has passed (the call must not be sent).
+  std::optional<std::chrono::milliseconds> budget(Duration timeout) const;
+
   Duration deliverTimeout_;
   Duration stopTimeout_;
+  std::string incarnation_;  // sent as Kshard-Incarnation, when set
+  std::function<SteadyTime()> deadline_;
 };
 
 // The path of an entity callback: "/kshard/entities/{type}/{id}" with both parts percent-encoded.

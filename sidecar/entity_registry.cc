@@ -482,6 +482,14 @@ void EntityRegistry::beginStopLocked(Entity& e, bool handoff, Actions& out) {
 
 void EntityRegistry::sendStopLocked(Entity& e, Actions& out) {
   ++stopsAtApp_;
+  if (!deliveringLocked()) {
+    // Nothing reaches the app once the lease has run out, not even a stop (another pod may run
+    // the entity now): it counts as failed, and is retried, with backoff, once renewed.
+    out.push_back([this, key = *e.key] {
+      onStopped(key, unavailable("the ownership lease has run out: stop not sent"));
+    });
+    return;
+  }
   out.push_back([this, key = *e.key, shard = e.shard] {
     host_.stop(key, shard, [this, key](Status st) { onStopped(key, std::move(st)); });
   });
@@ -586,12 +594,21 @@ void EntityRegistry::setLeaseDuration(Duration duration) {
   std::lock_guard lock(mu_);
   if (duration == lease_.duration()) return;
   lease_.setDuration(duration);
+  publishDeadlineLocked();
   armFenceLocked();
+}
+
+void EntityRegistry::publishDeadlineLocked() {
+  const Duration::rep until = !lease_.enabled()   ? Duration::max().count()
+                              : lease_.confirmed() ? lease_.until().time_since_epoch().count()
+                                                   : 0;
+  appDeadline_.store(until, std::memory_order_release);
 }
 
 void EntityRegistry::renewLease(SteadyTime sentAt) {
   std::lock_guard lock(mu_);
   if (!lease_.renew(sentAt)) return;
+  publishDeadlineLocked();
   if (fenced_ && lease_.acceptsAt(scheduler_.clock().now())) {
     fenced_ = false;
     log_.info("ownership confirmed again; delivering messages");

@@ -31,6 +31,7 @@
 // back into it (the destructor cancels the registry's own timers).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -168,6 +169,11 @@ class EntityRegistry {
   void renewLease(SteadyTime sentAt);
   // True while the lease is off or runs and the fence has not begun.
   bool leaseValid() const;
+  // When the lease runs out (SteadyTime::max() while it is off): no call to the app is sent or
+  // waited for after it. Lock-free: read by AppHost for every call.
+  SteadyTime appDeadline() const {
+    return SteadyTime(Duration(appDeadline_.load(std::memory_order_acquire)));
+  }
 
   // Accepts a message for delivery. Ask: `done` gets the app's answer. Tell: `done` gets 202 as
   // soon as the message is queued; the app's answer is only logged.
@@ -324,6 +330,10 @@ class EntityRegistry {
   std::vector<std::shared_ptr<Handoff>> handoffs_;
   bool draining_ = false;
   OwnershipLease lease_;
+  // lease_.until() (or the epoch's start while never renewed, max while off), in steady-clock
+  // ticks, for appDeadline(); written under mu_.
+  std::atomic<Duration::rep> appDeadline_{Duration::max().count()};
+  void publishDeadlineLocked();
   bool fenced_ = false;  // the lease's fence is up: entities stop, nothing new is taken
   std::uint64_t fenceSeq_ = 0;  // the current fence timer; older ones find it stale
   std::uint64_t droppedTells_ = 0;  // tells dropped because the lease ran out

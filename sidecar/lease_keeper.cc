@@ -55,12 +55,12 @@ Duration LeaseKeeper::period() const {
   const Duration lease = table_.snapshot()->shardCount > 0
                              ? table_.snapshot()->spec.ownershipLease
                              : kFallbackLease;
-  return lease / 3;
+  return lease / 4;
 }
 
 void LeaseKeeper::tick(std::uint64_t generation) {
   if (!current(generation)) return;
-  // A renew that takes longer than a sixth of the lease is worth less than asking elsewhere.
+  // A renew that takes longer than an eighth of the lease is worth less than asking elsewhere.
   const Duration timeout = std::max<Duration>(period() / 2, std::chrono::milliseconds(500));
   manager_.renew(timeout, [this, generation](Status renewed) {
     if (!current(generation)) return;

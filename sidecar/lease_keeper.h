@@ -1,7 +1,7 @@
 // LeaseKeeper: keeps this pod's ownership lease (sidecar/ownership_lease.h) running while the
 // pod is registered.
 //
-// Every third of the lease (spec.ownershipLease) it sends the manager a renew. When that fails
+// Every quarter of the lease (spec.ownershipLease) it sends the manager a renew. When that fails
 // (the operator is down, unreachable or moving its leadership), it asks the API server instead:
 // a GET of its ShardMap made with the pod's bound service-account token, which the API server
 // accepts only while the pod object exists with this uid. Either answer confirms the lease from

@@ -134,7 +134,7 @@ int run(int argc, char** argv) {
   // message beyond 32 at once opened a connection and closed it afterwards.
   appClientOptions.maxConnections = kMaxIdleConnections;
   auto appClient = makeClientOrDie(backend, appClientOptions, log);
-  AppHost appHost(*appClient, cfg.appTimeout, cfg.stopTimeout);
+  AppHost appHost(*appClient, cfg.appTimeout, cfg.stopTimeout, self.incarnation);
 
   EntityRegistryOptions registryOptions;
   registryOptions.onPassivation = [&metrics] { metrics.countPassivation(); };
@@ -143,6 +143,7 @@ int run(int argc, char** argv) {
   registryOptions.maxPendingTellBytes = static_cast<std::size_t>(cfg.maxPendingTellBytes);
   EntityRegistry entities(appHost, scheduler, registryOptions,
                           log.withFields({{"part", "entities"}}));
+  appHost.setDeadline([&entities] { return entities.appDeadline(); });
   RoutingTable table;
 
   const auto peerClient = [backend, &cfg, &log, io = ioThreads.get()](const std::string& baseUrl,

@@ -9,9 +9,11 @@
 // lease) is never earlier than the sidecar's. A request delayed in the network or answered to
 // a frozen process therefore cannot extend the lease past what the grantor assumes.
 //
-// `fenceLead` before the lease runs out, the pod stops taking new messages and stops its
+// A quarter of the lease before it runs out, the pod stops taking new messages and stops its
 // entities, so that they are stopped when it has run out; messages already queued may still
-// reach the app until then, none after.
+// reach the app until then. Nothing reaches the app after it (no message, no stop), and no call
+// to the app is waited for past it (AppHost caps its timeouts): what the app does with a call
+// it took before is its own, which the epoch it was given fences in its store.
 //
 // A value type, pure: time comes in. Disabled (always valid) until a duration is set.
 #pragma once
@@ -25,20 +27,25 @@ namespace kshard::sidecar {
 
 class OwnershipLease {
  public:
-  // The lease's length (the ShardMap's spec.ownershipLease). The fence lead is a sixth of it,
-  // at most 5 s: renewals come every third, so the pod fences itself only after about two and
-  // a half renewals in a row were missed.
+  // The lease's length (the ShardMap's spec.ownershipLease). The fence lead is a quarter of it:
+  // renewals come every quarter, so the pod fences itself only after two renewals in a row were
+  // missed, and has a quarter of the lease to stop its entities. A shorter lease (a ShardMap
+  // recreated under running pods) takes effect at once.
   void setDuration(Duration duration) {
     duration_ = duration;
-    fenceLead_ = std::min<Duration>(duration / 6, std::chrono::seconds(5));
+    fenceLead_ = duration / 4;
+    if (renewed_ && lastSent_ + duration < until_) until_ = lastSent_ + duration;
   }
   bool enabled() const { return duration_ > Duration::zero(); }
+  // Some confirmation was received (until() means something).
+  bool confirmed() const { return renewed_; }
   Duration duration() const { return duration_; }
 
   // A confirmation whose request was sent at `sentAt`. True when it moved the end further out.
   bool renew(SteadyTime sentAt) {
     if (!enabled() || (renewed_ && sentAt + duration_ <= until_)) return false;
     until_ = sentAt + duration_;
+    lastSent_ = sentAt;
     renewed_ = true;
     return true;
   }
@@ -59,6 +66,7 @@ class OwnershipLease {
   Duration fenceLead_{};
   bool renewed_ = false;
   SteadyTime until_{};
+  SteadyTime lastSent_{};  // of the confirmation that set until_
 };
 
 }  // namespace kshard::sidecar

@@ -101,6 +101,7 @@ bool Registrar::resetApp() {
     const Status s = answer.get();  // the client answers every request, by its timeout at worst
     if (s.ok()) {
       log_.info("the app dropped every entity it held (reset)", {{"attempts", attempt}});
+      resetDone_.store(true);
       return true;
     }
     log_.error("the app's reset failed; not registering until it succeeds",
@@ -112,7 +113,8 @@ bool Registrar::resetApp() {
 }
 
 void Registrar::registerAgain() {
-  if (stopping_.load()) return;
+  // Before the reset, the first registration is still to come (run() makes it).
+  if (stopping_.load() || !resetDone_.load()) return;
   registerPod();
 }
 

@@ -47,7 +47,8 @@ class Registrar {
   Registrar& operator=(const Registrar&) = delete;
 
   void start();
-  // Registers again (step 3 only); nothing when a registration is under way.
+  // Registers again (step 3 only); nothing when a registration is under way or the app's reset
+  // (step 2) has not succeeded yet.
   void registerAgain();
   // Gives up waiting and retrying; joins the thread.
   void stop();
@@ -76,6 +77,7 @@ class Registrar {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> registered_{false};
   std::atomic<bool> registering_{false};
+  std::atomic<bool> resetDone_{false};
   mutable std::mutex mu_;
   std::condition_variable wake_;  // stop() wakes the waits of steps 1 and 2
   std::string waitingFor_ = "ShardMap not loaded yet";

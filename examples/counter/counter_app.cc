@@ -12,6 +12,9 @@ using nlohmann::json;
 
 namespace {
 
+// The sidecar process that sends a callback (the app contract, docs/openapi/sidecar.yaml).
+constexpr std::string_view kIncarnationHeader = "Kshard-Incarnation";
+
 http::Response error(int status, std::string_view code, std::string_view message) {
   return http::Response::error(status, code, message);
 }
@@ -48,7 +51,7 @@ void CounterApp::addEntityRoutes(http::Server& server) {
   server.route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
                [this](http::Request r, http::Responder res) { onStop(std::move(r), std::move(res)); });
   server.route(http::Method::kPost, "/kshard/reset",
-               [this](http::Request, http::Responder res) { onReset(std::move(res)); });
+               [this](http::Request r, http::Responder res) { onReset(r, std::move(res)); });
 }
 
 void CounterApp::addPublicRoutes(http::Server& server) {
@@ -115,12 +118,33 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
   }
 
   std::unique_lock lock(mu_);
+  if (auto stale = staleSender(request)) {
+    lock.unlock();
+    responder.send(std::move(*stale));
+    return;
+  }
   auto it = active_.find(id);
   if (it == active_.end()) {
     auto loaded = store_.load(id);
     if (!loaded.ok()) {
       responder.send(error(500, "StoreUnavailable", loaded.status().message()));
       return;
+    }
+    // The activation claims the epoch in the store before anything else: a previous owner that
+    // still writes (a call it took before its lease ran out) is refused from now on, instead of
+    // overwriting what this owner does.
+    if (loaded->epoch > epoch) {
+      responder.send(error(409, "Fenced",
+                           "a newer owner (epoch " + std::to_string(loaded->epoch) +
+                               ") has this counter"));
+      return;
+    }
+    if (loaded->epoch < epoch) {
+      if (Status s = store_.save(id, {loaded->value, epoch}); !s.ok()) {
+        const int status = s.code() == StatusCode::kFailedPrecondition ? 409 : 500;
+        responder.send(error(status, status == 409 ? "Fenced" : "StoreUnavailable", s.message()));
+        return;
+      }
     }
     it = active_.emplace(id, Active{loaded->value, epoch}).first;
     writeEvent("activate", id, shard, epoch, it->second.value);
@@ -147,6 +171,11 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
   const std::string id(request.param("id"));
   const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
   std::unique_lock lock(mu_);
+  if (auto stale = staleSender(request)) {
+    lock.unlock();
+    responder.send(std::move(*stale));
+    return;
+  }
   auto it = active_.find(id);
   if (it != active_.end()) {
     if (Status s = stopLocked(it, shard); !s.ok()) {
@@ -159,10 +188,12 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
   responder.send(http::Response::json(200, "{}"));
 }
 
-void CounterApp::onReset(http::Responder responder) {
+void CounterApp::onReset(const http::Request& request, http::Responder responder) {
   // Under the lock that messages hold for their whole turn: a message still at work (sent by the
-  // sidecar's previous process) finishes first, and its counter is saved with it.
+  // sidecar's previous process) finishes first, and its counter is saved with it. Callbacks of
+  // any other process than the resetting one are refused from now on (staleSender).
   std::unique_lock lock(mu_);
+  resetBy_ = std::string(request.headers.get(kIncarnationHeader).value_or(""));
   const std::size_t held = active_.size();
   for (auto it = active_.begin(); it != active_.end();) {
     auto next = std::next(it);
@@ -176,6 +207,14 @@ void CounterApp::onReset(http::Responder responder) {
   lock.unlock();
   log_.info("reset: every counter saved and forgotten", {{"counters", held}});
   responder.send(http::Response::json(200, "{}"));
+}
+
+std::optional<http::Response> CounterApp::staleSender(const http::Request& request) const {
+  const auto from = request.headers.get(kIncarnationHeader);
+  if (resetBy_.empty() || !from || *from == resetBy_) return std::nullopt;
+  return error(409, "StaleSidecar",
+               "sent by sidecar process " + std::string(*from) + ", not " + resetBy_ +
+                   ", the one that reset this app");
 }
 
 Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard) {

@@ -10,8 +10,9 @@
 //     through the local sidecar (POST http://127.0.0.1:7100/v1/entities/counter/{id}):
 //       POST /counters/{id}/increment   GET /counters/{id}
 //
-// A counter is loaded from the CounterStore on its first message (activation) and saved on
-// every increment and on stop, with the shard's epoch as fencing token. Every activation and
+// A counter is loaded from the CounterStore on its first message (activation), which claims the
+// shard's epoch in the store, and saved on every increment and on stop, with that epoch as
+// fencing token: a previous owner that still writes is refused. Every activation and
 // stop is written as a JSON line, with a timestamp and the pod, to stdout and to an optional
 // shared event log that end-to-end checks read to prove no counter ran on two pods at once.
 #pragma once
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "base/clock.h"
@@ -53,7 +55,10 @@ class CounterApp {
   };
   void onMessage(http::Request request, http::Responder responder);
   void onStop(http::Request request, http::Responder responder);
-  void onReset(http::Responder responder);
+  void onReset(const http::Request& request, http::Responder responder);
+  // The refusal of a callback sent by another sidecar process than the one of the last reset,
+  // or nullopt. Under mu_.
+  std::optional<http::Response> staleSender(const http::Request& request) const;
   // Saves the counter and forgets it (the stop callback's work); an error when it could not be
   // saved (it stays active). Under mu_.
   Status stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard);
@@ -69,6 +74,7 @@ class CounterApp {
   int eventFd_ = -1;
   mutable std::mutex mu_;
   std::map<std::string, Active> active_;
+  std::string resetBy_;  // the incarnation of the sidecar process of the last reset
 };
 
 }  // namespace kshard::examples

@@ -115,6 +115,38 @@ TEST_F(CounterAppTest, ResetSavesAndForgetsEveryCounter) {
   EXPECT_EQ(json::parse(again->body)["value"], 41);
 }
 
+TEST_F(CounterAppTest, AnActivationClaimsTheEpochSoThatTheOldOwnerCannotWriteAnyMore) {
+  ASSERT_TRUE(store_.save("c3", {5, 3}).ok());
+  // The new owner (epoch 8) activates the counter: the store now says 8 even before it writes.
+  ASSERT_EQ(post("/kshard/entities/counter/c3", R"({"op":"get"})", 8)->status, 200);
+  EXPECT_EQ(store_.load("c3")->epoch, 8u);
+  // The old owner's late write (epoch 3) is refused.
+  EXPECT_EQ(store_.save("c3", {6, 3}).code(), StatusCode::kFailedPrecondition);
+  // And an activation at an older epoch than the store's is refused too.
+  ASSERT_TRUE(store_.save("c4", {1, 9}).ok());
+  EXPECT_EQ(post("/kshard/entities/counter/c4", R"({"op":"increment"})", 7)->status, 409);
+  EXPECT_EQ(store_.load("c4")->value, 1);
+}
+
+TEST_F(CounterAppTest, AfterAResetCallbacksOfOtherSidecarProcessesAreRefused) {
+  const auto send = [&](const std::string& target, const std::string& incarnation) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = target;
+    r.body = R"({"op":"increment"})";
+    r.headers.set("Kshard-Shard", "7");
+    r.headers.set("Kshard-Epoch", "5");
+    r.headers.set("Kshard-Incarnation", incarnation);
+    return client_->sendSync(std::move(r));
+  };
+  ASSERT_EQ(send("/kshard/entities/counter/c5", "old")->status, 200);
+  ASSERT_EQ(send("/kshard/reset", "new")->status, 200);
+  // A callback the previous sidecar process sent, still queued when the reset came.
+  EXPECT_EQ(send("/kshard/entities/counter/c5", "old")->status, 409);
+  EXPECT_EQ(app_->activeCounters(), 0u) << "a stale sidecar's message started a counter";
+  EXPECT_EQ(send("/kshard/entities/counter/c5", "new")->status, 200);
+}
+
 TEST_F(CounterAppTest, StaleOwnerIsFencedByTheEpoch) {
   ASSERT_EQ(post("/kshard/entities/counter/c2", R"({"op":"get"})", 3)->status, 200);
   ASSERT_TRUE(store_.save("c2", {100, 9}).ok());  // a newer owner wrote meanwhile

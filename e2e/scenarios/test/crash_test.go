@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 )
 
@@ -121,7 +122,7 @@ func scenarioCrash(c sc, s *suite) {
 	}
 	passes := 0
 	fullErr := func() error {
-		_, err := pollUntil(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
+		_, err := kube.PollUntil(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
 			passes++
 			failures := probePass(s.client, s.pods, probes)
 			return len(failures) == 0, fmt.Sprintf("%d of %d reads failed, e.g. %v", len(failures), len(probes), head(failures, 3))

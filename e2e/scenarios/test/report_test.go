@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 )
 
@@ -122,31 +123,11 @@ func (c sc) logf(format string, args ...any) {
 // timeout it fails the scenario with what did not happen and what cond said last.
 func (c sc) waitUntil(timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	c.Helper()
-	d, err := pollUntil(timeout, 200*time.Millisecond, cond)
+	d, err := kube.PollUntil(timeout, 200*time.Millisecond, cond)
 	if err != nil {
 		c.fatalf("%s: %v", what, err)
 	}
 	return d
-}
-
-// pollUntil polls cond until it holds or timeout passes.
-func pollUntil(timeout, every time.Duration, cond func() (bool, string)) (time.Duration, error) {
-	start := time.Now()
-	deadline := start.Add(timeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start), nil
-		}
-		if msg != "" {
-			last = msg
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("not within %s; last state: %s", timeout, last)
-		}
-		time.Sleep(every)
-	}
 }
 
 func (rep *Report) finish(now time.Time) {

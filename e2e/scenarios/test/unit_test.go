@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardid"
 	"kshard.local/e2e/scenarios/shardmap"
@@ -164,10 +165,10 @@ func TestReportRendersEveryScenarioAndFigure(t *testing.T) {
 
 func TestPollUntilSaysWhatDidNotHappen(t *testing.T) {
 	n := 0
-	if _, err := pollUntil(time.Second, time.Millisecond, func() (bool, string) { n++; return n == 3, "" }); err != nil {
+	if _, err := kube.PollUntil(time.Second, time.Millisecond, func() (bool, string) { n++; return n == 3, "" }); err != nil {
 		t.Fatal(err)
 	}
-	_, err := pollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
+	_, err := kube.PollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
 	if err == nil || !strings.Contains(err.Error(), "still 2 pods") {
 		t.Fatalf("got %v", err)
 	}

@@ -27,7 +27,7 @@ func scenarioCrash(c sc, s *suite) {
 	ns := s.cfg.counterNS
 	s.waitSteady(c, 3)
 	before := s.latest()
-	victim := registeredNames(before)[0]
+	victim := before.Registered()[0]
 	victimShards := shardsOf(before, victim)
 	ctx, cancel := apiCtx()
 	pod, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
@@ -116,7 +116,7 @@ func scenarioCrash(c sc, s *suite) {
 	}
 
 	// Full service: a read of one counter of each of the victim's shards succeeds, all in one pass.
-	probes, missing := oneEntityPerShard(s.continuous, victimShards)
+	probes, missing := load.OneEntityPerShard(s.continuous, victimShards)
 	if len(missing) > 0 {
 		c.fatalf("no continuous entity for shards %v", missing)
 	}

@@ -83,11 +83,11 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if ok, msg := balanced(m, 3); !ok || !m.IsTrue("Ready") || m.Status.Manager.Pod != kube.Holder(l) {
+		if ok, msg := m.Balanced(3); !ok || !m.IsTrue("Ready") || m.Status.Manager.Pod != kube.Holder(l) {
 			return false, fmt.Sprintf("Lease holder %s; %s", kube.Holder(l), msg)
 		}
-		if !slices.Equal(registeredNames(m), s.podNames()) {
-			return false, fmt.Sprintf("registered %v, running %v", registeredNames(m), s.podNames())
+		if !slices.Equal(m.Registered(), s.podNames()) {
+			return false, fmt.Sprintf("registered %v, running %v", m.Registered(), s.podNames())
 		}
 		return true, ""
 	})

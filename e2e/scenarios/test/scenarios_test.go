@@ -184,7 +184,7 @@ func newSuite(cfg config) (*suite, error) {
 		return nil, err
 	}
 	// Counter ids carry the run's id: the counters' state (a hostPath) outlives runs.
-	s.continuous = coveringEntities(s.runID+"-c", shardCount, 1)
+	s.continuous = load.CoveringEntities(s.runID+"-c", shardCount, 1)
 	s.traffic = numberedEntities(s.runID+"-t", 1000, shardCount)
 	return s, nil
 }

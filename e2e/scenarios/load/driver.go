@@ -286,6 +286,33 @@ func pick(p Pods) (Pod, bool) {
 func ReadAll(client *Client, pods Pods, entities []*Entity, parallel int, deadline time.Time) []error {
 	var mu sync.Mutex
 	var errs []error
+	EachParallel(entities, parallel, func(e *Entity) {
+		var last error
+		ok := Retry(deadline, 200*time.Millisecond, func() bool {
+			pod, ok := pick(pods)
+			if !ok {
+				last = errors.New("no ready pod")
+				return false
+			}
+			r, err := client.Do(context.Background(), pod, e.ID, false)
+			if err != nil {
+				last = fmt.Errorf("via %s: %w", pod.Name, err)
+				return false
+			}
+			_ = e.CheckFinal(r.Value)
+			return true
+		})
+		if !ok {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("reading %s: %w", e.ID, last))
+			mu.Unlock()
+		}
+	})
+	return errs
+}
+
+// EachParallel calls f for every entity, `parallel` calls at a time, and returns when all returned.
+func EachParallel(entities []*Entity, parallel int, f func(*Entity)) {
 	work := make(chan *Entity)
 	var wg sync.WaitGroup
 	for i := 0; i < parallel; i++ {
@@ -293,28 +320,7 @@ func ReadAll(client *Client, pods Pods, entities []*Entity, parallel int, deadli
 		go func() {
 			defer wg.Done()
 			for e := range work {
-				var last error
-				for {
-					pod, ok := pick(pods)
-					if !ok {
-						last = errors.New("no ready pod")
-					} else if r, err := client.Do(context.Background(), pod, e.ID, false); err != nil {
-						last = fmt.Errorf("via %s: %w", pod.Name, err)
-					} else {
-						_ = e.CheckFinal(r.Value)
-						last = nil
-						break
-					}
-					if time.Now().After(deadline) {
-						break
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
-				if last != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("reading %s: %w", e.ID, last))
-					mu.Unlock()
-				}
+				f(e)
 			}
 		}()
 	}
@@ -323,5 +329,16 @@ func ReadAll(client *Client, pods Pods, entities []*Entity, parallel int, deadli
 	}
 	close(work)
 	wg.Wait()
-	return errs
+}
+
+// Retry calls attempt until it succeeds, every `every`, and returns true; or false once an attempt
+// failed after deadline.
+func Retry(deadline time.Time, every time.Duration, attempt func() bool) bool {
+	for !attempt() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
+	return true
 }

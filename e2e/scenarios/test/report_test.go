@@ -1,10 +1,7 @@
 package scenariotest
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +10,7 @@ import (
 
 	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
+	"kshard.local/e2e/scenarios/reportfile"
 )
 
 // Figure is one measured value of a scenario, in the order the scenario measured it.
@@ -147,17 +145,7 @@ func (rep *Report) finish(now time.Time) {
 
 // write stores the report as scenarios.json and scenarios.md in dir.
 func (rep *Report) write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scenarios.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "scenarios.md"), []byte(rep.markdown()), 0o644)
+	return reportfile.Write(dir, "scenarios", rep, rep.markdown())
 }
 
 // markdown renders the report for people (and for docs/reliability.md).

@@ -117,7 +117,7 @@ func TestValuesThatOnlyGrowPass(t *testing.T) {
 		// Concurrent operations may be answered in any order.
 		inc("b", 0, 10, 2), inc("b", 1, 2, 1), read("b", 1, 11, 1),
 	}
-	if vs, n := CheckOrder(ops, 10); n != 0 {
+	if vs, n := CheckOrder(ops, 10); len(n) != 0 {
 		t.Fatalf("violations %+v", vs)
 	}
 }
@@ -132,7 +132,7 @@ func TestAValueGoingBackFails(t *testing.T) {
 	}
 	for name, ops := range cases {
 		vs, n := CheckOrder(ops, 10)
-		if n == 0 || vs[0].Check != "went-back" || vs[0].Counter != "a" {
+		if n["went-back"] == 0 || vs[0].Check != "went-back" || vs[0].Counter != "a" {
 			t.Errorf("%s: violations %+v", name, vs)
 		}
 	}
@@ -140,11 +140,11 @@ func TestAValueGoingBackFails(t *testing.T) {
 
 func TestTwoIncrementsWithOneValueFail(t *testing.T) {
 	vs, n := CheckOrder([]Op{inc("a", 0, 2, 3), inc("a", 1, 3, 3)}, 10)
-	if n != 1 || checks(vs) != "duplicate a" {
+	if n["duplicate"] != 1 || len(n) != 1 || checks(vs) != "duplicate a" {
 		t.Fatalf("violations %+v", vs)
 	}
 	// Two reads may see one value.
-	if vs, n := CheckOrder([]Op{read("a", 0, 2, 3), read("a", 1, 3, 3)}, 10); n != 0 {
+	if vs, n := CheckOrder([]Op{read("a", 0, 2, 3), read("a", 1, 3, 3)}, 10); len(n) != 0 {
 		t.Fatalf("violations %+v", vs)
 	}
 }
@@ -155,8 +155,8 @@ func TestOrderViolationsAreCappedPerCounterButCounted(t *testing.T) {
 		ops = append(ops, read("a", float64(2+i), float64(2+i)+0.5, 1))
 	}
 	vs, n := CheckOrder(ops, 2)
-	if len(vs) != 2 || n != 5 {
-		t.Fatalf("%d violations shown, %d counted", len(vs), n)
+	if len(vs) != 2 || n["went-back"] != 5 {
+		t.Fatalf("%d violations shown, counted %v", len(vs), n)
 	}
 }
 

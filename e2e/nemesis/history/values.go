@@ -104,8 +104,8 @@ func lastEnd(ops []Op) time.Time {
 // answered v before an operation B started, B's answer is ≥ v, and > v when B is an increment
 // ("went-back"); and that no two acknowledged increments of a counter got the same value
 // ("duplicate": one of them was lost or applied to a stale copy). At most perCounter violations
-// of each counter are returned; the count of all is the second result.
-func CheckOrder(ops []Op, perCounter int) ([]Violation, int) {
+// of each counter are returned; the second result counts all of them by check.
+func CheckOrder(ops []Op, perCounter int) ([]Violation, map[string]int) {
 	byCounter := map[string][]Op{}
 	for _, op := range ops {
 		if op.Outcome == OK {
@@ -113,16 +113,18 @@ func CheckOrder(ops []Op, perCounter int) ([]Violation, int) {
 		}
 	}
 	var out []Violation
-	total := 0
+	counts := map[string]int{}
 	for _, id := range sortedKeys(byCounter) {
 		vs := orderOf(id, byCounter[id])
-		total += len(vs)
+		for _, v := range vs {
+			counts[v.Check]++
+		}
 		if len(vs) > perCounter {
 			vs = vs[:perCounter]
 		}
 		out = append(out, vs...)
 	}
-	return out, total
+	return out, counts
 }
 
 // orderOf checks one counter's acknowledged operations: a sweep over them by start time, with

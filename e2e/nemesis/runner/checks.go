@@ -104,7 +104,7 @@ func (r *run) checkActivations(c *Checks) {
 	res.BadLines = bad
 	c.Activations = res
 	c.add(vs, nil)
-	for _, ts := range deaths {
+	for _, ts := range history.Deaths(containers, r.cfg.CounterNS, appContainer, nil) {
 		c.AppExits += len(ts)
 	}
 	for _, ts := range r.releases {

@@ -21,8 +21,9 @@ type FaultRecord struct {
 	Injected time.Time `json:"injected"`
 	Healed   time.Time `json:"healed"`
 	// Recovered: every shard answered a read after the step's faults were healed (zero: not
-	// within the deadline).
-	Recovered time.Time `json:"recovered"`
+	// within the deadline); StepHealed: when the last fault of the step was healed.
+	Recovered  time.Time `json:"recovered"`
+	StepHealed time.Time `json:"stepHealed"`
 	// Overlapping: the step had two faults.
 	Overlapping bool     `json:"overlapping,omitempty"`
 	Notes       []string `json:"notes,omitempty"`
@@ -38,12 +39,13 @@ func (f *FaultRecord) note(format string, args ...any) {
 	f.mu.Unlock()
 }
 
-// Recovery is heal → recovered, or -1 when service did not recover in time.
+// Recovery is heal → recovered, or -1 when service did not recover in time. The heal of
+// overlapping faults is the later one: service is measured for the step as a whole.
 func (f *FaultRecord) Recovery() time.Duration {
-	if f.Recovered.IsZero() || f.Healed.IsZero() {
+	if f.Recovered.IsZero() || f.StepHealed.IsZero() {
 		return -1
 	}
-	return f.Recovered.Sub(f.Healed)
+	return f.Recovered.Sub(f.StepHealed)
 }
 
 // fails records an error of the fault; it returns whether there was one.

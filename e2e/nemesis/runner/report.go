@@ -240,7 +240,8 @@ func (rep *Report) kindTable(b *strings.Builder) {
 	b.WriteString("\n## Per fault kind\n\n")
 	b.WriteString("Requests: the load's requests in flight from a fault's injection to the recovery after it. ")
 	b.WriteString("Recovery: from the heal (the end of a freeze or partition, the release of a force-deleted pod, ")
-	b.WriteString("the API server started, the kill itself, the rollout or scale done) until a read of every shard has answered.\n\n")
+	b.WriteString("the API server started, the kill itself, the rollout or scale done; of two overlapping faults, the later heal) ")
+	b.WriteString("until a read of every shard has answered.\n\n")
 	b.WriteString("| fault | count | failed / requests | failed by code | recovery median / max | overlaps | lost | went back |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range rep.Kinds {

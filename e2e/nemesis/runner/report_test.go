@@ -22,9 +22,9 @@ func sampleReport() *Report {
 		schedule.Generate(42, 5*time.Minute))
 	rep.Faults = []*FaultRecord{
 		{Step: 1, Kind: schedule.FreezeApp, Plan: "freeze-app of pod #3 for 5s", Target: "counter-a",
-			Injected: at(10), Healed: at(15), Recovered: at(17)},
+			Injected: at(10), Healed: at(15), Recovered: at(17), StepHealed: at(15)},
 		{Step: 2, Kind: schedule.FreezeApp, Plan: "freeze-app of pod #8 for 5s", Target: "counter-b",
-			Injected: at(40), Healed: at(45), Recovered: at(46)},
+			Injected: at(40), Healed: at(44), Recovered: at(47), StepHealed: at(45), Overlapping: true},
 		{Step: 3, Kind: schedule.ForceDelete, Plan: "force-delete of pod #1 for 20s", Target: "counter-c",
 			Injected: at(60), Healed: at(80)},
 		{Step: 4, Kind: schedule.KillApp, Plan: "kill-app of pod #2", Error: "skipped: no serving counter pod to hit"},

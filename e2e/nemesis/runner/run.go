@@ -161,16 +161,17 @@ func (r *run) step(n int, st schedule.Step) {
 	wg.Wait()
 	r.rep.Faults = append(r.rep.Faults, recs...)
 	recovered, unread := r.everyShardAnswers()
+	healed := latestHeal(recs)
 	for _, rec := range recs {
 		if !rec.Healed.IsZero() && len(unread) == 0 {
-			rec.Recovered = recovered
+			rec.Recovered, rec.StepHealed = recovered, healed
 		}
 	}
 	if len(unread) > 0 {
 		logf("step %d: %d shards still did not answer %s after the heal (e.g. %v)", n, len(unread), recoveryDeadline, head(unread, 5))
 		return
 	}
-	logf("step %d: every shard answers, %s after the last heal", n, secs(recovered.Sub(latestHeal(recs))))
+	logf("step %d: every shard answers, %s after the last heal", n, secs(recovered.Sub(healed)))
 }
 
 func latestHeal(recs []*FaultRecord) time.Time {

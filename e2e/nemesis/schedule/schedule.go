@@ -108,7 +108,8 @@ var holds = map[Kind]struct{ min, max, extra time.Duration }{
 const overlapChance = 0.35
 
 // Generate draws the schedule of seed for a run of duration: steps until their estimated time
-// exceeds the duration (the run stops starting steps once the duration is over).
+// is twice the duration, since faults often take less than the estimate (the run starts no step
+// once the duration is over, and its report says how many ran).
 //
 // The kinds come from a shuffled deck holding each kind once, drawn to the end before it is
 // shuffled again, so that a run of a few minutes meets most faults and a long run every fault
@@ -127,7 +128,7 @@ func Generate(seed uint64, duration time.Duration) Schedule {
 		return k
 	}
 	var total time.Duration
-	for total < duration {
+	for total < 2*duration {
 		first := newFault(r, draw())
 		step := Step{Faults: []Fault{first}}
 		length := first.Hold + holds[first.Kind].extra

@@ -52,6 +52,9 @@ type KindSummary struct {
 	Sent         int            `json:"sent"`
 	Failed       int            `json:"failed"`
 	FailedByCode map[string]int `json:"failedByCode"`
+	// Latency of the answered ones, in milliseconds.
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
 	// Recovery: heal → every shard answering, in seconds.
 	RecoveryMedian float64 `json:"recoveryMedianSeconds"`
 	RecoveryMax    float64 `json:"recoveryMaxSeconds"`
@@ -128,7 +131,7 @@ func (rep *Report) finish(ops []history.Op) {
 }
 
 func summarizeKind(s *KindSummary, faults []*FaultRecord, ops []history.Op) {
-	var recoveries []float64
+	var recoveries, latencies []float64
 	counted := map[int]bool{}
 	for _, f := range faults {
 		if f.Kind != s.Kind {
@@ -154,12 +157,18 @@ func summarizeKind(s *KindSummary, faults []*FaultRecord, ops []history.Op) {
 			if op.Outcome != history.OK {
 				s.Failed++
 				s.FailedByCode[op.Code]++
+				continue
 			}
+			latencies = append(latencies, float64(op.End.Sub(op.Start).Microseconds())/1000)
 		}
 	}
 	sort.Float64s(recoveries)
 	if n := len(recoveries); n > 0 {
 		s.RecoveryMedian, s.RecoveryMax = recoveries[n/2], recoveries[n-1]
+	}
+	sort.Float64s(latencies)
+	if n := len(latencies); n > 0 {
+		s.P99Ms, s.MaxMs = latencies[(n*99)/100], latencies[n-1]
 	}
 }
 
@@ -242,8 +251,8 @@ func (rep *Report) kindTable(b *strings.Builder) {
 	b.WriteString("Recovery: from the heal (the end of a freeze or partition, the release of a force-deleted pod, ")
 	b.WriteString("the API server started, the kill itself, the rollout or scale done; of two overlapping faults, the later heal) ")
 	b.WriteString("until a read of every shard has answered.\n\n")
-	b.WriteString("| fault | count | failed / requests | failed by code | recovery median / max | overlaps | lost | went back |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| fault | count | failed / requests | failed by code | answered: p99 / max latency | recovery median / max | overlaps | lost | went back |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range rep.Kinds {
 		count := fmt.Sprint(s.Count)
 		if s.Skipped > 0 {
@@ -253,8 +262,8 @@ func (rep *Report) kindTable(b *strings.Builder) {
 		if s.NotRecovered > 0 {
 			recovery += fmt.Sprintf(", %d not within %s", s.NotRecovered, recoveryDeadline)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d / %d | %s | %s | %d | %d | %d |\n", s.Kind, count, s.Failed, s.Sent,
-			codes(s.FailedByCode), recovery, s.Overlaps, s.Lost, s.WentBack)
+		fmt.Fprintf(b, "| %s | %s | %d / %d | %s | %.0f / %.0f ms | %s | %d | %d | %d |\n", s.Kind, count, s.Failed, s.Sent,
+			codes(s.FailedByCode), s.P99Ms, s.MaxMs, recovery, s.Overlaps, s.Lost, s.WentBack)
 	}
 	q := rep.Requests
 	fmt.Fprintf(b, "\nOver the whole run: %d requests, %d answered, %d failed (%s).\n", q.Sent, q.OK, q.Failed, codes(q.ByCode))

@@ -64,7 +64,7 @@ func TestTheReportSumsUpEachKind(t *testing.T) {
 	}
 	md := rep.Markdown()
 	for _, want := range []string{"# kshard nemesis: PASSED", "Seed **42**", "`make chaos SEED=42 DURATION=5m`",
-		"| freeze-app | 2 | 2 / 3 | 1 ClientTimeout, 1 OutcomeUnknown | 2.0 s / 2.0 s | 0 | 0 | 0 |",
+		"| freeze-app | 2 | 2 / 3 | 1 ClientTimeout, 1 OutcomeUnknown | 1000 / 1000 ms | 2.0 s / 2.0 s | 0 | 0 | 0 |",
 		"| kill-app | 0 (+1 skipped) |", "not within 3m0s", "error: skipped"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)

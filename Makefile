@@ -8,7 +8,7 @@ export CCACHE_NOHASHDIR := 1
 .DEFAULT_GOAL := build
 
 .PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
-        scenarios cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help
+        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
@@ -17,6 +17,7 @@ help:
 	@echo "make unit-test     unit and component tests only"
 	@echo "make fuzz-smoke    every fuzz harness for 10 s (part of make test)"
 	@echo "make api-test      Schemathesis against the sidecar's OpenAPI description (part of make test)"
+	@echo "make chaos         the randomized fault suite on the local cluster: SEED= (default random), DURATION= (30m)"
 	@echo "make cluster-up    start the local Kubernetes cluster (.cluster/kubeconfig)"
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
@@ -64,6 +65,15 @@ operator-e2e: build-dev
 
 scenarios: build
 	@bash e2e/scenarios/run.sh
+
+# The randomized fault suite (e2e/nemesis, docs/reliability.md): faults of a seeded schedule under
+# load for DURATION, then the history checks. SEED defaults to a random one, printed first; the
+# same SEED replays the same schedule. Report: e2e/nemesis/report/nemesis.md. `make test` runs a
+# short one with a fixed seed (e2e/run-all.sh).
+SEED ?=
+DURATION ?= 30m
+chaos: build
+	@SEED="$(SEED)" DURATION="$(DURATION)" bash e2e/nemesis/run.sh
 
 # Builds everything, starts the local cluster, installs kshard with helm, runs the counter example.
 demo: deps

@@ -5,7 +5,9 @@
 #   2. kube/'s integration tests (e2e/kube/run.sh; needs `make build-dev`)
 #   3. the operator's cluster tests (e2e/operator/run.sh; needs `make build-dev`)
 #   4. the end-to-end scenarios (e2e/scenarios/run.sh; needs `make build`)
-#   5. the chart's life: untouched pods, helm test, upgrade, uninstall (e2e/chart-lifecycle.sh)
+#   5. the randomized fault suite, 4 minutes of faults of a fixed seed (e2e/nemesis/run.sh;
+#      `make chaos` runs a longer one)
+#   6. the chart's life: untouched pods, helm test, upgrade, uninstall (e2e/chart-lifecycle.sh)
 # KSHARD_KEEP_CLUSTER=1 leaves the cluster running for a look at .cluster/logs and kubectl.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -42,5 +44,9 @@ suite "cluster up" bash "$HERE/cluster/up.sh"
 suite "kube/ integration" bash "$HERE/kube/run.sh"
 suite "operator on the cluster" bash "$HERE/operator/run.sh"
 suite "end-to-end scenarios" bash "$HERE/scenarios/run.sh"
+# Seed 93's first four minutes hold eleven kinds of fault, force delete and container kills among
+# them (e2e/nemesis/schedule); NEMESIS_SEED and NEMESIS_DURATION override.
+suite "randomized faults (nemesis)" bash "$HERE/nemesis/run.sh" --seed "${NEMESIS_SEED:-93}" \
+  --duration "${NEMESIS_DURATION:-4m}"
 suite "chart lifecycle" bash -c "bash '$HERE/install.sh' --no-build && bash '$HERE/chart-lifecycle.sh'"
 exit $failed

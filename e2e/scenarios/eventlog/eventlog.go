@@ -77,6 +77,22 @@ type Result struct {
 	// Anomalies: a stop without an activation, or a second activation on a pod without a stop
 	// or death in between.
 	Anomalies []string `json:"anomalies,omitempty"`
+	// Findings: every overlap, value gap and anomaly above, with its entity and time.
+	Findings []Finding `json:"-"`
+}
+
+// Finding is one overlap, value gap or anomaly: of which entity, when (the start of the second
+// activation; the event of an anomaly), and the sentence of Overlaps, ValueGaps or Anomalies.
+type Finding struct {
+	Kind   string // "overlap", "value-gap" or "anomaly"
+	Entity string
+	At     time.Time
+	Text   string
+}
+
+func (r *Result) anomaly(id string, at time.Time, text string) {
+	r.Anomalies = append(r.Anomalies, text)
+	r.Findings = append(r.Findings, Finding{"anomaly", id, at, text})
 }
 
 // Check builds every entity's intervals and looks for overlaps. deaths maps a pod name to the
@@ -126,7 +142,7 @@ func buildIntervals(id string, events []Event, deaths map[string][]time.Time, re
 		case "activate":
 			res.Activations++
 			if iv := open[e.Pod]; iv != nil {
-				res.Anomalies = append(res.Anomalies, fmt.Sprintf("%s: activated again on %s at %s without a stop since %s",
+				res.anomaly(id, t, fmt.Sprintf("%s: activated again on %s at %s without a stop since %s",
 					id, e.Pod, stamp(t), stamp(iv.Start)))
 				iv.End, iv.EndedBy, iv.EndVal = t, "stop", -1
 				out = append(out, *iv)
@@ -136,7 +152,7 @@ func buildIntervals(id string, events []Event, deaths map[string][]time.Time, re
 			res.Stops++
 			iv := open[e.Pod]
 			if iv == nil {
-				res.Anomalies = append(res.Anomalies, fmt.Sprintf("%s: stopped on %s at %s without an activation", id, e.Pod, stamp(t)))
+				res.anomaly(id, t, fmt.Sprintf("%s: stopped on %s at %s without an activation", id, e.Pod, stamp(t)))
 				continue
 			}
 			iv.End, iv.EndedBy, iv.EndVal = t, "stop", e.Value
@@ -168,15 +184,19 @@ func checkOverlaps(id string, ivs []Interval, res *Result) {
 		if prev.Pod != cur.Pod && prev.EndedBy == "stop" {
 			res.Handoffs++
 			if prev.EndVal != cur.StartVal {
-				res.ValueGaps = append(res.ValueGaps, fmt.Sprintf("%s: stopped on %s with %d at %s, activated on %s with %d at %s",
-					id, prev.Pod, prev.EndVal, stamp(prev.End), cur.Pod, cur.StartVal, stamp(cur.Start)))
+				text := fmt.Sprintf("%s: stopped on %s with %d at %s, activated on %s with %d at %s",
+					id, prev.Pod, prev.EndVal, stamp(prev.End), cur.Pod, cur.StartVal, stamp(cur.Start))
+				res.ValueGaps = append(res.ValueGaps, text)
+				res.Findings = append(res.Findings, Finding{"value-gap", id, cur.Start, text})
 			}
 		}
 		for j := 0; j < i; j++ {
 			other := ivs[j]
 			if other.Pod != cur.Pod && other.End.After(cur.Start) {
-				res.Overlaps = append(res.Overlaps, fmt.Sprintf("%s: active on %s %s..%s (%s) and on %s from %s (epoch %d)",
-					id, other.Pod, stamp(other.Start), endStamp(other), other.EndedBy, cur.Pod, stamp(cur.Start), cur.Epoch))
+				text := fmt.Sprintf("%s: active on %s %s..%s (%s) and on %s from %s (epoch %d)",
+					id, other.Pod, stamp(other.Start), endStamp(other), other.EndedBy, cur.Pod, stamp(cur.Start), cur.Epoch)
+				res.Overlaps = append(res.Overlaps, text)
+				res.Findings = append(res.Findings, Finding{"overlap", id, cur.Start, text})
 			}
 		}
 	}

@@ -39,6 +39,10 @@ func TestOverlapOnTwoPodsIsFound(t *testing.T) {
 	if len(r.Overlaps) != 1 || !strings.Contains(r.Overlaps[0], "on p1") {
 		t.Fatalf("overlaps %v", r.Overlaps)
 	}
+	// (Its stop's value is not the next activation's either: a value gap too.)
+	if f := r.Findings; len(f) != 2 || f[1].Kind != "overlap" || f[1].Entity != "a" || !f[1].At.Equal(time.UnixMicro(15)) {
+		t.Fatalf("findings %+v", f)
+	}
 	// An interval left open (no stop, no death) overlaps every later one on another pod.
 	r = Check([]Event{ev(10, "activate", "a", "p1", 0), ev(50, "activate", "a", "p2", 0)}, nil)
 	if len(r.Overlaps) != 1 {

@@ -77,6 +77,9 @@ type Reply struct {
 // opened): the request was certainly not applied and may go to another pod.
 var ErrNotDelivered = errors.New("not delivered")
 
+// ErrNoReadyPod: no pod took requests (none was tried), so nothing was delivered.
+var ErrNoReadyPod = errors.New("no ready pod")
+
 // Do sends one request to the counter id through pod: POST .../increment, or GET when !increment.
 func (c *Client) Do(ctx context.Context, pod Pod, id string, increment bool) (Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -110,7 +113,11 @@ func (c *Client) Do(ctx context.Context, pod Pod, id string, increment bool) (Re
 			} `json:"error"`
 		}
 		_ = json.Unmarshal(body, &e)
-		return Reply{}, fmt.Errorf("http %d %s", res.StatusCode, e.Error.Code)
+		code := e.Error.Code
+		if code == "" {
+			code = res.Header.Get("Kshard-Error")
+		}
+		return Reply{}, &HTTPError{Status: res.StatusCode, Code: code}
 	}
 	var r Reply
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -118,6 +125,15 @@ func (c *Client) Do(ctx context.Context, pod Pod, id string, increment bool) (Re
 	}
 	return r, nil
 }
+
+// HTTPError is an answer other than 200: its status and the error code of its body
+// ({"error": {"code": ...}}), or of its Kshard-Error header when the body has none.
+type HTTPError struct {
+	Status int
+	Code   string
+}
+
+func (e *HTTPError) Error() string { return fmt.Sprintf("http %d %s", e.Status, e.Code) }
 
 var addressPattern = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+(:\d+)?`)
 
@@ -211,15 +227,27 @@ type result struct {
 	value int64
 }
 
-// send makes one logical request: attempts that are refused before reaching a pod go to another
-// ready pod, until the request timeout.
+// send makes one logical request of the driver and records it.
 func (d *Driver) send(e *Entity, increment bool) result {
-	q := result{Request: Request{Driver: d.cfg.Name, Entity: e.ID, Shard: e.Shard, Start: time.Now()}}
-	deadline := q.Start.Add(d.cfg.Timeout)
+	q, r, _ := d.client.Send(d.cfg.Pods, e.ID, increment)
+	q.Driver, q.Shard = d.cfg.Name, e.Shard
+	return result{Request: q, value: r.Value}
+}
+
+// Send makes one logical request to the counter id through a random ready pod: attempts that
+// are refused before reaching a pod (ErrNotDelivered, or no ready pod) go to another ready pod,
+// until the client's timeout. It returns the request as recorded (no driver, no shard), the
+// reply when q.OK, and the last attempt's error otherwise.
+func (c *Client) Send(pods Pods, id string, increment bool) (Request, Reply, error) {
+	q := Request{Entity: id, Start: time.Now()}
+	deadline := q.Start.Add(c.timeout)
+	var r Reply
+	var err error
 	for {
-		pod, ok := pick(d.cfg.Pods)
+		pod, ok := pick(pods)
 		if !ok {
-			q.Reason = "no ready pod"
+			err = ErrNoReadyPod
+			q.Reason = err.Error()
 			if time.Now().After(deadline) {
 				break
 			}
@@ -228,9 +256,9 @@ func (d *Driver) send(e *Entity, increment bool) result {
 			continue
 		}
 		q.Entry = pod.Name
-		r, err := d.client.Do(context.Background(), pod, e.ID, increment)
+		r, err = c.Do(context.Background(), pod, id, increment)
 		if err == nil {
-			q.OK, q.value, q.ServedBy = true, r.Value, r.Pod
+			q.OK, q.ServedBy, q.Reason = true, r.Pod, ""
 			break
 		}
 		q.Reason = err.Error()
@@ -241,7 +269,7 @@ func (d *Driver) send(e *Entity, increment bool) result {
 		time.Sleep(20 * time.Millisecond)
 	}
 	q.End = time.Now()
-	return q
+	return q, r, err
 }
 
 func pick(p Pods) (Pod, bool) {
@@ -258,6 +286,33 @@ func pick(p Pods) (Pod, bool) {
 func ReadAll(client *Client, pods Pods, entities []*Entity, parallel int, deadline time.Time) []error {
 	var mu sync.Mutex
 	var errs []error
+	EachParallel(entities, parallel, func(e *Entity) {
+		var last error
+		ok := Retry(deadline, 200*time.Millisecond, func() bool {
+			pod, ok := pick(pods)
+			if !ok {
+				last = errors.New("no ready pod")
+				return false
+			}
+			r, err := client.Do(context.Background(), pod, e.ID, false)
+			if err != nil {
+				last = fmt.Errorf("via %s: %w", pod.Name, err)
+				return false
+			}
+			_ = e.CheckFinal(r.Value)
+			return true
+		})
+		if !ok {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("reading %s: %w", e.ID, last))
+			mu.Unlock()
+		}
+	})
+	return errs
+}
+
+// EachParallel calls f for every entity, `parallel` calls at a time, and returns when all returned.
+func EachParallel(entities []*Entity, parallel int, f func(*Entity)) {
 	work := make(chan *Entity)
 	var wg sync.WaitGroup
 	for i := 0; i < parallel; i++ {
@@ -265,28 +320,7 @@ func ReadAll(client *Client, pods Pods, entities []*Entity, parallel int, deadli
 		go func() {
 			defer wg.Done()
 			for e := range work {
-				var last error
-				for {
-					pod, ok := pick(pods)
-					if !ok {
-						last = errors.New("no ready pod")
-					} else if r, err := client.Do(context.Background(), pod, e.ID, false); err != nil {
-						last = fmt.Errorf("via %s: %w", pod.Name, err)
-					} else {
-						_ = e.CheckFinal(r.Value)
-						last = nil
-						break
-					}
-					if time.Now().After(deadline) {
-						break
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
-				if last != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("reading %s: %w", e.ID, last))
-					mu.Unlock()
-				}
+				f(e)
 			}
 		}()
 	}
@@ -295,5 +329,16 @@ func ReadAll(client *Client, pods Pods, entities []*Entity, parallel int, deadli
 	}
 	close(work)
 	wg.Wait()
-	return errs
+}
+
+// Retry calls attempt until it succeeds, every `every`, and returns true; or false once an attempt
+// failed after deadline.
+func Retry(deadline time.Time, every time.Duration, attempt func() bool) bool {
+	for !attempt() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
+	return true
 }

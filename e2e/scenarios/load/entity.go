@@ -7,7 +7,11 @@
 // not have been applied; Entity keeps the bounds that makes the final check precise.
 package load
 
-import "fmt"
+import (
+	"fmt"
+
+	"kshard.local/e2e/scenarios/shardid"
+)
 
 // Entity is one counter and what the driver knows about it. Only its driving goroutine touches
 // it while a driver runs.
@@ -65,4 +69,41 @@ func (e *Entity) CheckFinal(v int64) error {
 	e.Pending = 0
 	e.Last = v
 	return nil
+}
+
+// CoveringEntities returns entities named prefix-0, prefix-1, … chosen so that every shard
+// 1..shards has exactly perShard of them: traffic then reaches every pod and every move.
+func CoveringEntities(prefix string, shards, perShard int) []*Entity {
+	count := make([]int, shards+1)
+	missing := shards * perShard
+	var out []*Entity
+	for n := 0; missing > 0; n++ {
+		id := fmt.Sprintf("%s-%d", prefix, n)
+		s := shardid.Of(id, shards)
+		if count[s] == perShard {
+			continue
+		}
+		count[s]++
+		missing--
+		out = append(out, &Entity{ID: id, Shard: s})
+	}
+	return out
+}
+
+// OneEntityPerShard picks, among entities, one of each of the given shards.
+func OneEntityPerShard(entities []*Entity, shards []int) (picked []*Entity, missing []int) {
+	byShard := map[int]*Entity{}
+	for _, e := range entities {
+		if byShard[e.Shard] == nil {
+			byShard[e.Shard] = e
+		}
+	}
+	for _, s := range shards {
+		if e := byShard[s]; e != nil {
+			picked = append(picked, e)
+		} else {
+			missing = append(missing, s)
+		}
+	}
+	return picked, missing
 }

@@ -200,3 +200,21 @@ func (m *ShardMap) Describe() string {
 	return fmt.Sprintf("epoch %d, pods [%s], unassigned %d, conditions [%s], manager %s",
 		m.Status.Epoch, strings.Join(pods, " "), m.Unassigned(), strings.Join(conds, " "), m.Status.Manager.Pod)
 }
+
+// Balanced says whether the map has exactly `pods` registered pods, every shard assigned, and
+// shard counts that differ by at most one; the message says what is off.
+func (m *ShardMap) Balanced(pods int) (bool, string) {
+	counts, diff := m.Spread()
+	ok := len(m.Status.Pods) == pods && m.Unassigned() == 0 && diff <= 1
+	return ok, fmt.Sprintf("want %d pods within one; shards per pod %v; %s", pods, counts, m.Describe())
+}
+
+// Registered lists the names of the registered pods (status.pods), sorted.
+func (m *ShardMap) Registered() []string {
+	var out []string
+	for _, p := range m.Status.Pods {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/shardid"
 	"kshard.local/e2e/scenarios/shardmap"
 )
@@ -400,7 +401,7 @@ func (s *suite) badManagerRequests(c sc) int {
 	// leadership change follows an API server outage, see docs/reliability.md): wait until the
 	// replica status.manager names answers as the leader, reading the ShardMap afresh each time.
 	var m *shardmap.ShardMap
-	if _, err := pollUntil(60*time.Second, 500*time.Millisecond, func() (bool, string) {
+	if _, err := kube.PollUntil(60*time.Second, 500*time.Millisecond, func() (bool, string) {
 		got, err := s.getMap()
 		if err != nil {
 			return false, err.Error()

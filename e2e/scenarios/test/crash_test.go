@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 )
 
@@ -26,7 +27,7 @@ func scenarioCrash(c sc, s *suite) {
 	ns := s.cfg.counterNS
 	s.waitSteady(c, 3)
 	before := s.latest()
-	victim := registeredNames(before)[0]
+	victim := before.Registered()[0]
 	victimShards := shardsOf(before, victim)
 	ctx, cancel := apiCtx()
 	pod, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
@@ -115,13 +116,13 @@ func scenarioCrash(c sc, s *suite) {
 	}
 
 	// Full service: a read of one counter of each of the victim's shards succeeds, all in one pass.
-	probes, missing := oneEntityPerShard(s.continuous, victimShards)
+	probes, missing := load.OneEntityPerShard(s.continuous, victimShards)
 	if len(missing) > 0 {
 		c.fatalf("no continuous entity for shards %v", missing)
 	}
 	passes := 0
 	fullErr := func() error {
-		_, err := pollUntil(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
+		_, err := kube.PollUntil(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
 			passes++
 			failures := probePass(s.client, s.pods, probes)
 			return len(failures) == 0, fmt.Sprintf("%d of %d reads failed, e.g. %v", len(failures), len(probes), head(failures, 3))

@@ -8,6 +8,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kshard.local/e2e/scenarios/kube"
 )
 
 // scenarioLeaderFailover (6): the leading operator pod is deleted under traffic; a follower
@@ -17,7 +19,7 @@ func scenarioLeaderFailover(c sc, s *suite) {
 	s.waitSteady(c, 3)
 	s.waitOperators(c, 2*time.Minute)
 	lease := s.lease(c)
-	old := holder(lease)
+	old := kube.Holder(lease)
 	if old == "" {
 		c.fatalf("Lease %s/%s has no holder", s.cfg.kshardNS, leaseName)
 	}
@@ -42,7 +44,7 @@ func scenarioLeaderFailover(c sc, s *suite) {
 		if err != nil {
 			return false, err.Error()
 		}
-		h := holder(l)
+		h := kube.Holder(l)
 		if h == "" || h == old {
 			return false, fmt.Sprintf("holder %q", h)
 		}
@@ -87,13 +89,6 @@ func scenarioLeaderFailover(c sc, s *suite) {
 	}
 }
 
-func holder(l *coordinationv1.Lease) string {
-	if l == nil || l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
 func (s *suite) lease(c sc) *coordinationv1.Lease {
 	c.Helper()
 	ctx, cancel := apiCtx()
@@ -107,43 +102,13 @@ func (s *suite) lease(c sc) *coordinationv1.Lease {
 
 // operatorDeployment finds the chart's operator Deployment and its pods.
 func (s *suite) operatorDeployment() (*appsv1.Deployment, []v1.Pod, error) {
-	ctx, cancel := apiCtx()
-	defer cancel()
-	ds, err := s.cs.AppsV1().Deployments(s.cfg.kshardNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(ds.Items) != 1 {
-		return nil, nil, fmt.Errorf("%d Deployments labelled app.kubernetes.io/component=operator in %s, want 1", len(ds.Items), s.cfg.kshardNS)
-	}
-	d := &ds.Items[0]
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil {
-		return nil, nil, err
-	}
-	pods, err := s.cs.CoreV1().Pods(s.cfg.kshardNS).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, nil, err
-	}
-	return d, pods.Items, nil
+	return kube.OperatorDeployment(s.cs, s.cfg.kshardNS)
 }
 
 // waitOperators waits until every operator replica is up and ready, and none is terminating.
 func (s *suite) waitOperators(c sc, timeout time.Duration) {
 	c.Helper()
 	c.waitUntil(timeout, "every operator replica is ready", func() (bool, string) {
-		d, pods, err := s.operatorDeployment()
-		if err != nil {
-			return false, err.Error()
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		var ptrs []*v1.Pod
-		for i := range pods {
-			ptrs = append(ptrs, &pods[i])
-		}
-		return deploymentSettled(d, ptrs, want)
+		return kube.OperatorsSettled(s.cs, s.cfg.kshardNS)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardmap"
 )
@@ -70,7 +71,7 @@ func scenarioInstall(c sc, s *suite) {
 	}
 
 	// What a user sees.
-	out, err := runCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "shardmaps")
+	out, err := kube.RunCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "shardmaps")
 	if err != nil {
 		c.fatalf("kubectl get shardmaps: %v", err)
 	}
@@ -78,7 +79,7 @@ func scenarioInstall(c sc, s *suite) {
 	if problems := checkGetShardMaps(out, counterName, []string{"300", "3", "0", "True"}); len(problems) > 0 {
 		c.errorf("kubectl get shardmaps: %s; output:\n%s", strings.Join(problems, "; "), out)
 	}
-	if short, err := runCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "sm", counterName); err != nil {
+	if short, err := kube.RunCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "sm", counterName); err != nil {
 		c.errorf("kubectl get sm (the short name): %v", err)
 	} else if problems := checkGetShardMaps(short, counterName, []string{"300", "3", "0", "True"}); len(problems) > 0 {
 		c.errorf("kubectl get sm: %s", strings.Join(problems, "; "))
@@ -172,5 +173,5 @@ func (s *suite) deploymentSettled(replicas int32) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	return deploymentSettled(d, s.pods.All(), replicas)
+	return kube.DeploymentSettled(d, s.pods.All(), replicas)
 }

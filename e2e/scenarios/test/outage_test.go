@@ -7,8 +7,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 )
 
@@ -30,13 +30,13 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 			return
 		}
 		restarted = true
-		if out, err := runCommand(3*time.Minute, s.cfg.repoRoot, "bash", script, "start"); err != nil {
+		if out, err := kube.RunCommand(3*time.Minute, s.cfg.repoRoot, "bash", script, "start"); err != nil {
 			c.errorf("starting the API server: %v\n%s", err, out)
 		}
 	}
 	// Whatever happens, the API server comes back for the scenarios after this one.
 	defer start()
-	if out, err := runCommand(2*time.Minute, s.cfg.repoRoot, "bash", script, "stop"); err != nil {
+	if out, err := kube.RunCommand(2*time.Minute, s.cfg.repoRoot, "bash", script, "stop"); err != nil {
 		c.fatalf("stopping the API server: %v\n%s", err, out)
 	}
 	stopped := time.Now()
@@ -76,18 +76,18 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(back) || holder(l) == "" {
-			return false, fmt.Sprintf("Lease holder %q renewed %v", holder(l), l.Spec.RenewTime)
+		if l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(back) || kube.Holder(l) == "" {
+			return false, fmt.Sprintf("Lease holder %q renewed %v", kube.Holder(l), l.Spec.RenewTime)
 		}
 		m, err := s.getMap()
 		if err != nil {
 			return false, err.Error()
 		}
-		if ok, msg := balanced(m, 3); !ok || !m.IsTrue("Ready") || m.Status.Manager.Pod != holder(l) {
-			return false, fmt.Sprintf("Lease holder %s; %s", holder(l), msg)
+		if ok, msg := m.Balanced(3); !ok || !m.IsTrue("Ready") || m.Status.Manager.Pod != kube.Holder(l) {
+			return false, fmt.Sprintf("Lease holder %s; %s", kube.Holder(l), msg)
 		}
-		if !slices.Equal(registeredNames(m), s.podNames()) {
-			return false, fmt.Sprintf("registered %v, running %v", registeredNames(m), s.podNames())
+		if !slices.Equal(m.Registered(), s.podNames()) {
+			return false, fmt.Sprintf("registered %v, running %v", m.Registered(), s.podNames())
 		}
 		return true, ""
 	})
@@ -114,51 +114,13 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 	}
 }
 
-// waitServiceEndpoints waits until every Service of the operator has a ready address in its v1
-// Endpoints, which the API server uses to call the webhook. After an API server restart the
-// controller-manager's endpoints controller can drop a Service from its queue ("endpoints
-// informer cache is out of date") and leave its Endpoints stale although the EndpointSlices are
-// right; the webhook is then unreachable ("no endpoints available") and, with failurePolicy
-// Fail, no annotated pod can be created. That is the cluster's doing, not kshard's: the scenario
-// reports it and touches the Service, which makes the controller sync it again.
+// waitServiceEndpoints waits until every Service of the operator has ready Endpoints, touching
+// one the controller-manager left stale after the restart (kube.ResyncServiceEndpoints); the
+// scenario reports that as a note.
 func (s *suite) waitServiceEndpoints(c sc) {
 	c.Helper()
-	ctx, cancel := apiCtx()
-	svcs, err := s.cs.CoreV1().Services(s.cfg.kshardNS).List(ctx, metav1.ListOptions{})
-	cancel()
-	if err != nil {
-		c.fatalf("listing the Services of %s: %v", s.cfg.kshardNS, err)
-	}
-	for _, svc := range svcs.Items {
-		if len(svc.Spec.Selector) == 0 {
-			continue
-		}
-		name := svc.Name
-		ready := func() (bool, string) {
-			ctx, cancel := apiCtx()
-			defer cancel()
-			ep, err := s.cs.CoreV1().Endpoints(s.cfg.kshardNS).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, ss := range ep.Subsets {
-				if len(ss.Addresses) > 0 {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("Endpoints %s has no ready address (resourceVersion %s)", name, ep.ResourceVersion)
-		}
-		if _, err := pollUntil(20*time.Second, 500*time.Millisecond, ready); err == nil {
-			continue
-		}
-		c.r.note("after the outage the controller-manager left the v1 Endpoints of Service %s/%s without ready addresses although its pods were Ready (see its log: \"endpoints informer cache is out of date\"); the scenario touched the Service to make it sync again", s.cfg.kshardNS, name)
-		ctx, cancel := apiCtx()
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.kshard.io/resync":%q}}}`, time.Now().Format(time.RFC3339Nano))
-		_, err := s.cs.CoreV1().Services(s.cfg.kshardNS).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		cancel()
-		if err != nil {
-			c.errorf("touching Service %s: %v", name, err)
-		}
-		c.waitUntil(time.Minute, "Service "+name+" has ready Endpoints", ready)
+	note := func(msg string) { c.r.note("%s", msg) }
+	if err := kube.ResyncServiceEndpoints(s.cs, s.cfg.kshardNS, time.Minute, note); err != nil {
+		c.fatalf("%v", err)
 	}
 }

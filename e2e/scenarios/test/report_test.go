@@ -1,17 +1,16 @@
 package scenariotest
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
+	"kshard.local/e2e/scenarios/reportfile"
 )
 
 // Figure is one measured value of a scenario, in the order the scenario measured it.
@@ -122,31 +121,11 @@ func (c sc) logf(format string, args ...any) {
 // timeout it fails the scenario with what did not happen and what cond said last.
 func (c sc) waitUntil(timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	c.Helper()
-	d, err := pollUntil(timeout, 200*time.Millisecond, cond)
+	d, err := kube.PollUntil(timeout, 200*time.Millisecond, cond)
 	if err != nil {
 		c.fatalf("%s: %v", what, err)
 	}
 	return d
-}
-
-// pollUntil polls cond until it holds or timeout passes.
-func pollUntil(timeout, every time.Duration, cond func() (bool, string)) (time.Duration, error) {
-	start := time.Now()
-	deadline := start.Add(timeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start), nil
-		}
-		if msg != "" {
-			last = msg
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("not within %s; last state: %s", timeout, last)
-		}
-		time.Sleep(every)
-	}
 }
 
 func (rep *Report) finish(now time.Time) {
@@ -166,17 +145,7 @@ func (rep *Report) finish(now time.Time) {
 
 // write stores the report as scenarios.json and scenarios.md in dir.
 func (rep *Report) write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scenarios.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "scenarios.md"), []byte(rep.markdown()), 0o644)
+	return reportfile.Write(dir, "scenarios", rep, rep.markdown())
 }
 
 // markdown renders the report for people (and for docs/reliability.md).

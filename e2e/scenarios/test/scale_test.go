@@ -3,13 +3,10 @@ package scenariotest
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"kshard.local/e2e/scenarios/shardmap"
 )
 
 // scenarioScale (3): 3 → 6 → 2 replicas under traffic; after each step the map is balanced
@@ -58,11 +55,11 @@ func (s *suite) waitBalancedOver(c sc, replicas int32, timeout time.Duration) ti
 			return false, msg
 		}
 		m := s.latest()
-		if ok, msg := balanced(m, int(replicas)); !ok {
+		if ok, msg := m.Balanced(int(replicas)); !ok {
 			return false, msg
 		}
-		if !slices.Equal(registeredNames(m), s.podNames()) {
-			return false, fmt.Sprintf("registered %v, running %v", registeredNames(m), s.podNames())
+		if !slices.Equal(m.Registered(), s.podNames()) {
+			return false, fmt.Sprintf("registered %v, running %v", m.Registered(), s.podNames())
 		}
 		return true, ""
 	})
@@ -76,15 +73,6 @@ func (s *suite) waitSteady(c sc, replicas int32) {
 		m := s.latest()
 		return m.IsTrue("Ready"), m.Describe()
 	})
-}
-
-func registeredNames(m *shardmap.ShardMap) []string {
-	var out []string
-	for _, p := range m.Status.Pods {
-		out = append(out, p.Name)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (s *suite) podNames() []string {

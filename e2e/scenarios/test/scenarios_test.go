@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardmap"
 )
@@ -52,8 +53,8 @@ type suite struct {
 	cfg   config
 	cs    *kubernetes.Clientset
 	dyn   dynamic.Interface
-	pods  *podWatcher
-	maps  *mapWatcher
+	pods  *kube.PodWatcher
+	maps  *kube.MapWatcher
 	rec   *load.Recorder
 	runID string
 	// continuous is driven from the first scenario to the last; traffic by scenario 2.
@@ -70,11 +71,11 @@ type suite struct {
 	deaths map[string][]time.Time
 }
 
-func (s *suite) history() *shardmap.History { return s.maps.history }
+func (s *suite) history() *shardmap.History { return s.maps.History() }
 
 // latest is the newest version of the counter's ShardMap; an empty one before any was seen.
 func (s *suite) latest() *shardmap.ShardMap {
-	if m := s.maps.history.Latest(); m != nil {
+	if m := s.maps.History().Latest(); m != nil {
 		return m
 	}
 	return &shardmap.ShardMap{Name: "(no ShardMap seen yet)"}
@@ -168,7 +169,7 @@ func TestScenarios(t *testing.T) {
 }
 
 func newSuite(cfg config) (*suite, error) {
-	cs, dyn, err := newClients(cfg.kubeconfig)
+	cs, dyn, err := kube.NewClients(cfg.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -176,14 +177,14 @@ func newSuite(cfg config) (*suite, error) {
 		runID:  fmt.Sprintf("e2e%d", time.Now().Unix()%1000000),
 		client: load.NewClient(publicPort, 3*time.Second)}
 	s.stopCh = make(chan struct{})
-	if s.pods, err = watchPods(cs, cfg.counterNS, counterLabels, s.stopCh); err != nil {
+	if s.pods, err = kube.WatchPods(cs, cfg.counterNS, counterLabels, s.stopCh); err != nil {
 		return nil, err
 	}
-	if s.maps, err = watchShardMap(dyn, cfg.counterNS, counterName, s.stopCh); err != nil {
+	if s.maps, err = kube.WatchShardMap(dyn, cfg.counterNS, counterName, s.stopCh); err != nil {
 		return nil, err
 	}
 	// Counter ids carry the run's id: the counters' state (a hostPath) outlives runs.
-	s.continuous = coveringEntities(s.runID+"-c", shardCount, 1)
+	s.continuous = load.CoveringEntities(s.runID+"-c", shardCount, 1)
 	s.traffic = numberedEntities(s.runID+"-t", 1000, shardCount)
 	return s, nil
 }

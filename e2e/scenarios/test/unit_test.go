@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardid"
 	"kshard.local/e2e/scenarios/shardmap"
 )
 
 func TestCoveringEntitiesHaveEveryShardExactlyOnce(t *testing.T) {
-	es := coveringEntities("run-c", 300, 1)
+	es := load.CoveringEntities("run-c", 300, 1)
 	if len(es) != 300 {
 		t.Fatalf("%d entities, want 300", len(es))
 	}
@@ -33,7 +34,7 @@ func TestCoveringEntitiesHaveEveryShardExactlyOnce(t *testing.T) {
 		}
 		seen[e.Shard] = true
 	}
-	two := coveringEntities("x", 10, 2)
+	two := load.CoveringEntities("x", 10, 2)
 	if len(two) != 20 {
 		t.Fatalf("%d entities, want 20", len(two))
 	}
@@ -41,7 +42,7 @@ func TestCoveringEntitiesHaveEveryShardExactlyOnce(t *testing.T) {
 
 func TestOneEntityPerShardReportsMissingShards(t *testing.T) {
 	es := []*load.Entity{{ID: "a", Shard: 1}, {ID: "b", Shard: 1}, {ID: "c", Shard: 3}}
-	picked, missing := oneEntityPerShard(es, []int{1, 2, 3})
+	picked, missing := load.OneEntityPerShard(es, []int{1, 2, 3})
 	if len(picked) != 2 || picked[0].ID != "a" || picked[1].ID != "c" || len(missing) != 1 || missing[0] != 2 {
 		t.Fatalf("picked %v, missing %v", picked, missing)
 	}
@@ -68,25 +69,25 @@ func mapOf(t *testing.T, shards int, pods []string, assignments ...shardmap.Assi
 func TestBalancedIsWithinOneOverTheRegisteredPods(t *testing.T) {
 	m := mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-4"},
 		shardmap.Assignment{Pod: "b", Shards: "5-7"}, shardmap.Assignment{Pod: "c", Shards: "8-10"})
-	if ok, msg := balanced(m, 3); !ok {
+	if ok, msg := m.Balanced(3); !ok {
 		t.Fatalf("4/3/3 is balanced: %s", msg)
 	}
-	if ok, _ := balanced(m, 2); ok {
+	if ok, _ := m.Balanced(2); ok {
 		t.Fatal("3 pods are not 2")
 	}
 	m = mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-5"},
 		shardmap.Assignment{Pod: "b", Shards: "6-8"}, shardmap.Assignment{Pod: "c", Shards: "9-10"})
-	if ok, _ := balanced(m, 3); ok {
+	if ok, _ := m.Balanced(3); ok {
 		t.Fatal("5/3/2 is not balanced")
 	}
 	m = mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-3"},
 		shardmap.Assignment{Pod: "b", Shards: "4-6"}, shardmap.Assignment{Pod: "c", Shards: "7-9"})
-	if ok, _ := balanced(m, 3); ok {
+	if ok, _ := m.Balanced(3); ok {
 		t.Fatal("an unassigned shard is not balanced")
 	}
 	m = mapOf(t, 10, []string{"a", "b", "c"}, shardmap.Assignment{Pod: "a", Shards: "1-5"},
 		shardmap.Assignment{Pod: "b", Shards: "6-10"})
-	if ok, _ := balanced(m, 3); ok {
+	if ok, _ := m.Balanced(3); ok {
 		t.Fatal("a registered pod with no shard is not balanced")
 	}
 }
@@ -164,10 +165,10 @@ func TestReportRendersEveryScenarioAndFigure(t *testing.T) {
 
 func TestPollUntilSaysWhatDidNotHappen(t *testing.T) {
 	n := 0
-	if _, err := pollUntil(time.Second, time.Millisecond, func() (bool, string) { n++; return n == 3, "" }); err != nil {
+	if _, err := kube.PollUntil(time.Second, time.Millisecond, func() (bool, string) { n++; return n == 3, "" }); err != nil {
 		t.Fatal(err)
 	}
-	_, err := pollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
+	_, err := kube.PollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
 	if err == nil || !strings.Contains(err.Error(), "still 2 pods") {
 		t.Fatalf("got %v", err)
 	}
@@ -201,7 +202,7 @@ func TestDriverReadAllAndProbesAgainstAFakeCounter(t *testing.T) {
 	host, portText, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	port, _ := strconv.Atoi(portText)
 	pods := staticPods{{Name: "fake", IP: host}}
-	entities := coveringEntities("unit", 20, 2)
+	entities := load.CoveringEntities("unit", 20, 2)
 	rec := &load.Recorder{}
 	start := time.Now()
 	d := load.Start(load.Config{Name: "unit", Entities: entities, Rate: 2000, Increments: 5, Pods: pods,

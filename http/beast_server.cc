@@ -185,6 +185,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void readBody(std::shared_ptr<Session> self);
   void onBody(const beast::error_code& ec, std::shared_ptr<Session> self);
   void onReadError(const beast::error_code& ec);
+  // Applies the request's route's own body limit (RouteOptions) once its head is read: false when
+  // the request was refused 413 from its Content-Length.
+  bool applyRouteBodyLimit();
   void dispatchRequest(std::shared_ptr<Session> self);
   // Writes out_ (an answer), then reads the next request or closes.
   void writeMessage(bool close);
@@ -209,7 +212,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void onChannelRead(const beast::error_code& ec, std::size_t n);
   // Dispatches every whole frame in buffer_; false when the session closed on a malformed one.
   bool takeFrames();
-  void refuseFrame(std::uint64_t id, std::size_t frameBytes);
+  // The body limit of a request read from a frame: the server's, or its route's.
+  std::size_t channelBodyLimit(const Request& request) const;
+  void refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit);
   void closeOnMalformedFrame(const std::string& error);
   void channelAnswer(std::uint64_t id, Response&& response);
   void scheduleFlush();
@@ -242,6 +247,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   bool keepAlive_ = true;
   bool head_ = false;
   unsigned version_ = 11;
+  std::size_t bodyLimit_ = 0;  // of the request being read: the server's, or its route's
 
   // Streaming response state.
   std::shared_ptr<StreamState> streamState_;
@@ -338,7 +344,8 @@ void Session::readHeader() {
   }
   parser_.emplace();
   parser_->header_limit(kHeaderLimit);
-  parser_->body_limit(core_.options.maxBodyBytes);
+  bodyLimit_ = core_.options.maxBodyBytes;
+  parser_->body_limit(bodyLimit_);
   // One deadline for the whole request, headers and body; on an idle keep-alive connection it is
   // the idle timeout.
   watchdog_.expiresAfter(core_.options.requestTimeout);
@@ -357,6 +364,7 @@ void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> sel
     onReadError(ec);
     return;
   }
+  if (core_.router.hasBodyLimits() && !applyRouteBodyLimit()) return;
   if (parser_->is_done()) {
     dispatchRequest(std::move(self));
     return;
@@ -402,10 +410,27 @@ void Session::onBody(const beast::error_code& ec, std::shared_ptr<Session> self)
   dispatchRequest(std::move(self));
 }
 
+std::string bodyTooLarge(std::size_t limit) {
+  return "request body exceeds " + std::to_string(limit) + " bytes";
+}
+
+bool Session::applyRouteBodyLimit() {
+  const std::optional<Method> method = parser_->method();
+  if (!method) return true;  // answered 501 once read
+  const std::optional<std::size_t> limit = core_.router.bodyLimit(*method, parser_->get().target);
+  if (!limit || *limit >= bodyLimit_) return true;
+  bodyLimit_ = *limit;
+  if (const auto length = parser_->content_length(); length && *length > bodyLimit_) {
+    sendError(413, "PayloadTooLarge", bodyTooLarge(bodyLimit_));
+    return false;
+  }
+  parser_->body_limit(bodyLimit_);  // a chunked body stops there
+  return true;
+}
+
 void Session::onReadError(const beast::error_code& ec) {
   if (ec == bhttp::error::body_limit) {
-    sendError(413, "PayloadTooLarge",
-              "request body exceeds " + std::to_string(core_.options.maxBodyBytes) + " bytes");
+    sendError(413, "PayloadTooLarge", bodyTooLarge(bodyLimit_));
     return;
   }
   if (ec == bhttp::error::header_limit) {
@@ -769,7 +794,7 @@ bool Session::takeFrames() {
       continue;
     }
     if (channel::minBodyBytes(head.payloadBytes) > core_.options.maxBodyBytes) {
-      refuseFrame(head.id, frameBytes);
+      refuseFrame(head.id, frameBytes, core_.options.maxBodyBytes);
       continue;
     }
     if (data.size() < frameBytes) return true;
@@ -779,8 +804,8 @@ bool Session::takeFrames() {
       closeOnMalformedFrame(error);
       return false;
     }
-    if (request.body.size() > core_.options.maxBodyBytes) {
-      refuseFrame(head.id, frameBytes);
+    if (const std::size_t limit = channelBodyLimit(request); request.body.size() > limit) {
+      refuseFrame(head.id, frameBytes, limit);
       continue;
     }
     buffer_.consume(frameBytes);
@@ -806,14 +831,18 @@ void Session::closeOnMalformedFrame(const std::string& error) {
   closeNow();
 }
 
-void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes) {
+std::size_t Session::channelBodyLimit(const Request& request) const {
+  const std::size_t limit = core_.options.maxBodyBytes;
+  if (!core_.router.hasBodyLimits()) return limit;
+  return std::min(limit, core_.router.bodyLimit(request.method, request.target).value_or(limit));
+}
+
+void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit) {
   Channel& c = *channel_;
   c.lastId = id;
   c.skip = frameBytes;
   if (c.inflight++ == 0) setBusy(true);
-  channelAnswer(id, Response::error(413, "PayloadTooLarge",
-                                    "request body exceeds " +
-                                        std::to_string(core_.options.maxBodyBytes) + " bytes"));
+  channelAnswer(id, Response::error(413, "PayloadTooLarge", bodyTooLarge(limit)));
 }
 
 void Session::channelAnswer(std::uint64_t id, Response&& response) {
@@ -954,8 +983,9 @@ BeastServer::BeastServer(ServerOptions options)
 
 BeastServer::~BeastServer() { stop(); }
 
-void BeastServer::route(Method method, std::string_view pattern, Handler handler) {
-  core_->router.add(method, pattern, std::move(handler));
+void BeastServer::route(Method method, std::string_view pattern, Handler handler,
+                        RouteOptions options) {
+  core_->router.add(method, pattern, std::move(handler), options);
 }
 
 Status BeastServer::start() {

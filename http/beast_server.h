@@ -9,9 +9,9 @@
 // is only read once the previous response was written (its bytes wait in the read buffer).
 // Timeouts: `requestTimeout` bounds reading one request (408 when a request was started, a silent
 // close when an idle keep-alive connection expires), the TLS handshake and each write. Bodies over
-// `maxBodyBytes` get 413 (from Content-Length before the body is read, or while reading chunks)
-// and the connection is closed. "Expect: 100-continue" is honoured. Streaming responses are
-// supported (Responder::startStream).
+// `maxBodyBytes`, or over their route's RouteOptions::maxBodyBytes, get 413 (from Content-Length
+// before the body is read, or while reading chunks) and the connection is closed. "Expect:
+// 100-continue" is honoured. Streaming responses are supported (Responder::startStream).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,9 @@ class BeastServer : public Server {
   BeastServer(const BeastServer&) = delete;
   BeastServer& operator=(const BeastServer&) = delete;
 
-  void route(Method method, std::string_view pattern, Handler handler) override;
+  using Server::route;
+  void route(Method method, std::string_view pattern, Handler handler,
+             RouteOptions options) override;
   Status start() override;
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
   std::uint16_t port() const override;

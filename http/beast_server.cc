@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/log_throttle.h"
 #include "http/beast_message.h"
 #include "http/beast_stream.h"
 #include "http/channel.h"
@@ -62,6 +63,9 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
 
   void doAccept();
   void onAccept(const beast::error_code& ec, tcp::socket socket);
+  // Takes a place for a connection from `peer`, within maxConnections and
+  // maxConnectionsPerPeer; false (and logged, at most once per interval) when there is none.
+  bool admit(const net::ip::address& peer);
   // Called twice per request, from every I/O thread: no lock unless stop() is waiting.
   void sessionBusy(bool busy) {
     if (busy) {
@@ -74,9 +78,14 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
       cv.notify_all();
     }
   }
-  void forget(Session* s, bool wasBusy) {
+  void forget(Session* s, const net::ip::address& peer, bool wasBusy) {
     std::lock_guard<std::mutex> lock(mu);
     sessions.erase(s);
+    if (options.maxConnectionsPerPeer > 0) {
+      if (const auto it = perPeer.find(peer); it != perPeer.end() && --it->second == 0) {
+        perPeer.erase(it);
+      }
+    }
     if (wasBusy) --busyCount;
     cv.notify_all();
   }
@@ -90,6 +99,9 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
   std::mutex mu;
   std::condition_variable cv;
   std::map<Session*, std::weak_ptr<Session>> sessions;
+  std::map<net::ip::address, std::size_t> perPeer;  // open connections by address, when bounded
+  LogThrottle refusedLog{std::chrono::seconds(5)};
+  std::uint64_t refused = 0;
   // Sessions with a request between dispatch and its answer written.
   std::atomic<std::size_t> busyCount{0};
   bool running = false;               // guarded by mu
@@ -117,17 +129,18 @@ struct SessionRef {
 
 class Session : public std::enable_shared_from_this<Session>, public ResponseTarget {
  public:
-  Session(BeastServer::Core& core, AnyStream stream, std::string remote)
+  Session(BeastServer::Core& core, AnyStream stream, const tcp::endpoint& remote)
       : core_(core),
         keepCore_(core.keepAlive()),
         exec_(stream.tcp().get_executor()),
         stream_(std::move(stream)),
-        remote_(std::move(remote)),
+        peer_(remote.address()),
+        remote_(formatEndpoint(remote)),
         watchdog_(exec_) {
     buffer_.reserve(kReadBufferBytes);
   }
 
-  ~Session() { core_.forget(this, busy_); }
+  ~Session() { core_.forget(this, peer_, busy_); }
 
   const net::any_io_executor& executor() const { return exec_; }
 
@@ -235,6 +248,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   const std::shared_ptr<BeastServer::Core> keepCore_;  // see Core::keepAlive
   const net::any_io_executor exec_;
   AnyStream stream_;
+  const net::ip::address peer_;
   const std::string remote_;
   // The deadline of the current read or write, or of the idle wait; past it the connection closes.
   Watchdog watchdog_;
@@ -954,13 +968,16 @@ void BeastServer::Core::onAccept(const beast::error_code& ec, tcp::socket socket
   }
   accepted.fetch_add(1);
   beast::error_code ignored;
-  socket.set_option(tcp::no_delay(true), ignored);
   const auto remote = socket.remote_endpoint(ignored);
+  if (!admit(remote.address())) {
+    socket.close(ignored);
+    doAccept();
+    return;
+  }
+  socket.set_option(tcp::no_delay(true), ignored);
   beast::tcp_stream plain(std::move(socket));
-  auto session =
-      tls ? std::make_shared<Session>(*this, AnyStream(std::move(plain), *tls),
-                                      formatEndpoint(remote))
-          : std::make_shared<Session>(*this, AnyStream(std::move(plain)), formatEndpoint(remote));
+  auto session = tls ? std::make_shared<Session>(*this, AnyStream(std::move(plain), *tls), remote)
+                     : std::make_shared<Session>(*this, AnyStream(std::move(plain)), remote);
   bool accept = true;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -976,6 +993,35 @@ void BeastServer::Core::onAccept(const beast::error_code& ec, tcp::socket socket
     session->forceClose([] {});
   }
   doAccept();
+}
+
+bool BeastServer::Core::admit(const net::ip::address& peer) {
+  std::uint64_t occurrences = 0;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    // Accepts are handled one at a time, and each admitted connection is in `sessions` from then
+    // until its destructor (forget), which also gives back the peer's place.
+    if (options.maxConnections > 0 && sessions.size() >= options.maxConnections) {
+      why = "the server has " + std::to_string(options.maxConnections) + " connections open";
+    } else if (options.maxConnectionsPerPeer > 0) {
+      std::size_t& fromPeer = perPeer[peer];
+      if (fromPeer >= options.maxConnectionsPerPeer) {
+        why = "the peer has " + std::to_string(options.maxConnectionsPerPeer) + " connections open";
+      } else {
+        ++fromPeer;
+      }
+    }
+    if (why.empty()) return true;
+    ++refused;
+    occurrences = refusedLog.occur(std::chrono::steady_clock::now());
+  }
+  if (occurrences > 0 && options.logger) {
+    options.logger->warn(
+        "http connection refused",
+        {{"remote", peer.to_string()}, {"reason", why}, {"occurrences", occurrences}});
+  }
+  return false;
 }
 
 BeastServer::BeastServer(ServerOptions options)
@@ -1082,5 +1128,15 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
 std::uint16_t BeastServer::port() const { return core_->port; }
 
 std::uint64_t BeastServer::connectionsAccepted() const { return core_->accepted.load(); }
+
+std::size_t BeastServer::openConnections() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->sessions.size();
+}
+
+std::uint64_t BeastServer::connectionsRefused() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->refused;
+}
 
 }  // namespace kshard::http

@@ -12,6 +12,7 @@
 // `maxBodyBytes`, or over their route's RouteOptions::maxBodyBytes, get 413 (from Content-Length
 // before the body is read, or while reading chunks) and the connection is closed. "Expect:
 // 100-continue" is honoured. Streaming responses are supported (Responder::startStream).
+// Connections beyond `maxConnections` or `maxConnectionsPerPeer` are closed once accepted.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +36,11 @@ class BeastServer : public Server {
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
   std::uint16_t port() const override;
 
-  // Connections accepted since start (for tests and diagnostics).
+  // Connections accepted since start, those open now, and those closed at once for being over
+  // maxConnections or maxConnectionsPerPeer (for tests and diagnostics).
   std::uint64_t connectionsAccepted() const;
+  std::size_t openConnections() const;
+  std::uint64_t connectionsRefused() const;
 
   struct Core;
 

@@ -138,6 +138,11 @@ struct ServerOptions {
   // send its requests as frames, many at once, answered in any order. They reach the same routes.
   // cpprestsdk ignores it: its answer to the upgrade (404) sends the client back to plain HTTP.
   bool acceptChannels = false;
+  // Beast only: connections open at once, in all and from one IP address (0: no bound). A
+  // connection beyond either is closed as soon as it is accepted, before anything is read or
+  // allocated for it. cpprestsdk cannot bound them (its listener accepts on its own).
+  std::size_t maxConnections = 4096;
+  std::size_t maxConnectionsPerPeer = 0;
   // Where the adapter reports what it cannot answer to anyone (a handler that threw, a failed
   // write). None: such events are dropped silently.
   std::optional<Logger> logger;

@@ -13,6 +13,7 @@
 #include "http/beast_message.h"
 #include "http/beast_stream.h"
 #include "http/channel.h"
+#include "http/channel_flow.h"
 #include "http/io_threads_impl.h"
 #include "http/router.h"
 #include "http/tls_context.h"
@@ -78,6 +79,11 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
       cv.notify_all();
     }
   }
+  void noteChannelQueued(std::size_t bytes) {
+    std::size_t seen = channelQueuedHighWater.load();
+    while (bytes > seen && !channelQueuedHighWater.compare_exchange_weak(seen, bytes)) {
+    }
+  }
   void forget(Session* s, const net::ip::address& peer, bool wasBusy) {
     std::lock_guard<std::mutex> lock(mu);
     sessions.erase(s);
@@ -94,6 +100,7 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
   Router router;
   std::optional<ssl::context> tls;
   std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::size_t> channelQueuedHighWater{0};
   std::uint16_t port = 0;
 
   std::mutex mu;
@@ -140,7 +147,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
     buffer_.reserve(kReadBufferBytes);
   }
 
-  ~Session() { core_.forget(this, peer_, busy_); }
+  ~Session() {
+    if (channel_) core_.noteChannelQueued(channel_->flow.queuedHighWater());
+    core_.forget(this, peer_, busy_);
+  }
 
   const net::any_io_executor& executor() const { return exec_; }
 
@@ -223,8 +233,15 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void startChannel();
   void readChannel();
   void onChannelRead(const beast::error_code& ec, std::size_t n);
-  // Dispatches every whole frame in buffer_; false when the session closed on a malformed one.
+  // Dispatches every whole frame in buffer_ while the channel's bounds allow (ChannelFlow); false
+  // when the session closed on a malformed one.
   bool takeFrames();
+  // After frames were taken: reads on unless the bounds paused reading, and keeps the deadline.
+  void afterFramesTaken();
+  // Reading paused at a bound: takes the frames waiting and reads on, once below both.
+  void resumeChannel();
+  void armChannelDeadline(Watchdog::Clock::time_point now);
+  std::size_t queuedBytes() const { return channel_->out.size() + channel_->writing.size(); }
   // The body limit of a request read from a frame: the server's, or its route's.
   std::size_t channelBodyLimit(const Request& request) const;
   void refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit);
@@ -279,11 +296,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   } out_;
 
   struct Channel {
+    explicit Channel(ChannelFlow::Bounds bounds) : flow(bounds) {}
     std::string out;      // frames to write next
     std::string writing;  // frames being written
     std::uint64_t lastId = 0;
-    std::size_t inflight = 0;  // requests dispatched and not answered
-    std::size_t skip = 0;      // bytes of a refused frame still to discard
+    ChannelFlow flow;      // requests in flight, the bounds, the deadlines
+    std::size_t skip = 0;  // bytes of a refused frame still to discard
     bool isWriting = false;
     bool flushPosted = false;
     bool goaway = false;    // sent (or queued): no further request is taken
@@ -745,14 +763,15 @@ void Session::startChannel() {
   state_ = State::kChannel;
   isChannel_ = true;
   setBusy(false);
-  channel_ = std::make_unique<Channel>();
+  const ServerOptions& o = core_.options;
+  channel_ = std::make_unique<Channel>(
+      ChannelFlow::Bounds{o.maxChannelRequestsInFlight, o.maxChannelQueuedBytes, o.requestTimeout});
   channel_->out.append("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ");
   channel_->out.append(channel::kProtocol);
   channel_->out.append("\r\n\r\n");
   flushChannel();
-  watchdog_.expiresAfter(core_.options.requestTimeout);
   // Frames the client sent behind its upgrade request are taken at once.
-  if (takeFrames()) readChannel();
+  if (takeFrames()) afterFramesTaken();
 }
 
 void Session::readChannel() {
@@ -773,21 +792,46 @@ void Session::onChannelRead(const beast::error_code& ec, std::size_t n) {
     return;
   }
   buffer_.commit(n);
-  Channel& c = *channel_;
-  if (c.shutDown) {
+  if (channel_->shutDown) {
     buffer_.consume(buffer_.size());
-  } else {
-    if (c.inflight == 0 && !c.isWriting) watchdog_.expiresAfter(core_.options.requestTimeout);
-    if (!takeFrames()) return;
+    trimChannelBuffer(buffer_);
+    readChannel();
+    return;
   }
+  if (takeFrames()) afterFramesTaken();
+}
+
+void Session::afterFramesTaken() {
+  Channel& c = *channel_;
+  const auto now = Watchdog::Clock::now();
+  // What is left in the buffer is part of a frame, unless reading paused before whole ones.
+  c.flow.afterRead(buffer_.size() > 0 || c.skip > 0, now);
   trimChannelBuffer(buffer_);
-  readChannel();
+  if (!c.flow.paused()) readChannel();
+  armChannelDeadline(now);
+}
+
+void Session::resumeChannel() {
+  Channel& c = *channel_;
+  if (c.shutDown || !c.flow.resume(queuedBytes())) return;
+  if (takeFrames()) afterFramesTaken();
+}
+
+void Session::armChannelDeadline(Watchdog::Clock::time_point now) {
+  const auto deadline = channel_->flow.deadline(now);
+  if (deadline == ChannelFlow::kNever) {
+    watchdog_.never();  // handlers may take their time, as with plain HTTP
+  } else {
+    watchdog_.expiresAt(deadline);
+  }
 }
 
 bool Session::takeFrames() {
   Channel& c = *channel_;
   for (;;) {
     if (!skipChannelBytes(buffer_, c.skip)) return true;
+    // Back-pressure: past a bound, what the peer sends waits in the sockets' buffers.
+    if (!c.goaway && !c.flow.mayTake(queuedBytes())) return true;
     const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     if (data.size() < channel::kHeadBytes) return true;
     channel::FrameHead head;
@@ -824,10 +868,8 @@ bool Session::takeFrames() {
     }
     buffer_.consume(frameBytes);
     c.lastId = head.id;
-    if (c.inflight++ == 0) {
-      setBusy(true);
-      watchdog_.never();  // handlers may take their time, as with plain HTTP
-    }
+    if (c.flow.inFlight() == 0) setBusy(true);
+    c.flow.taken();
     request.remoteAddress = remote_;
     Responder responder(shared_from_this(), head.id,
                         keepCore_ ? nullptr : core_.shared_from_this());
@@ -855,7 +897,8 @@ void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t 
   Channel& c = *channel_;
   c.lastId = id;
   c.skip = frameBytes;
-  if (c.inflight++ == 0) setBusy(true);
+  if (c.flow.inFlight() == 0) setBusy(true);
+  c.flow.taken();
   channelAnswer(id, Response::error(413, "PayloadTooLarge", bodyTooLarge(limit)));
 }
 
@@ -866,8 +909,9 @@ void Session::channelAnswer(std::uint64_t id, Response&& response) {
   channel::appendResponse(c.out, id, static_cast<int>(validStatus(response.status)),
                           response.headers, response.body);
   // Every request is answered exactly once (a Responder answers 500 when dropped).
-  if (--c.inflight == 0) setBusy(false);
+  if (c.flow.answered(queuedBytes())) setBusy(false);
   scheduleFlush();
+  if (c.flow.paused()) resumeChannel();
 }
 
 void Session::scheduleFlush() {
@@ -891,7 +935,9 @@ void Session::flushChannel() {
   }
   c.writing.swap(c.out);
   c.isWriting = true;
-  watchdog_.expiresAfter(core_.options.requestTimeout);
+  const auto now = Watchdog::Clock::now();
+  c.flow.writeStarted(now);
+  armChannelDeadline(now);
   stream_.visitIo([this, &c](auto& s) {
     net::async_write(s, net::buffer(c.writing),
                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
@@ -910,10 +956,11 @@ void Session::onChannelWritten(const beast::error_code& ec) {
   c.isWriting = false;
   c.writing.clear();
   trimChannelBuffer(c.writing);
-  if (c.inflight > 0) {
-    watchdog_.never();
-  } else {
-    watchdog_.expiresAfter(core_.options.requestTimeout);
+  c.flow.writeEnded();
+  armChannelDeadline(Watchdog::Clock::now());
+  if (c.flow.paused()) {
+    resumeChannel();
+    if (state_ == State::kClosed) return;
   }
   flushChannel();
 }
@@ -928,7 +975,7 @@ void Session::goAway() {
 
 void Session::closeChannelWhenDone() {
   Channel& c = *channel_;
-  if (!c.goaway || c.inflight > 0 || c.isWriting || !c.out.empty() || c.shutDown) return;
+  if (!c.goaway || c.flow.inFlight() > 0 || c.isWriting || !c.out.empty() || c.shutDown) return;
   // Our side ends; the client closes its side once it read the answers, or the linger time ends.
   c.shutDown = true;
   beast::error_code ignored;
@@ -938,9 +985,9 @@ void Session::closeChannelWhenDone() {
 
 void Session::channelDeadline() {
   Channel& c = *channel_;
-  // Idle for requestTimeout: the channel ends politely. A write that did not finish in that
-  // time, or a client that did not close after goaway, ends it at once.
-  if (!c.goaway && c.inflight == 0 && !c.isWriting) {
+  // Idle for requestTimeout: the channel ends politely. A write or a frame that did not finish
+  // in that time, or a client that did not close after goaway, ends it at once.
+  if (!c.goaway && c.flow.idleExpired()) {
     goAway();
     return;
   }
@@ -1132,6 +1179,10 @@ std::uint64_t BeastServer::connectionsAccepted() const { return core_->accepted.
 std::size_t BeastServer::openConnections() const {
   std::lock_guard<std::mutex> lock(core_->mu);
   return core_->sessions.size();
+}
+
+std::size_t BeastServer::channelQueuedBytesHighWater() const {
+  return core_->channelQueuedHighWater.load();
 }
 
 std::uint64_t BeastServer::connectionsRefused() const {

@@ -13,6 +13,12 @@
 // before the body is read, or while reading chunks) and the connection is closed. "Expect:
 // 100-continue" is honoured. Streaming responses are supported (Responder::startStream).
 // Connections beyond `maxConnections` or `maxConnectionsPerPeer` are closed once accepted.
+//
+// On a channel, each frame must arrive within `requestTimeout` of its first byte, each write
+// of answers must finish within it (frames that arrive meanwhile do not move that deadline), and
+// reading stops while `maxChannelRequestsInFlight` requests or `maxChannelQueuedBytes` of
+// answers are waiting, until the answers have gone out: a peer that sends and never reads holds
+// a bounded amount of the server's memory, for at most `requestTimeout` past its last read.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +47,8 @@ class BeastServer : public Server {
   std::uint64_t connectionsAccepted() const;
   std::size_t openConnections() const;
   std::uint64_t connectionsRefused() const;
+  // The most bytes of answers that one channel kept waiting, among the channels closed so far.
+  std::size_t channelQueuedBytesHighWater() const;
 
   struct Core;
 

@@ -138,6 +138,12 @@ struct ServerOptions {
   // send its requests as frames, many at once, answered in any order. They reach the same routes.
   // cpprestsdk ignores it: its answer to the upgrade (404) sends the client back to plain HTTP.
   bool acceptChannels = false;
+  // Beast only: what one channel may hold. Past either bound the server reads no further frame
+  // from it until answers have gone out (back-pressure): requests dispatched and not answered,
+  // and answers waiting to be written (the bound is checked before each frame is taken, so it may
+  // be passed by the answers to the requests already in flight).
+  std::size_t maxChannelRequestsInFlight = 1024;
+  std::size_t maxChannelQueuedBytes = 4u << 20;
   // Beast only: connections open at once, in all and from one IP address (0: no bound). A
   // connection beyond either is closed as soon as it is accepted, before anything is read or
   // allocated for it. cpprestsdk cannot bound them (its listener accepts on its own).

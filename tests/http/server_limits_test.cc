@@ -1,6 +1,7 @@
-// What a peer can make the Beast server hold, and for how long: connections beyond the caps.
-// Over real sockets on 127.0.0.1, with peers of the test's own that do what kshard's clients
-// never would.
+// What a peer can make the Beast server hold, and for how long: connections beyond the caps,
+// channels whose peer floods frames without reading, writes that make no progress, frames sent
+// a byte at a time. Over real sockets on 127.0.0.1, with peers of the test's own that do what
+// kshard's clients never would.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -9,11 +10,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "http/beast_server.h"
+#include "http/channel.h"
+#include "http/channel_flow.h"
 #include "tests/http/test_support.h"
 
 namespace kshard::http {
@@ -122,6 +126,20 @@ class Peer {
   std::string received_;
 };
 
+constexpr std::string_view kUpgrade =
+    "GET /v1/channel HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+    "Upgrade: kshard-channel/1\r\n\r\n";
+
+// Request frames with ids from `firstId`, for `target` with `body`, one after the other.
+std::string requestFrames(std::uint64_t firstId, std::size_t count, Method method,
+                          std::string_view target, std::string_view body = "") {
+  std::string out;
+  for (std::size_t i = 0; i < count; ++i) {
+    channel::appendRequest(out, firstId + i, method, target, Headers(), body);
+  }
+  return out;
+}
+
 // Waits until `condition` holds; false when it did not within kWait.
 template <typename Condition>
 bool eventually(Condition condition) {
@@ -190,6 +208,136 @@ TEST(ServerLimitsTest, ConnectionsBeyondThePerPeerCapAreClosedAndOtherPeersServe
   Peer other(server.port(), "127.0.0.3");
   EXPECT_TRUE(served(other));
   server.stop();
+}
+
+// A peer that sends frames as fast as the server takes them and never reads its answers: the
+// answers the server keeps stay within maxChannelQueuedBytes (reading stops there), and once its
+// write has made no progress for requestTimeout the connection is closed, though frames keep
+// coming.
+TEST(ServerLimitsTest, AChannelFloodedWithoutReadingIsBoundedAndClosedAfterTheWriteTimeout) {
+  ServerOptions o;
+  o.requestTimeout = milliseconds(500);
+  o.maxChannelQueuedBytes = 64 * 1024;
+  TestServer s(o, true);
+  ASSERT_TRUE(s.server.start().ok());
+  Peer peer(s.server.port(), "127.0.0.1", 4096);
+  ASSERT_TRUE(peer.send(kUpgrade));
+  ASSERT_TRUE(peer.readUntil("\r\n\r\n"));
+  // Until the server stops taking frames (a send blocks for 500 ms) or closes.
+  const auto giveUp = Clock::now() + kWait;
+  long sent = 0;
+  bool closed = false;
+  for (std::uint64_t id = 1; Clock::now() < giveUp; id += 256) {
+    const std::string frames = requestFrames(id, 256, Method::kGet, "/ok");
+    const long n = peer.sendSome(frames, milliseconds(500));
+    closed = n < 0;
+    if (closed || static_cast<std::size_t>(n) < frames.size()) break;
+    sent += n;
+  }
+  EXPECT_TRUE(closed || peer.waitClosed(giveUp))
+      << "the server kept the connection; " << sent << " bytes of frames sent";
+  ASSERT_TRUE(eventually([&] { return s.server.openConnections() == 0; }));
+  // Reading stopped at the bound, which is checked before each frame: one answer may pass it.
+  EXPECT_GE(s.server.channelQueuedBytesHighWater(), o.maxChannelQueuedBytes);
+  EXPECT_LE(s.server.channelQueuedBytesHighWater(), o.maxChannelQueuedBytes + 1024)
+      << sent << " bytes of frames sent";
+}
+
+// Frames that keep arriving, and are read and answered, while a write of answers is stuck do not
+// move its deadline.
+TEST(ServerLimitsTest, AStuckWriteClosesTheChannelWhateverFramesArrive) {
+  ServerOptions o;
+  o.requestTimeout = milliseconds(500);
+  o.maxChannelQueuedBytes = 64u << 20;  // reading goes on behind the stuck write
+  TestServer s(o, true);
+  ASSERT_TRUE(s.server.start().ok());
+  Peer peer(s.server.port(), "127.0.0.1", 4096);
+  ASSERT_TRUE(peer.send(kUpgrade));
+  ASSERT_TRUE(peer.readUntil("\r\n\r\n"));
+  ASSERT_TRUE(peer.send(requestFrames(1, 1, Method::kGet, "/big")));
+  const auto started = Clock::now();
+  const auto giveUp = started + kWait;
+  bool closed = false;
+  for (std::uint64_t id = 2; !closed && Clock::now() < giveUp; ++id) {
+    closed = peer.sendSome(requestFrames(id, 1, Method::kGet, "/ok"), milliseconds(50)) < 0 ||
+             peer.waitClosed(Clock::now() + milliseconds(50));
+  }
+  EXPECT_TRUE(closed) << "the frames kept the stuck write's connection open";
+  EXPECT_LT(Clock::now() - started, milliseconds(5000));
+}
+
+// A frame sent a byte at a time must still arrive whole within requestTimeout of its first byte.
+TEST(ServerLimitsTest, AFrameSentAByteAtATimeIsCutOffAfterTheTimeout) {
+  ServerOptions o;
+  o.requestTimeout = milliseconds(300);
+  TestServer s(o, true);
+  ASSERT_TRUE(s.server.start().ok());
+  Peer peer(s.server.port());
+  ASSERT_TRUE(peer.send(kUpgrade));
+  ASSERT_TRUE(peer.readUntil("\r\n\r\n"));
+  const std::string frame = requestFrames(1, 1, Method::kPost, "/ok", std::string(1000, 'x'));
+  const auto giveUp = Clock::now() + kWait;
+  std::size_t sent = 0;
+  bool closed = false;
+  while (!closed && sent < frame.size() && Clock::now() < giveUp) {
+    closed =
+        !peer.send(frame.substr(sent++, 1)) || peer.waitClosed(Clock::now() + milliseconds(20));
+  }
+  EXPECT_TRUE(closed) << sent << " of the frame's " << frame.size()
+                      << " bytes were sent and the connection is still open";
+}
+
+// Handlers that keep their Responders, counting how many were held unanswered at most.
+class Held {
+ public:
+  Handler handler() {
+    return [this](Request, Responder r) {
+      std::lock_guard lock(mu_);
+      held_.push_back(std::move(r));
+      most_ = std::max(most_, held_.size());
+    };
+  }
+  std::size_t answerAll() {
+    std::vector<Responder> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& r : held) r.send(textResponse("done"));
+    return held.size();
+  }
+  std::size_t most() {
+    std::lock_guard lock(mu_);
+    return most_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Responder> held_;
+  std::size_t most_ = 0;
+};
+
+TEST(ServerLimitsTest, AChannelTakesNoFurtherFrameWhileItsBoundOfRequestsIsInFlight) {
+  Held held;  // outlives the server's handlers
+  ServerOptions o;
+  o.maxChannelRequestsInFlight = 4;
+  TestServer s(o, true);
+  s.server.route(Method::kPost, "/held", held.handler());
+  ASSERT_TRUE(s.server.start().ok());
+  Peer peer(s.server.port());
+  ASSERT_TRUE(peer.send(kUpgrade));
+  ASSERT_TRUE(peer.readUntil("\r\n\r\n"));
+  // Ten in one write: the server reads them at once, and takes four.
+  ASSERT_TRUE(peer.send(requestFrames(1, 10, Method::kPost, "/held")));
+  std::size_t answered = 0;
+  ASSERT_TRUE(eventually([&] {
+    answered += held.answerAll();
+    return answered == 10;
+  })) << answered
+      << " of 10 requests reached the handler";
+  EXPECT_EQ(held.most(), 4u);
+  // The last answer: a response frame (type 2) for id 10.
+  EXPECT_TRUE(peer.readUntil(std::string("\x02\0\0\0\0\0\0\0\x0a", 9)));
 }
 
 }  // namespace

@@ -20,8 +20,10 @@
 #include "kube/config.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
+#include "kube/issuer_keys.h"
 #include "kube/leader_election.h"
 #include "kube/token_source.h"
+#include "kube/token_verifier.h"
 #include "metrics/prometheus_registry.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
@@ -248,13 +250,17 @@ int run(int argc, char** argv) {
   }
   auto managerServer =
       makeServerOn(backend, cfg.managerListen, static_cast<int>(cfg.ioThreads), log);
+  // Callers' tokens are verified locally against the issuer's keys before any TokenReview.
+  kube::ApiServerIssuerKeys issuerKeys(api, kubeScheduler, log);
+  kube::TokenVerifier tokenVerifier(issuerKeys, clock, {.audience = kTokenAudience});
   std::unique_ptr<TokenReviewAuthenticator> podAuthenticator;
   if (cfg.podAuth == "tokenreview") {
-    podAuthenticator = std::make_unique<TokenReviewAuthenticator>(api, clock);
+    issuerKeys.start();
+    podAuthenticator = std::make_unique<TokenReviewAuthenticator>(api, clock, &tokenVerifier);
   } else {
     log.warn("the manager API does not authenticate its callers (--pod-auth=none)");
   }
-  ManagerApi managerApi(manager, leadership, metrics, log, podAuthenticator.get());
+  ManagerApi managerApi(manager, leadership, metrics, clock, log, podAuthenticator.get());
   managerApi.addRoutes(*managerServer);
   // The mutating webhook (sidecar injection) is served by every replica on its own TLS port, so
   // pod creation does not depend on the leader. Without certificates the port stays closed.
@@ -354,6 +360,7 @@ int run(int argc, char** argv) {
   if (webhook) webhook->stop();
   podInformer.stop();
   shardMapInformer.stop();
+  issuerKeys.stop();
   admin->stop();
   return 0;
 }

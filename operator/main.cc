@@ -25,6 +25,7 @@
 #include "kube/token_source.h"
 #include "kube/token_verifier.h"
 #include "metrics/prometheus_registry.h"
+#include "operator/admission_webhook.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
 #include "operator/kube_adapters.h"
@@ -288,6 +289,7 @@ int run(int argc, char** argv) {
         return map->spec;
       },
       log);
+  const AdmissionWebhook admission(injector);
   std::unique_ptr<http::Server> webhook;
   if (!cfg.webhookCertFile.empty()) {
     auto hp = splitHostPort(cfg.webhookListen);
@@ -298,14 +300,10 @@ int run(int argc, char** argv) {
     tls.certFile = cfg.webhookCertFile;
     tls.keyFile = cfg.webhookKeyFile;
     options.tls = tls;
+    options.maxBodyBytes = AdmissionWebhook::kMaxBodyBytes;
     options.logger = log;
     webhook = http::makeServer(backend, std::move(options));
-    webhook->route(
-        http::Method::kPost, "/mutate-pods",
-        [&injector](http::Request request, http::Responder responder) {
-          auto answer = injector.review(request.body);
-          responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
-        });
+    admission.addRoutes(*webhook);
   }
 
   shardMapInformer.start();

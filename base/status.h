@@ -83,6 +83,9 @@ inline Status unauthenticated(std::string m) {
 inline Status permissionDenied(std::string m) {
   return {StatusCode::kPermissionDenied, std::move(m)};
 }
+inline Status resourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 
 // Either a value or a non-OK Status. Accessing the value of an error is a bug (asserted).
 template <typename T>

@@ -24,6 +24,8 @@ constexpr std::array kTargets = {
                "the injector's YAML config; accepted configs inject a plain pod"},
     FuzzTarget{"jwt", fuzzOneJwt,
                "service-account JWTs and key sets; accepted exactly when the rules say so"},
+    FuzzTarget{"json_depth", fuzzOneJsonDepth,
+               "the JSON depth check before parsing; sound against nlohmann, exact on JSON"},
     FuzzTarget{"kube_api", fuzzOneKubeApi, "API server error bodies and RFC 3339 times"},
     FuzzTarget{"kubeconfig", fuzzOneKubeconfig, "kubeconfig YAML; accepted configs are coherent"},
     FuzzTarget{"options_yaml", fuzzOneOptionsYaml,

@@ -33,6 +33,7 @@ const FuzzTarget* findFuzzTarget(std::string_view name);
 int fuzzOneAdmissionReview(const std::uint8_t* data, std::size_t size);
 int fuzzOneBase64(const std::uint8_t* data, std::size_t size);
 int fuzzOneChannelFrame(const std::uint8_t* data, std::size_t size);
+int fuzzOneJsonDepth(const std::uint8_t* data, std::size_t size);
 int fuzzOneJwt(const std::uint8_t* data, std::size_t size);
 int fuzzOneDuration(const std::uint8_t* data, std::size_t size);
 int fuzzOneEntityKey(const std::uint8_t* data, std::size_t size);

@@ -14,6 +14,7 @@ set(KSHARD_FUZZ_HARNESSES
   entity_key
   http_head
   injection_config
+  json_depth
   jwt
   kube_api
   kubeconfig

@@ -121,7 +121,11 @@ class MessageParser {
 
   // Settings, as Beast's; skip() before the first put().
   void header_limit(std::uint32_t n) { headerLimit_ = n; }
-  void body_limit(std::uint64_t n) { bodyLimit_ = n; }
+  // May be lowered once the header is done, before the body is read (a route's own limit).
+  void body_limit(std::uint64_t n) {
+    bodyLimit_ = n;
+    if (state_ == State::kBeast) beast_.body_limit(n);
+  }
   void eager(bool v) {
     eager_ = v;
     if (state_ == State::kBeast) beast_.eager(v);

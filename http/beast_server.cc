@@ -9,9 +9,11 @@
 #include <optional>
 #include <vector>
 
+#include "base/log_throttle.h"
 #include "http/beast_message.h"
 #include "http/beast_stream.h"
 #include "http/channel.h"
+#include "http/channel_flow.h"
 #include "http/io_threads_impl.h"
 #include "http/router.h"
 #include "http/tls_context.h"
@@ -62,6 +64,9 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
 
   void doAccept();
   void onAccept(const beast::error_code& ec, tcp::socket socket);
+  // Takes a place for a connection from `peer`, within maxConnections and
+  // maxConnectionsPerPeer; false (and logged, at most once per interval) when there is none.
+  bool admit(const net::ip::address& peer);
   // Called twice per request, from every I/O thread: no lock unless stop() is waiting.
   void sessionBusy(bool busy) {
     if (busy) {
@@ -74,9 +79,19 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
       cv.notify_all();
     }
   }
-  void forget(Session* s, bool wasBusy) {
+  void noteChannelQueued(std::size_t bytes) {
+    std::size_t seen = channelQueuedHighWater.load();
+    while (bytes > seen && !channelQueuedHighWater.compare_exchange_weak(seen, bytes)) {
+    }
+  }
+  void forget(Session* s, const net::ip::address& peer, bool wasBusy) {
     std::lock_guard<std::mutex> lock(mu);
     sessions.erase(s);
+    if (options.maxConnectionsPerPeer > 0) {
+      if (const auto it = perPeer.find(peer); it != perPeer.end() && --it->second == 0) {
+        perPeer.erase(it);
+      }
+    }
     if (wasBusy) --busyCount;
     cv.notify_all();
   }
@@ -85,11 +100,15 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
   Router router;
   std::optional<ssl::context> tls;
   std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::size_t> channelQueuedHighWater{0};
   std::uint16_t port = 0;
 
   std::mutex mu;
   std::condition_variable cv;
   std::map<Session*, std::weak_ptr<Session>> sessions;
+  std::map<net::ip::address, std::size_t> perPeer;  // open connections by address, when bounded
+  LogThrottle refusedLog{std::chrono::seconds(5)};
+  std::uint64_t refused = 0;
   // Sessions with a request between dispatch and its answer written.
   std::atomic<std::size_t> busyCount{0};
   bool running = false;               // guarded by mu
@@ -117,17 +136,21 @@ struct SessionRef {
 
 class Session : public std::enable_shared_from_this<Session>, public ResponseTarget {
  public:
-  Session(BeastServer::Core& core, AnyStream stream, std::string remote)
+  Session(BeastServer::Core& core, AnyStream stream, const tcp::endpoint& remote)
       : core_(core),
         keepCore_(core.keepAlive()),
         exec_(stream.tcp().get_executor()),
         stream_(std::move(stream)),
-        remote_(std::move(remote)),
+        peer_(remote.address()),
+        remote_(formatEndpoint(remote)),
         watchdog_(exec_) {
     buffer_.reserve(kReadBufferBytes);
   }
 
-  ~Session() { core_.forget(this, busy_); }
+  ~Session() {
+    if (channel_) core_.noteChannelQueued(channel_->flow.queuedHighWater());
+    core_.forget(this, peer_, busy_);
+  }
 
   const net::any_io_executor& executor() const { return exec_; }
 
@@ -185,6 +208,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void readBody(std::shared_ptr<Session> self);
   void onBody(const beast::error_code& ec, std::shared_ptr<Session> self);
   void onReadError(const beast::error_code& ec);
+  // Applies the request's route's own body limit (RouteOptions) once its head is read: false when
+  // the request was refused 413 from its Content-Length.
+  bool applyRouteBodyLimit();
   void dispatchRequest(std::shared_ptr<Session> self);
   // Writes out_ (an answer), then reads the next request or closes.
   void writeMessage(bool close);
@@ -207,9 +233,18 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   void startChannel();
   void readChannel();
   void onChannelRead(const beast::error_code& ec, std::size_t n);
-  // Dispatches every whole frame in buffer_; false when the session closed on a malformed one.
+  // Dispatches every whole frame in buffer_ while the channel's bounds allow (ChannelFlow); false
+  // when the session closed on a malformed one.
   bool takeFrames();
-  void refuseFrame(std::uint64_t id, std::size_t frameBytes);
+  // After frames were taken: reads on unless the bounds paused reading, and keeps the deadline.
+  void afterFramesTaken();
+  // Reading paused at a bound: takes the frames waiting and reads on, once below both.
+  void resumeChannel();
+  void armChannelDeadline(Watchdog::Clock::time_point now);
+  std::size_t queuedBytes() const { return channel_->out.size() + channel_->writing.size(); }
+  // The body limit of a request read from a frame: the server's, or its route's.
+  std::size_t channelBodyLimit(const Request& request) const;
+  void refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit);
   void closeOnMalformedFrame(const std::string& error);
   void channelAnswer(std::uint64_t id, Response&& response);
   void scheduleFlush();
@@ -230,6 +265,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   const std::shared_ptr<BeastServer::Core> keepCore_;  // see Core::keepAlive
   const net::any_io_executor exec_;
   AnyStream stream_;
+  const net::ip::address peer_;
   const std::string remote_;
   // The deadline of the current read or write, or of the idle wait; past it the connection closes.
   Watchdog watchdog_;
@@ -242,6 +278,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   bool keepAlive_ = true;
   bool head_ = false;
   unsigned version_ = 11;
+  std::size_t bodyLimit_ = 0;  // of the request being read: the server's, or its route's
 
   // Streaming response state.
   std::shared_ptr<StreamState> streamState_;
@@ -259,11 +296,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   } out_;
 
   struct Channel {
+    explicit Channel(ChannelFlow::Bounds bounds) : flow(bounds) {}
     std::string out;      // frames to write next
     std::string writing;  // frames being written
     std::uint64_t lastId = 0;
-    std::size_t inflight = 0;  // requests dispatched and not answered
-    std::size_t skip = 0;      // bytes of a refused frame still to discard
+    ChannelFlow flow;      // requests in flight, the bounds, the deadlines
+    std::size_t skip = 0;  // bytes of a refused frame still to discard
     bool isWriting = false;
     bool flushPosted = false;
     bool goaway = false;    // sent (or queued): no further request is taken
@@ -338,7 +376,8 @@ void Session::readHeader() {
   }
   parser_.emplace();
   parser_->header_limit(kHeaderLimit);
-  parser_->body_limit(core_.options.maxBodyBytes);
+  bodyLimit_ = core_.options.maxBodyBytes;
+  parser_->body_limit(bodyLimit_);
   // One deadline for the whole request, headers and body; on an idle keep-alive connection it is
   // the idle timeout.
   watchdog_.expiresAfter(core_.options.requestTimeout);
@@ -357,6 +396,7 @@ void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> sel
     onReadError(ec);
     return;
   }
+  if (core_.router.hasBodyLimits() && !applyRouteBodyLimit()) return;
   if (parser_->is_done()) {
     dispatchRequest(std::move(self));
     return;
@@ -402,10 +442,27 @@ void Session::onBody(const beast::error_code& ec, std::shared_ptr<Session> self)
   dispatchRequest(std::move(self));
 }
 
+std::string bodyTooLarge(std::size_t limit) {
+  return "request body exceeds " + std::to_string(limit) + " bytes";
+}
+
+bool Session::applyRouteBodyLimit() {
+  const std::optional<Method> method = parser_->method();
+  if (!method) return true;  // answered 501 once read
+  const std::optional<std::size_t> limit = core_.router.bodyLimit(*method, parser_->get().target);
+  if (!limit || *limit >= bodyLimit_) return true;
+  bodyLimit_ = *limit;
+  if (const auto length = parser_->content_length(); length && *length > bodyLimit_) {
+    sendError(413, "PayloadTooLarge", bodyTooLarge(bodyLimit_));
+    return false;
+  }
+  parser_->body_limit(bodyLimit_);  // a chunked body stops there
+  return true;
+}
+
 void Session::onReadError(const beast::error_code& ec) {
   if (ec == bhttp::error::body_limit) {
-    sendError(413, "PayloadTooLarge",
-              "request body exceeds " + std::to_string(core_.options.maxBodyBytes) + " bytes");
+    sendError(413, "PayloadTooLarge", bodyTooLarge(bodyLimit_));
     return;
   }
   if (ec == bhttp::error::header_limit) {
@@ -706,14 +763,15 @@ void Session::startChannel() {
   state_ = State::kChannel;
   isChannel_ = true;
   setBusy(false);
-  channel_ = std::make_unique<Channel>();
+  const ServerOptions& o = core_.options;
+  channel_ = std::make_unique<Channel>(
+      ChannelFlow::Bounds{o.maxChannelRequestsInFlight, o.maxChannelQueuedBytes, o.requestTimeout});
   channel_->out.append("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ");
   channel_->out.append(channel::kProtocol);
   channel_->out.append("\r\n\r\n");
   flushChannel();
-  watchdog_.expiresAfter(core_.options.requestTimeout);
   // Frames the client sent behind its upgrade request are taken at once.
-  if (takeFrames()) readChannel();
+  if (takeFrames()) afterFramesTaken();
 }
 
 void Session::readChannel() {
@@ -734,21 +792,46 @@ void Session::onChannelRead(const beast::error_code& ec, std::size_t n) {
     return;
   }
   buffer_.commit(n);
-  Channel& c = *channel_;
-  if (c.shutDown) {
+  if (channel_->shutDown) {
     buffer_.consume(buffer_.size());
-  } else {
-    if (c.inflight == 0 && !c.isWriting) watchdog_.expiresAfter(core_.options.requestTimeout);
-    if (!takeFrames()) return;
+    trimChannelBuffer(buffer_);
+    readChannel();
+    return;
   }
+  if (takeFrames()) afterFramesTaken();
+}
+
+void Session::afterFramesTaken() {
+  Channel& c = *channel_;
+  const auto now = Watchdog::Clock::now();
+  // What is left in the buffer is part of a frame, unless reading paused before whole ones.
+  c.flow.afterRead(buffer_.size() > 0 || c.skip > 0, now);
   trimChannelBuffer(buffer_);
-  readChannel();
+  if (!c.flow.paused()) readChannel();
+  armChannelDeadline(now);
+}
+
+void Session::resumeChannel() {
+  Channel& c = *channel_;
+  if (c.shutDown || !c.flow.resume(queuedBytes())) return;
+  if (takeFrames()) afterFramesTaken();
+}
+
+void Session::armChannelDeadline(Watchdog::Clock::time_point now) {
+  const auto deadline = channel_->flow.deadline(now);
+  if (deadline == ChannelFlow::kNever) {
+    watchdog_.never();  // handlers may take their time, as with plain HTTP
+  } else {
+    watchdog_.expiresAt(deadline);
+  }
 }
 
 bool Session::takeFrames() {
   Channel& c = *channel_;
   for (;;) {
     if (!skipChannelBytes(buffer_, c.skip)) return true;
+    // Back-pressure: past a bound, what the peer sends waits in the sockets' buffers.
+    if (!c.goaway && !c.flow.mayTake(queuedBytes())) return true;
     const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     if (data.size() < channel::kHeadBytes) return true;
     channel::FrameHead head;
@@ -769,7 +852,7 @@ bool Session::takeFrames() {
       continue;
     }
     if (channel::minBodyBytes(head.payloadBytes) > core_.options.maxBodyBytes) {
-      refuseFrame(head.id, frameBytes);
+      refuseFrame(head.id, frameBytes, core_.options.maxBodyBytes);
       continue;
     }
     if (data.size() < frameBytes) return true;
@@ -779,16 +862,14 @@ bool Session::takeFrames() {
       closeOnMalformedFrame(error);
       return false;
     }
-    if (request.body.size() > core_.options.maxBodyBytes) {
-      refuseFrame(head.id, frameBytes);
+    if (const std::size_t limit = channelBodyLimit(request); request.body.size() > limit) {
+      refuseFrame(head.id, frameBytes, limit);
       continue;
     }
     buffer_.consume(frameBytes);
     c.lastId = head.id;
-    if (c.inflight++ == 0) {
-      setBusy(true);
-      watchdog_.never();  // handlers may take their time, as with plain HTTP
-    }
+    if (c.flow.inFlight() == 0) setBusy(true);
+    c.flow.taken();
     request.remoteAddress = remote_;
     Responder responder(shared_from_this(), head.id,
                         keepCore_ ? nullptr : core_.shared_from_this());
@@ -806,14 +887,19 @@ void Session::closeOnMalformedFrame(const std::string& error) {
   closeNow();
 }
 
-void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes) {
+std::size_t Session::channelBodyLimit(const Request& request) const {
+  const std::size_t limit = core_.options.maxBodyBytes;
+  if (!core_.router.hasBodyLimits()) return limit;
+  return std::min(limit, core_.router.bodyLimit(request.method, request.target).value_or(limit));
+}
+
+void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit) {
   Channel& c = *channel_;
   c.lastId = id;
   c.skip = frameBytes;
-  if (c.inflight++ == 0) setBusy(true);
-  channelAnswer(id, Response::error(413, "PayloadTooLarge",
-                                    "request body exceeds " +
-                                        std::to_string(core_.options.maxBodyBytes) + " bytes"));
+  if (c.flow.inFlight() == 0) setBusy(true);
+  c.flow.taken();
+  channelAnswer(id, Response::error(413, "PayloadTooLarge", bodyTooLarge(limit)));
 }
 
 void Session::channelAnswer(std::uint64_t id, Response&& response) {
@@ -823,9 +909,11 @@ void Session::channelAnswer(std::uint64_t id, Response&& response) {
   channel::appendResponse(c.out, id, static_cast<int>(validStatus(response.status)),
                           response.headers, response.body);
   // Every request is answered exactly once (a Responder answers 500 when dropped). The session
-  // stays busy until the answer is written: stop() waits for that, not only for the handler.
-  --c.inflight;
+  // stays busy until the answer is written (flushChannel): stop() waits for that, not only for
+  // the handler.
+  c.flow.answered(queuedBytes());
   scheduleFlush();
+  if (c.flow.paused()) resumeChannel();
 }
 
 void Session::scheduleFlush() {
@@ -844,13 +932,15 @@ void Session::flushChannel() {
   Channel& c = *channel_;
   if (c.isWriting) return;
   if (c.out.empty()) {
-    if (c.inflight == 0) setBusy(false);
+    if (c.flow.inFlight() == 0) setBusy(false);
     closeChannelWhenDone();
     return;
   }
   c.writing.swap(c.out);
   c.isWriting = true;
-  watchdog_.expiresAfter(core_.options.requestTimeout);
+  const auto now = Watchdog::Clock::now();
+  c.flow.writeStarted(now);
+  armChannelDeadline(now);
   stream_.visitIo([this, &c](auto& s) {
     net::async_write(s, net::buffer(c.writing),
                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
@@ -869,10 +959,11 @@ void Session::onChannelWritten(const beast::error_code& ec) {
   c.isWriting = false;
   c.writing.clear();
   trimChannelBuffer(c.writing);
-  if (c.inflight > 0) {
-    watchdog_.never();
-  } else {
-    watchdog_.expiresAfter(core_.options.requestTimeout);
+  c.flow.writeEnded();
+  armChannelDeadline(Watchdog::Clock::now());
+  if (c.flow.paused()) {
+    resumeChannel();
+    if (state_ == State::kClosed) return;
   }
   flushChannel();
 }
@@ -887,7 +978,7 @@ void Session::goAway() {
 
 void Session::closeChannelWhenDone() {
   Channel& c = *channel_;
-  if (!c.goaway || c.inflight > 0 || c.isWriting || !c.out.empty() || c.shutDown) return;
+  if (!c.goaway || c.flow.inFlight() > 0 || c.isWriting || !c.out.empty() || c.shutDown) return;
   // Our side ends; the client closes its side once it read the answers, or the linger time ends.
   c.shutDown = true;
   beast::error_code ignored;
@@ -897,9 +988,9 @@ void Session::closeChannelWhenDone() {
 
 void Session::channelDeadline() {
   Channel& c = *channel_;
-  // Idle for requestTimeout: the channel ends politely. A write that did not finish in that
-  // time, or a client that did not close after goaway, ends it at once.
-  if (!c.goaway && c.inflight == 0 && !c.isWriting) {
+  // Idle for requestTimeout: the channel ends politely. A write or a frame that did not finish
+  // in that time, or a client that did not close after goaway, ends it at once.
+  if (!c.goaway && c.flow.idleExpired()) {
     goAway();
     return;
   }
@@ -927,13 +1018,16 @@ void BeastServer::Core::onAccept(const beast::error_code& ec, tcp::socket socket
   }
   accepted.fetch_add(1);
   beast::error_code ignored;
-  socket.set_option(tcp::no_delay(true), ignored);
   const auto remote = socket.remote_endpoint(ignored);
+  if (!admit(remote.address())) {
+    socket.close(ignored);
+    doAccept();
+    return;
+  }
+  socket.set_option(tcp::no_delay(true), ignored);
   beast::tcp_stream plain(std::move(socket));
-  auto session =
-      tls ? std::make_shared<Session>(*this, AnyStream(std::move(plain), *tls),
-                                      formatEndpoint(remote))
-          : std::make_shared<Session>(*this, AnyStream(std::move(plain)), formatEndpoint(remote));
+  auto session = tls ? std::make_shared<Session>(*this, AnyStream(std::move(plain), *tls), remote)
+                     : std::make_shared<Session>(*this, AnyStream(std::move(plain)), remote);
   bool accept = true;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -951,13 +1045,43 @@ void BeastServer::Core::onAccept(const beast::error_code& ec, tcp::socket socket
   doAccept();
 }
 
+bool BeastServer::Core::admit(const net::ip::address& peer) {
+  std::uint64_t occurrences = 0;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    // Accepts are handled one at a time, and each admitted connection is in `sessions` from then
+    // until its destructor (forget), which also gives back the peer's place.
+    if (options.maxConnections > 0 && sessions.size() >= options.maxConnections) {
+      why = "the server has " + std::to_string(options.maxConnections) + " connections open";
+    } else if (options.maxConnectionsPerPeer > 0) {
+      std::size_t& fromPeer = perPeer[peer];
+      if (fromPeer >= options.maxConnectionsPerPeer) {
+        why = "the peer has " + std::to_string(options.maxConnectionsPerPeer) + " connections open";
+      } else {
+        ++fromPeer;
+      }
+    }
+    if (why.empty()) return true;
+    ++refused;
+    occurrences = refusedLog.occur(std::chrono::steady_clock::now());
+  }
+  if (occurrences > 0 && options.logger) {
+    options.logger->warn(
+        "http connection refused",
+        {{"remote", peer.to_string()}, {"reason", why}, {"occurrences", occurrences}});
+  }
+  return false;
+}
+
 BeastServer::BeastServer(ServerOptions options)
     : core_(std::make_shared<Core>(std::move(options))) {}
 
 BeastServer::~BeastServer() { stop(); }
 
-void BeastServer::route(Method method, std::string_view pattern, Handler handler) {
-  core_->router.add(method, pattern, std::move(handler));
+void BeastServer::route(Method method, std::string_view pattern, Handler handler,
+                        RouteOptions options) {
+  core_->router.add(method, pattern, std::move(handler), options);
 }
 
 Status BeastServer::start() {
@@ -1054,5 +1178,19 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
 std::uint16_t BeastServer::port() const { return core_->port; }
 
 std::uint64_t BeastServer::connectionsAccepted() const { return core_->accepted.load(); }
+
+std::size_t BeastServer::openConnections() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->sessions.size();
+}
+
+std::size_t BeastServer::channelQueuedBytesHighWater() const {
+  return core_->channelQueuedHighWater.load();
+}
+
+std::uint64_t BeastServer::connectionsRefused() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->refused;
+}
 
 }  // namespace kshard::http

@@ -9,9 +9,16 @@
 // is only read once the previous response was written (its bytes wait in the read buffer).
 // Timeouts: `requestTimeout` bounds reading one request (408 when a request was started, a silent
 // close when an idle keep-alive connection expires), the TLS handshake and each write. Bodies over
-// `maxBodyBytes` get 413 (from Content-Length before the body is read, or while reading chunks)
-// and the connection is closed. "Expect: 100-continue" is honoured. Streaming responses are
-// supported (Responder::startStream).
+// `maxBodyBytes`, or over their route's RouteOptions::maxBodyBytes, get 413 (from Content-Length
+// before the body is read, or while reading chunks) and the connection is closed. "Expect:
+// 100-continue" is honoured. Streaming responses are supported (Responder::startStream).
+// Connections beyond `maxConnections` or `maxConnectionsPerPeer` are closed once accepted.
+//
+// On a channel, each frame must arrive within `requestTimeout` of its first byte, each write
+// of answers must finish within it (frames that arrive meanwhile do not move that deadline), and
+// reading stops while `maxChannelRequestsInFlight` requests or `maxChannelQueuedBytes` of
+// answers are waiting, until the answers have gone out: a peer that sends and never reads holds
+// a bounded amount of the server's memory, for at most `requestTimeout` past its last read.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +35,20 @@ class BeastServer : public Server {
   BeastServer(const BeastServer&) = delete;
   BeastServer& operator=(const BeastServer&) = delete;
 
-  void route(Method method, std::string_view pattern, Handler handler) override;
+  using Server::route;
+  void route(Method method, std::string_view pattern, Handler handler,
+             RouteOptions options) override;
   Status start() override;
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
   std::uint16_t port() const override;
 
-  // Connections accepted since start (for tests and diagnostics).
+  // Connections accepted since start, those open now, and those closed at once for being over
+  // maxConnections or maxConnectionsPerPeer (for tests and diagnostics).
   std::uint64_t connectionsAccepted() const;
+  std::size_t openConnections() const;
+  std::uint64_t connectionsRefused() const;
+  // The most bytes of answers that one channel kept waiting, among the channels closed so far.
+  std::size_t channelQueuedBytesHighWater() const;
 
   struct Core;
 

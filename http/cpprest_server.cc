@@ -84,6 +84,17 @@ struct CppRestServer::Impl : std::enable_shared_from_this<CppRestServer::Impl> {
     r.headers.set("Connection", "close");
     reply(req, toCppRest(std::move(r)));
   }
+  void rejectTooLarge(web_http::http_request& req, std::size_t limit) {
+    rejectEarly(req, 413, "PayloadTooLarge",
+                "request body exceeds " + std::to_string(limit) + " bytes");
+  }
+  // The server's body limit, or the request's route's when lower.
+  std::size_t bodyLimit(const Request& request) const {
+    if (!router.hasBodyLimits()) return options.maxBodyBytes;
+    return std::min(
+        options.maxBodyBytes,
+        router.bodyLimit(request.method, request.target).value_or(options.maxBodyBytes));
+  }
   void dispatch(web_http::http_request req, Request request);
   void handlerDone() {
     std::lock_guard<std::mutex> lock(mu);
@@ -107,10 +118,12 @@ namespace {
 // Reads a request body up to the limit and the deadline, then hands the request to the router.
 class BodyReader : public std::enable_shared_from_this<BodyReader> {
  public:
-  BodyReader(std::shared_ptr<CppRestServer::Impl> impl, web_http::http_request req, Request request)
+  BodyReader(std::shared_ptr<CppRestServer::Impl> impl, web_http::http_request req, Request request,
+             std::size_t limit)
       : impl_(std::move(impl)),
         req_(std::move(req)),
         request_(std::move(request)),
+        limit_(limit),
         timer_(crossplat::threadpool::shared_instance().service()) {}
 
   void start() {
@@ -152,12 +165,8 @@ class BodyReader : public std::enable_shared_from_this<BodyReader> {
       return;
     }
     request_.body.append(reinterpret_cast<const char*>(chunk_.data()), n);
-    if (request_.body.size() > impl_->options.maxBodyBytes) {
-      if (claim()) {
-        impl_->rejectEarly(
-            req_, 413, "PayloadTooLarge",
-            "request body exceeds " + std::to_string(impl_->options.maxBodyBytes) + " bytes");
-      }
+    if (request_.body.size() > limit_) {
+      if (claim()) impl_->rejectTooLarge(req_, limit_);
       return;
     }
     next();
@@ -175,6 +184,7 @@ class BodyReader : public std::enable_shared_from_this<BodyReader> {
   const std::shared_ptr<CppRestServer::Impl> impl_;
   web_http::http_request req_;
   Request request_;
+  const std::size_t limit_;
   std::array<unsigned char, kReadChunk> chunk_{};
   std::mutex mu_;
   boost::asio::steady_timer timer_;
@@ -248,9 +258,9 @@ void CppRestServer::Impl::onRequest(web_http::http_request req) {
     for (const auto& [name, value] : req.headers()) request.headers.add(name, value);
     request.remoteAddress = req.remote_address();
     const std::uint64_t length = req.headers().content_length();
-    if (length > options.maxBodyBytes) {
-      rejectEarly(req, 413, "PayloadTooLarge",
-                  "request body exceeds " + std::to_string(options.maxBodyBytes) + " bytes");
+    const std::size_t limit = bodyLimit(request);
+    if (length > limit) {
+      rejectTooLarge(req, limit);
       return;
     }
     if (length == 0 && !req.headers().has("Transfer-Encoding")) {
@@ -258,7 +268,8 @@ void CppRestServer::Impl::onRequest(web_http::http_request req) {
       return;
     }
     request.body.reserve(length);
-    std::make_shared<BodyReader>(shared_from_this(), std::move(req), std::move(request))->start();
+    std::make_shared<BodyReader>(shared_from_this(), std::move(req), std::move(request), limit)
+        ->start();
   } catch (const std::exception& e) {
     // cpprestsdk's own request handling threw (a malformed URI, a closed stream).
     if (options.logger) options.logger->warn("http request failed", {{"error", e.what()}});
@@ -293,8 +304,9 @@ CppRestServer::CppRestServer(ServerOptions options)
 
 CppRestServer::~CppRestServer() { stop(); }
 
-void CppRestServer::route(Method method, std::string_view pattern, Handler handler) {
-  impl_->router.add(method, pattern, std::move(handler));
+void CppRestServer::route(Method method, std::string_view pattern, Handler handler,
+                          RouteOptions options) {
+  impl_->router.add(method, pattern, std::move(handler), options);
 }
 
 Status CppRestServer::start() {

@@ -5,9 +5,9 @@
 //  - Port 0: the listener cannot report its port, so start() picks a free one by binding a
 //    throw-away socket and then opens the listener on it. Another process may take the port in
 //    between; start() then tries another (up to 10 times) before failing.
-//  - Body limit: a Content-Length over maxBodyBytes is answered 413 before the body is read; a
-//    chunked body is counted as it arrives and answered 413 once over. The connection is closed
-//    after a 413.
+//  - Body limit: a Content-Length over maxBodyBytes (or the route's RouteOptions::maxBodyBytes)
+//    is answered 413 before the body is read; a chunked body is counted as it arrives and
+//    answered 413 once over. The connection is closed after a 413.
 //  - Timeouts: a body not complete within requestTimeout is answered 408 and the connection closed.
 //    cpprestsdk has no timeout for a peer that never sends its headers, or for idle keep-alive
 //    connections: such connections stay open until they close or the server stops.
@@ -30,7 +30,9 @@ class CppRestServer : public Server {
   CppRestServer(const CppRestServer&) = delete;
   CppRestServer& operator=(const CppRestServer&) = delete;
 
-  void route(Method method, std::string_view pattern, Handler handler) override;
+  using Server::route;
+  void route(Method method, std::string_view pattern, Handler handler,
+             RouteOptions options) override;
   Status start() override;
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
   std::uint16_t port() const override;

@@ -46,6 +46,16 @@ bool isCapture(std::string_view segment) {
   return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
 }
 
+std::string_view withoutFragment(std::string_view target) {
+  return target.substr(0, target.find('#'));
+}
+
+// The path of a request target: before its query and fragment.
+std::string_view pathOf(std::string_view target) {
+  target = withoutFragment(target);
+  return target.substr(0, target.find('?'));
+}
+
 }  // namespace
 
 struct Router::Node {
@@ -53,10 +63,29 @@ struct Router::Node {
     Handler handler;
     std::vector<std::string> captureNames;  // in path order
     std::string name;                       // "GET /v1/entities/{type}/{id}", for logs
+    RouteOptions options;
   };
   std::map<std::string, std::unique_ptr<Node>, std::less<>> literals;
   std::unique_ptr<Node> capture;
   std::map<Method, Route> routes;
+};
+
+// What a path reaches: its segments, decoded (a view of the path itself for a segment without an
+// escape, nearly all, of its decoded text in `decodedText` otherwise; inline room for the paths of
+// kshard's own APIs), and every node it reaches, literal branches first, so the first candidate
+// that has the method is the most specific route; with each, which segments it captured (bit i:
+// segment i).
+struct Router::Match {
+  boost::container::small_vector<std::string_view, 8> segments;
+  boost::container::small_vector<std::string, 2> decodedText;
+  boost::container::small_vector<std::pair<const Node*, CaptureMask>, 4> candidates;
+
+  const Node::Route* route(Method method) const {
+    for (const auto& [node, mask] : candidates) {
+      if (const auto it = node->routes.find(method); it != node->routes.end()) return &it->second;
+    }
+    return nullptr;
+  }
 };
 
 Router::Router(std::optional<Logger> logger)
@@ -65,7 +94,7 @@ Router::~Router() = default;
 Router::Router(Router&&) noexcept = default;
 Router& Router::operator=(Router&&) noexcept = default;
 
-void Router::add(Method method, std::string_view pattern, Handler handler) {
+void Router::add(Method method, std::string_view pattern, Handler handler, RouteOptions options) {
   assert(!pattern.empty() && pattern.front() == '/' && "route patterns are absolute paths");
   Node* node = root_.get();
   std::vector<std::string> names;
@@ -88,15 +117,56 @@ void Router::add(Method method, std::string_view pattern, Handler handler) {
       node = it->second.get();
     }
   }
-  node->routes[method] = Node::Route{std::move(handler), std::move(names),
-                                     std::string(methodName(method)) + " " + std::string(pattern)};
+  hasBodyLimits_ = hasBodyLimits_ || options.maxBodyBytes.has_value();
+  node->routes[method] =
+      Node::Route{std::move(handler), std::move(names),
+                  std::string(methodName(method)) + " " + std::string(pattern), options};
+}
+
+bool Router::match(std::string_view path, Match& out) const {
+  forEachSegment(path, [&out](std::string_view raw) {
+    out.segments.push_back(raw);
+    return true;
+  });
+  if (path.find('%') != std::string_view::npos) {
+    // Room for every segment first: the views must not move with the strings.
+    out.decodedText.reserve(out.segments.size());
+    for (std::string_view& segment : out.segments) {
+      if (segment.find('%') == std::string_view::npos) continue;
+      std::string& text = out.decodedText.emplace_back();
+      if (!percentDecode(segment, text)) return false;
+      segment = text;
+    }
+  }
+  if (out.segments.size() > kMaxSegments) return true;
+  auto walk = [&](auto&& self, const Node* node, std::size_t index, CaptureMask mask) -> void {
+    if (index == out.segments.size()) {
+      if (!node->routes.empty()) out.candidates.emplace_back(node, mask);
+      return;
+    }
+    const std::string_view segment = out.segments[index];
+    if (const auto it = node->literals.find(segment); it != node->literals.end()) {
+      self(self, it->second.get(), index + 1, mask);
+    }
+    if (node->capture != nullptr && !segment.empty()) {
+      self(self, node->capture.get(), index + 1, mask | (CaptureMask{1} << index));
+    }
+  };
+  walk(walk, root_.get(), 0, 0);
+  return true;
+}
+
+std::optional<std::size_t> Router::bodyLimit(Method method, std::string_view target) const {
+  if (!hasBodyLimits_) return std::nullopt;
+  const std::string_view path = pathOf(target);
+  Match match;
+  if (path.empty() || path.front() != '/' || !this->match(path, match)) return std::nullopt;
+  const Node::Route* route = match.route(method);
+  return route != nullptr ? route->options.maxBodyBytes : std::nullopt;
 }
 
 void Router::dispatch(Request request, Responder responder) const {
-  std::string_view target = request.target;
-  if (const std::size_t hash = target.find('#'); hash != std::string_view::npos) {
-    target = target.substr(0, hash);
-  }
+  const std::string_view target = withoutFragment(request.target);
   const std::size_t question = target.find('?');
   const std::string_view path = target.substr(0, question);
   if (path.empty() || path.front() != '/') {
@@ -111,61 +181,22 @@ void Router::dispatch(Request request, Responder responder) const {
         Response::error(400, "InvalidArgument", "malformed percent-escape in the query string"));
     return;
   }
-
-  // Each segment, decoded: a view of the path itself for a segment without an escape (nearly
-  // all), of its decoded text in `decodedText` otherwise. Inline room for the paths of kshard's
-  // own APIs.
-  boost::container::small_vector<std::string_view, 8> segments;
-  forEachSegment(path, [&segments](std::string_view raw) {
-    segments.push_back(raw);
-    return true;
-  });
-  boost::container::small_vector<std::string, 2> decodedText;
-  if (path.find('%') != std::string_view::npos) {
-    // Room for every segment first: the views must not move with the strings.
-    decodedText.reserve(segments.size());
-    for (std::string_view& segment : segments) {
-      if (segment.find('%') == std::string_view::npos) continue;
-      std::string& text = decodedText.emplace_back();
-      if (!percentDecode(segment, text)) {
-        responder.send(
-            Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
-        return;
-      }
-      segment = text;
-    }
+  Match match;
+  if (!this->match(path, match)) {
+    responder.send(Response::error(400, "InvalidArgument", "malformed percent-escape in the path"));
+    return;
   }
 
-  // Every node the path reaches, literal branches first, so the first candidate that has the
-  // method is the most specific route; with each, which segments it captured (bit i: segment i).
-  boost::container::small_vector<std::pair<const Node*, CaptureMask>, 4> candidates;
-  if (segments.size() <= kMaxSegments) {
-    auto walk = [&](auto&& self, const Node* node, std::size_t index, CaptureMask mask) -> void {
-      if (index == segments.size()) {
-        if (!node->routes.empty()) candidates.emplace_back(node, mask);
-        return;
-      }
-      const std::string_view segment = segments[index];
-      if (const auto it = node->literals.find(segment); it != node->literals.end()) {
-        self(self, it->second.get(), index + 1, mask);
-      }
-      if (node->capture != nullptr && !segment.empty()) {
-        self(self, node->capture.get(), index + 1, mask | (CaptureMask{1} << index));
-      }
-    };
-    walk(walk, root_.get(), 0, 0);
-  }
-
-  for (const auto& [node, mask] : candidates) {
+  for (const auto& [node, mask] : match.candidates) {
     const auto route = node->routes.find(request.method);
     if (route == node->routes.end()) continue;
     const std::vector<std::string>& names = route->second.captureNames;
     request.params.clear();
     request.params.reserve(names.size());
     std::size_t name = 0;
-    for (std::size_t i = 0; i < segments.size(); ++i) {
+    for (std::size_t i = 0; i < match.segments.size(); ++i) {
       if (mask & (CaptureMask{1} << i)) {
-        request.params.emplace_back(names[name++], segments[i]);
+        request.params.emplace_back(names[name++], match.segments[i]);
       }
     }
     try {
@@ -180,7 +211,7 @@ void Router::dispatch(Request request, Responder responder) const {
     return;
   }
 
-  if (candidates.empty()) {
+  if (match.candidates.empty()) {
     responder.send(Response::error(
         404, "NotFound",
         "no route for " + std::string(methodName(request.method)) + " " + std::string(path)));
@@ -188,7 +219,7 @@ void Router::dispatch(Request request, Responder responder) const {
   }
   std::string allow;
   for (const Method m : kAllMethods) {
-    for (const auto& candidate : candidates) {
+    for (const auto& candidate : match.candidates) {
       if (candidate.first->routes.contains(m)) {
         if (!allow.empty()) allow += ", ";
         allow += methodName(m);

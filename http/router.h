@@ -35,7 +35,14 @@ class Router {
 
   // Registers a route. A later route with the same method and pattern replaces the earlier one.
   // `pattern` is code, not input: it must start with '/' and captures must be whole segments.
-  void add(Method method, std::string_view pattern, Handler handler);
+  void add(Method method, std::string_view pattern, Handler handler, RouteOptions options = {});
+
+  // The body limit of the route that `method` and `target` reach, when that route has one of its
+  // own (RouteOptions::maxBodyBytes); none for a route without one, a target no route takes, or
+  // a malformed one (dispatch() answers those). Adapters ask it once a request's head is read,
+  // before its body; only when hasBodyLimits(), so that servers without such routes pay nothing.
+  std::optional<std::size_t> bodyLimit(Method method, std::string_view target) const;
+  bool hasBodyLimits() const { return hasBodyLimits_; }
 
   // Fills request.query and request.params from request.target, then runs the
   // matching handler, or answers the routing error itself. Safe to call from many threads at once
@@ -44,8 +51,13 @@ class Router {
 
  private:
   struct Node;
+  struct Match;
+  // Finds the routes `path` (no query) reaches; false when a segment's percent-escape is malformed.
+  bool match(std::string_view path, Match& out) const;
+
   std::unique_ptr<Node> root_;
   std::optional<Logger> logger_;
+  bool hasBodyLimits_ = false;
 };
 
 // Splits "k=v&k2=v2" into decoded pairs ('+' is a space); the first of repeated keys wins. False on

@@ -5,6 +5,9 @@
 // another method 405, both as JSON errors. Bodies over `maxBodyBytes` get 413 without the handler
 // running.
 //
+// A route may take less than that (RouteOptions::maxBodyBytes): its requests are answered 413 from
+// their Content-Length before the body is read, or as soon as a chunked body is over.
+//
 // Handlers are asynchronous: they receive the request and a one-shot Responder which they may
 // complete later, from any thread (the proxy path forwards and answers when the owner replies).
 // A Responder destroyed without answering sends 500 so that a client is never left hanging.
@@ -103,6 +106,14 @@ class Responder {
 // pass them along without a move per layer (the data path does).
 using Handler = std::function<void(Request&& request, Responder&& responder)>;
 
+// What a route may set for itself.
+struct RouteOptions {
+  // The largest body this route takes, at most the server's ServerOptions::maxBodyBytes (which
+  // bounds every request, before its route is known); none: the server's. E.g. 16 KiB for an API
+  // whose bodies are a few fields, on a server whose other routes take megabytes.
+  std::optional<std::size_t> maxBodyBytes;
+};
+
 struct TlsServerOptions {
   std::string certFile;  // PEM chain; re-read on restart only
   std::string keyFile;
@@ -127,6 +138,17 @@ struct ServerOptions {
   // send its requests as frames, many at once, answered in any order. They reach the same routes.
   // cpprestsdk ignores it: its answer to the upgrade (404) sends the client back to plain HTTP.
   bool acceptChannels = false;
+  // Beast only: what one channel may hold. Past either bound the server reads no further frame
+  // from it until answers have gone out (back-pressure): requests dispatched and not answered,
+  // and answers waiting to be written (the bound is checked before each frame is taken, so it may
+  // be passed by the answers to the requests already in flight).
+  std::size_t maxChannelRequestsInFlight = 1024;
+  std::size_t maxChannelQueuedBytes = 4u << 20;
+  // Beast only: connections open at once, in all and from one IP address (0: no bound). A
+  // connection beyond either is closed as soon as it is accepted, before anything is read or
+  // allocated for it. cpprestsdk cannot bound them (its listener accepts on its own).
+  std::size_t maxConnections = 4096;
+  std::size_t maxConnectionsPerPeer = 0;
   // Where the adapter reports what it cannot answer to anyone (a handler that threw, a failed
   // write). None: such events are dropped silently.
   std::optional<Logger> logger;
@@ -136,7 +158,11 @@ class Server {
  public:
   virtual ~Server() = default;
   // Registers a route; call before start(). A later route with the same method and pattern wins.
-  virtual void route(Method method, std::string_view pattern, Handler handler) = 0;
+  virtual void route(Method method, std::string_view pattern, Handler handler,
+                     RouteOptions options) = 0;
+  void route(Method method, std::string_view pattern, Handler handler) {
+    route(method, pattern, std::move(handler), RouteOptions{});
+  }
   // Binds and starts serving. An error when the address is taken or TLS files are unreadable.
   virtual Status start() = 0;
   // Stops accepting, closes idle connections, waits up to `grace` for handlers in flight.

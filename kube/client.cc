@@ -82,7 +82,7 @@ Client::Client(http::Client& transport, Scheduler& scheduler, Random& random, Lo
       options_(std::move(options)),
       token_(std::move(token)),
       pathPrefix_(std::move(pathPrefix)),
-      limiter_(scheduler.clock(), options_.qps, options_.burst) {}
+      limiter_(scheduler.clock(), options_.qps, options_.burst, options_.maxRateLimitWait) {}
 
 Client::~Client() {
   std::vector<std::shared_ptr<Call>> waiting;
@@ -128,10 +128,14 @@ StatusOr<json> Client::call(ApiRequest request) {
 }
 
 void Client::startAttempt(std::shared_ptr<Call> call) {
-  const Duration wait = limiter_.reserve();
-  if (wait > Duration{0}) {
+  const StatusOr<Duration> wait = limiter_.reserve();
+  if (!wait.ok()) {
+    finish(call, wait.status().withContext(call->request.description));
+    return;
+  }
+  if (*wait > Duration{0}) {
     call->throughLimiter = false;
-    schedule(std::move(call), wait);
+    schedule(std::move(call), *wait);
     return;
   }
   send(std::move(call));
@@ -351,15 +355,16 @@ StatusOr<std::unique_ptr<WatchStream>> Client::watch(const ResourceRef& resource
   ApiRequest req = watchRequest(resource, ns, options);
   if (!req.invalid.ok()) return req.invalid.withContext(req.description);
   for (int attempt = 0;; ++attempt) {
-    const Duration wait = limiter_.reserve();
-    if (wait > Duration{0}) {
+    const StatusOr<Duration> wait = limiter_.reserve();
+    if (!wait.ok()) return wait.status().withContext(req.description);
+    if (*wait > Duration{0}) {
       auto waited = blockOn<bool>([&](std::function<void(StatusOr<bool>)> cb) {
         std::lock_guard lock(mu_);
         if (stopping_) {
           cb(cancelled(req.description + ": the client is shutting down"));
           return;
         }
-        scheduler_.runAfter(wait, [cb] { cb(true); });
+        scheduler_.runAfter(*wait, [cb] { cb(true); });
       });
       if (!waited.ok()) return waited.status();
     }

@@ -1,5 +1,6 @@
 // kube::Client: a Kubernetes REST client for any resource, as JSON. It follows client-go's
-// request semantics: a client-side token-bucket rate limit, a per-attempt timeout, retries with
+// request semantics: a client-side token-bucket rate limit (whose queue is bounded:
+// maxRateLimitWait), a per-attempt timeout, retries with
 // backoff for 429 (honouring Retry-After) and, on idempotent verbs only, for 5xx and transport
 // errors, one retry after a 401 when the token source has a fresher token (a rotated
 // ServiceAccount token), and API errors parsed into typed Status codes (see api_error.h).
@@ -62,6 +63,9 @@ struct ClientOptions {
   std::string userAgent = defaultUserAgent();  // "kshard-operator/0.1.0" for the operator
   double qps = 50;                             // client-go: 5
   int burst = 100;                             // client-go: 10
+  // A request that would wait longer than this for the rate limit fails at once with
+  // ResourceExhausted (kube/rate_limiter.h); client-go waits without bound.
+  Duration maxRateLimitWait = std::chrono::seconds(30);
   std::chrono::milliseconds requestTimeout{std::chrono::seconds(30)};  // per attempt
   int maxRetries = 5;
   BackoffPolicy retryBackoff{std::chrono::milliseconds(250), std::chrono::seconds(8), 2.0, 0.5};

@@ -73,7 +73,9 @@ void OperatorConfig::declare(OptionSet& opts) {
                  "YAML file of what the webhook injects (sidecar image, ports, resources); "
                  "default: built-in values.",
                  &injectionConfigFile);
-  opts.addString("http-backend", "KSHARD_HTTP_BACKEND", "HTTP implementation: cpprest or beast.",
+  opts.addString("http-backend", "KSHARD_HTTP_BACKEND",
+                 "HTTP implementation of the clients to the sidecars: cpprest or beast (the "
+                 "servers are always beast).",
                  &httpBackend);
   opts.addInt("io-threads", "", "Threads serving each HTTP server.", &ioThreads, 1, 64);
   opts.addString("lease-name", "", "Name of the leader election Lease.", &leaseName);

@@ -20,12 +20,16 @@
 #include "kube/config.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
+#include "kube/issuer_keys.h"
 #include "kube/leader_election.h"
 #include "kube/token_source.h"
+#include "kube/token_verifier.h"
 #include "metrics/prometheus_registry.h"
+#include "operator/admission_webhook.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
 #include "operator/kube_adapters.h"
+#include "operator/kube_clients.h"
 #include "operator/manager_api.h"
 #include "operator/operator_metrics.h"
 #include "operator/pod_authenticator.h"
@@ -44,15 +48,41 @@ std::uint64_t seedFrom(std::int64_t configured) {
   return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-std::unique_ptr<http::Server> makeServerOn(http::Backend backend, const std::string& listen,
-                                           int threads, const Logger& log) {
+// The operator's servers: always Beast, whatever --http-backend says (which picks the clients to
+// the sidecars), because only the Beast adapter bounds connections and has a header and idle
+// timeout (docs/decisions/0004-operator-servers-on-beast.md). Each is bounded before anyone is
+// authenticated: at most `maxConnections` connections, `maxConnectionsPerPeer` from one address,
+// and bodies of `maxBodyBytes` (routes may take less), refused from their Content-Length.
+struct ServerLimits {
+  std::size_t maxBodyBytes;
+  std::size_t maxConnections;
+  std::size_t maxConnectionsPerPeer;
+};
+// Scrapes and probes: no bodies, a few connections from the node and the monitoring.
+constexpr ServerLimits kAdminLimits{4096, 64, 16};
+// Every sidecar keeps a connection to the leader (it renews its ownership lease every 10 s,
+// within the client's idle timeout), so the cap must exceed the pods of every ShardMap: an idle
+// connection costs about 10 KiB, one reading a body 16 KiB more. From one address at most 64 (a
+// test harness registering many pods from one process uses up to 50).
+constexpr ServerLimits kManagerLimits{ManagerApi::kMaxBodyBytes, 8192, 64};
+// The API servers call every replica's webhook; a review takes a millisecond, so a few
+// connections carry thousands a second. 32 bodies of 4 MiB stay within the chart's 256 MiB.
+constexpr ServerLimits kWebhookLimits{AdmissionWebhook::kMaxBodyBytes, 32, 0};
+
+std::unique_ptr<http::Server> makeServerOn(const std::string& listen, int threads,
+                                           const ServerLimits& limits, const Logger& log,
+                                           std::optional<http::TlsServerOptions> tls = {}) {
   auto hp = splitHostPort(listen);
   http::ServerOptions options;
   options.host = hp->first;
   options.port = hp->second;
   options.threads = threads;
+  options.maxBodyBytes = limits.maxBodyBytes;
+  options.maxConnections = limits.maxConnections;
+  options.maxConnectionsPerPeer = limits.maxConnectionsPerPeer;
+  options.tls = std::move(tls);
   options.logger = log;
-  return http::makeServer(backend, std::move(options));
+  return http::makeServer(http::Backend::kBeast, std::move(options));
 }
 
 // The informers' handlers: decode, then route to the ShardManager and the provisioner.
@@ -85,16 +115,15 @@ void wireInformers(kube::Informer& shardMaps, kube::Informer& pods, ShardManager
       provisioner.podSeen(*pod);
     }
   };
-  pods.addHandler(
-      {.onAdd = [podEvent](const nlohmann::json& o, bool) { podEvent(o, false); },
-       .onUpdate = [podEvent](const nlohmann::json&,
-                              const nlohmann::json& o) { podEvent(o, false); },
-       .onDelete =
-           [podEvent, &directory](const nlohmann::json& last, bool finalStateUnknown) {
-             // Kept first: the controllers ask how the pod ended when they hear of it.
-             directory.deleted(last, finalStateUnknown);
-             podEvent(last, true);
-           }});
+  pods.addHandler({.onAdd = [podEvent](const nlohmann::json& o, bool) { podEvent(o, false); },
+                   .onUpdate = [podEvent](const nlohmann::json&,
+                                          const nlohmann::json& o) { podEvent(o, false); },
+                   .onDelete =
+                       [podEvent, &directory](const nlohmann::json& last, bool finalStateUnknown) {
+                         // Kept first: the controllers ask how the pod ended when they hear of it.
+                         directory.deleted(last, finalStateUnknown);
+                         podEvent(last, true);
+                       }});
 }
 
 int run(int argc, char** argv) {
@@ -132,8 +161,8 @@ int run(int argc, char** argv) {
   const std::uint64_t seed = seedFrom(cfg.seed);
   // Each component that draws randomness gets its own generator (they are not shared between
   // locks).
-  SeededRandom clientRandom(seed), informerRandom(seed + 1), podInformerRandom(seed + 2),
-      electorRandom(seed + 3), plannerRandom(seed + 4);
+  SeededRandom informerRandom(seed + 1), podInformerRandom(seed + 2), electorRandom(seed + 3),
+      plannerRandom(seed + 4);
   ThreadScheduler kubeScheduler(clock);
 
   auto kubeConfig = kube::loadConfig({cfg.kubeconfig, cfg.kubeContext}, clock);
@@ -150,12 +179,13 @@ int run(int argc, char** argv) {
     log.error("cannot create the Kubernetes client", {{"error", transport.status().toString()}});
     return 1;
   }
-  kube::ClientOptions clientOptions;
-  clientOptions.userAgent = kUserAgent;
-  clientOptions.qps = cfg.kubeQps;
-  clientOptions.burst = static_cast<int>(cfg.kubeBurst);
-  kube::Client api(**transport, kubeScheduler, clientRandom, log, clientOptions, kubeConfig->token,
-                   kubeConfig->pathPrefix);
+  KubeClients clients(**transport, kubeScheduler, log,
+                      {.userAgent = kUserAgent,
+                       .qps = cfg.kubeQps,
+                       .burst = static_cast<int>(cfg.kubeBurst),
+                       .seed = seed + 5},
+                      kubeConfig->token, kubeConfig->pathPrefix);
+  kube::Client& api = clients.api();
 
   metrics::PrometheusRegistry registry;
   OperatorMetrics metrics(registry);
@@ -230,11 +260,12 @@ int run(int argc, char** argv) {
   };
   callbacks.onNewLeader = [&](const std::string& id) { leadership.setHolder(id); };
   callbacks.onRenewed = [&](SteadyTime at) { leadership.setRenewed(at); };
-  kube::LeaderElector elector(api, kubeScheduler, electorRandom, log, election, callbacks);
+  kube::LeaderElector elector(clients.election(), kubeScheduler, electorRandom, log, election,
+                              callbacks);
   wireInformers(shardMapInformer, podInformer, manager, *provisioner, directory, log);
 
   // Servers: admin (:7202), manager API (:7200), and the webhook (:9443, TLS) when configured.
-  auto admin = makeServerOn(backend, cfg.adminListen, 1, log);
+  auto admin = makeServerOn(cfg.adminListen, 1, kAdminLimits, log);
   bool managerServing = false;
   http::addAdminRoutes(*admin, registry, [&]() -> std::string {
     if (!shardMapInformer.hasSynced()) return "the ShardMap informer has not synced";
@@ -247,14 +278,19 @@ int run(int argc, char** argv) {
     return 1;
   }
   auto managerServer =
-      makeServerOn(backend, cfg.managerListen, static_cast<int>(cfg.ioThreads), log);
+      makeServerOn(cfg.managerListen, static_cast<int>(cfg.ioThreads), kManagerLimits, log);
+  // Callers' tokens are verified locally against the issuer's keys before any TokenReview.
+  kube::ApiServerIssuerKeys issuerKeys(clients.reviews(), kubeScheduler, log);
+  kube::TokenVerifier tokenVerifier(issuerKeys, clock, {.audience = kTokenAudience});
   std::unique_ptr<TokenReviewAuthenticator> podAuthenticator;
   if (cfg.podAuth == "tokenreview") {
-    podAuthenticator = std::make_unique<TokenReviewAuthenticator>(api, clock);
+    issuerKeys.start();
+    podAuthenticator =
+        std::make_unique<TokenReviewAuthenticator>(clients.reviews(), clock, &tokenVerifier);
   } else {
     log.warn("the manager API does not authenticate its callers (--pod-auth=none)");
   }
-  ManagerApi managerApi(manager, leadership, metrics, log, podAuthenticator.get());
+  ManagerApi managerApi(manager, leadership, metrics, clock, log, podAuthenticator.get());
   managerApi.addRoutes(*managerServer);
   // The mutating webhook (sidecar injection) is served by every replica on its own TLS port, so
   // pod creation does not depend on the leader. Without certificates the port stays closed.
@@ -282,24 +318,14 @@ int run(int argc, char** argv) {
         return map->spec;
       },
       log);
+  const AdmissionWebhook admission(injector);
   std::unique_ptr<http::Server> webhook;
   if (!cfg.webhookCertFile.empty()) {
-    auto hp = splitHostPort(cfg.webhookListen);
-    http::ServerOptions options;
-    options.host = hp->first;
-    options.port = hp->second;
     http::TlsServerOptions tls;
     tls.certFile = cfg.webhookCertFile;
     tls.keyFile = cfg.webhookKeyFile;
-    options.tls = tls;
-    options.logger = log;
-    webhook = http::makeServer(backend, std::move(options));
-    webhook->route(
-        http::Method::kPost, "/mutate-pods",
-        [&injector](http::Request request, http::Responder responder) {
-          auto answer = injector.review(request.body);
-          responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
-        });
+    webhook = makeServerOn(cfg.webhookListen, 2, kWebhookLimits, log, std::move(tls));
+    admission.addRoutes(*webhook);
   }
 
   shardMapInformer.start();
@@ -354,6 +380,7 @@ int run(int argc, char** argv) {
   if (webhook) webhook->stop();
   podInformer.stop();
   shardMapInformer.stop();
+  issuerKeys.stop();
   admin->stop();
   return 0;
 }

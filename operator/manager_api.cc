@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kube/jwt.h"
+#include "protocol/json_limits.h"
 
 namespace kshard::manager {
 namespace {
@@ -14,6 +15,8 @@ constexpr std::string_view kUnregister = "unregister";
 constexpr std::string_view kNotifyUnhealthy = "notify-unhealthy";
 constexpr std::string_view kRenew = "renew";
 constexpr std::string_view kAssignments = "assignments";
+// At most one log line and Event per map and refusal code in this time.
+constexpr auto kRefusalReportInterval = std::chrono::seconds(5);
 
 http::Response badRequest(const Status& s) {
   return http::Response::error(400, protocol::errors::kBadRequest, s.message());
@@ -22,25 +25,31 @@ http::Response badRequest(const Status& s) {
 }  // namespace
 
 ManagerApi::ManagerApi(ShardManager& manager, Leadership& leadership, OperatorMetrics& metrics,
-                       Logger logger, PodAuthenticator* authenticator)
+                       const Clock& clock, Logger logger, PodAuthenticator* authenticator)
     : manager_(manager),
       leadership_(leadership),
       metrics_(metrics),
+      clock_(clock),
       log_(std::move(logger)),
       authenticator_(authenticator) {}
 
 void ManagerApi::addRoutes(http::Server& server) {
   const std::string base = "/v1/shardmaps/{namespace}/{name}/";
+  const http::RouteOptions bounded{.maxBodyBytes = kMaxBodyBytes};
   for (std::string_view verb : {kRegister, kUnregister, kNotifyUnhealthy, kRenew}) {
-    server.route(http::Method::kPost, base + std::string(verb),
-                 [this, verb](http::Request r, http::Responder res) {
-                   handle(verb, std::move(r), std::move(res));
-                 });
+    server.route(
+        http::Method::kPost, base + std::string(verb),
+        [this, verb](http::Request r, http::Responder res) {
+          handle(verb, std::move(r), std::move(res));
+        },
+        bounded);
   }
-  server.route(http::Method::kGet, base + std::string(kAssignments),
-               [this](http::Request r, http::Responder res) {
-                 handle(kAssignments, std::move(r), std::move(res));
-               });
+  server.route(
+      http::Method::kGet, base + std::string(kAssignments),
+      [this](http::Request r, http::Responder res) {
+        handle(kAssignments, std::move(r), std::move(res));
+      },
+      bounded);
 }
 
 void ManagerApi::handle(std::string_view verb, http::Request request, http::Responder responder) {
@@ -72,100 +81,113 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
     controller->assignments(std::move(reply));
     return;
   }
-  // Decode first (a malformed body is a 400 whoever sends it), then authenticate, then act.
-  std::string pod;
-  std::string uid;  // empty for notify-unhealthy: the caller reports another pod
-  std::function<void()> act;
-  if (verb == kRegister) {
-    auto body = protocol::decodeRegisterRequest(request.body);
-    if (!body.ok()) return reply(badRequest(body.status()));
-    pod = body->pod;
-    uid = body->uid;
-    act = [this, controller, reply, body = std::move(*body), ref = *ref,
-           remote = request.remoteAddress]() mutable {
-      log_.info("register", {{"shard_map", ref.toString()},
-                             {"pod", body.pod},
-                             {"uid", body.uid},
-                             {"remote", remote}});
-      controller->registerPod(std::move(body), std::move(reply));
-    };
-  } else if (verb == kUnregister) {
-    auto body = protocol::decodeUnregisterRequest(request.body);
-    if (!body.ok()) return reply(badRequest(body.status()));
-    pod = body->pod;
-    uid = body->uid;
-    act = [this, controller, reply, body = std::move(*body), ref = *ref]() mutable {
-      log_.info("unregister", {{"shard_map", ref.toString()}, {"pod", body.pod}});
-      controller->unregisterPod(std::move(body), std::move(reply));
-    };
-  } else if (verb == kRenew) {
-    auto body = protocol::decodeTarget(request.body);
-    if (!body.ok()) return reply(badRequest(body.status()));
-    pod = body->pod;
-    uid = body->uid;
-    act = [controller, reply, body = std::move(*body)]() mutable {
-      controller->renew(std::move(body), std::move(reply));
-    };
-  } else {
-    auto body = protocol::decodeNotifyUnhealthyRequest(request.body);
-    if (!body.ok()) return reply(badRequest(body.status()));
-    act = [controller, reply, body = std::move(*body)]() mutable {
-      controller->notifyUnhealthy(std::move(body), std::move(reply));
-    };
-  }
   if (authenticator_ == nullptr) {
-    act();
+    act(verb, request.body, request.remoteAddress, std::move(controller), *ref, std::move(reply),
+        nullptr);
     return;
   }
-  auto refuse = [this, controller, reply, verb = std::string(verb), ref = *ref](
-                    int status, std::string_view code, const std::string& message) {
-    log_.warn("caller refused", {{"shard_map", ref.toString()},
-                                 {"verb", verb},
-                                 {"code", std::string(code)},
-                                 {"reason", message}});
-    controller->reportRefusedCaller(std::string(code), verb + " refused: " + message);
-    reply(http::Response::error(status, code, message));
-  };
+  // Authenticate first: nothing of the body is read for a caller without a valid token.
   const std::string token(
       kube::bearerToken(request.headers.get(protocol::kAuthorizationHeader).value_or("")));
   if (token.empty()) {
-    refuse(401, protocol::errors::kUnauthenticated,
+    refuse(controller, *ref, verb, reply, 401, protocol::errors::kUnauthenticated,
            "no bearer token: " + std::string(verb) +
-               " needs the pod's projected service-account token (audience \"" +
-               kTokenAudience + "\", mounted by the sidecar injector)");
+               " needs the pod's projected service-account token (audience \"" + kTokenAudience +
+               "\", mounted by the sidecar injector)");
     return;
   }
-  auto unavailable = [reply](const std::string& message) {
-    reply(http::Response::error(503, "Unavailable",
-                                "cannot authenticate the caller now; retry: " + message));
-  };
   authenticator_->authenticate(
-      token, [refuse, unavailable, act = std::move(act), ns = ref->ns, pod, uid,
-              verb = std::string(verb)](StatusOr<PodIdentity> who) mutable {
+      token, [this, controller = std::move(controller), ref = *ref, reply = std::move(reply),
+              verb = std::string(verb), body = std::move(request.body),
+              remote = std::move(request.remoteAddress)](StatusOr<PodIdentity> who) mutable {
         if (!who.ok()) {
           if (who.status().code() == StatusCode::kUnauthenticated) {
-            refuse(401, protocol::errors::kUnauthenticated, who.status().message());
+            refuse(controller, ref, verb, reply, 401, protocol::errors::kUnauthenticated,
+                   who.status().message());
           } else {
             // Not a refusal of the caller (no Event): the API server could not be asked.
-            unavailable(who.status().message());
+            reply(http::Response::error(
+                503, "Unavailable",
+                "cannot authenticate the caller now; retry: " + who.status().message()));
           }
           return;
         }
-        if (who->ns != ns) {
-          refuse(403, protocol::errors::kForbidden,
+        if (who->ns != ref.ns) {
+          refuse(controller, ref, verb, reply, 403, protocol::errors::kForbidden,
                  "the token belongs to pod " + who->ns + "/" + who->pod +
-                     ", outside the ShardMap's namespace " + ns);
+                     ", outside the ShardMap's namespace " + ref.ns);
           return;
         }
-        if (!pod.empty() && (who->pod != pod || who->uid != uid)) {
-          refuse(403, protocol::errors::kForbidden,
-                 "the token belongs to pod " + who->ns + "/" + who->pod + " (uid " + who->uid +
-                     "), not to pod " + ns + "/" + pod + " (uid " + uid + "): a pod may " + verb +
-                     " only itself");
-          return;
-        }
-        act();
+        act(verb, body, remote, std::move(controller), ref, std::move(reply), &*who);
       });
+}
+
+void ManagerApi::act(std::string_view verb, const std::string& body, const std::string& remote,
+                     std::shared_ptr<ShardMapController> controller,
+                     const protocol::ShardMapRef& ref, Reply reply, const PodIdentity* caller) {
+  if (Status depth = protocol::checkJsonDepth(body); !depth.ok()) {
+    reply(badRequest(depth));
+    return;
+  }
+  // A pod registers, unregisters and renews only itself.
+  auto isNotCaller = [&](const std::string& pod, const std::string& uid) {
+    if (caller == nullptr || (caller->pod == pod && caller->uid == uid)) return false;
+    refuse(controller, ref, verb, reply, 403, protocol::errors::kForbidden,
+           "the token belongs to pod " + caller->ns + "/" + caller->pod + " (uid " + caller->uid +
+               "), not to pod " + ref.ns + "/" + pod + " (uid " + uid + "): a pod may " +
+               std::string(verb) + " only itself");
+    return true;
+  };
+  if (verb == kRegister) {
+    auto request = protocol::decodeRegisterRequest(body);
+    if (!request.ok()) return reply(badRequest(request.status()));
+    if (isNotCaller(request->pod, request->uid)) return;
+    log_.info("register", {{"shard_map", ref.toString()},
+                           {"pod", request->pod},
+                           {"uid", request->uid},
+                           {"remote", remote}});
+    controller->registerPod(std::move(*request), std::move(reply));
+  } else if (verb == kUnregister) {
+    auto request = protocol::decodeUnregisterRequest(body);
+    if (!request.ok()) return reply(badRequest(request.status()));
+    if (isNotCaller(request->pod, request->uid)) return;
+    log_.info("unregister", {{"shard_map", ref.toString()}, {"pod", request->pod}});
+    controller->unregisterPod(std::move(*request), std::move(reply));
+  } else if (verb == kRenew) {
+    auto request = protocol::decodeTarget(body);
+    if (!request.ok()) return reply(badRequest(request.status()));
+    if (isNotCaller(request->pod, request->uid)) return;
+    controller->renew(std::move(*request), std::move(reply));
+  } else {
+    // The caller reports another pod: its namespace was checked, any pod of it may.
+    auto request = protocol::decodeNotifyUnhealthyRequest(body);
+    if (!request.ok()) return reply(badRequest(request.status()));
+    controller->notifyUnhealthy(std::move(*request), std::move(reply));
+  }
+}
+
+void ManagerApi::refuse(const std::shared_ptr<ShardMapController>& controller,
+                        const protocol::ShardMapRef& ref, std::string_view verb, const Reply& reply,
+                        int status, std::string_view code, const std::string& message) {
+  std::uint64_t occurrences = 0;
+  {
+    std::lock_guard lock(refusalsMu_);
+    auto it =
+        refusals_.try_emplace(ref.toString() + " " + std::string(code), kRefusalReportInterval)
+            .first;
+    occurrences = it->second.occur(clock_.now());
+  }
+  if (occurrences > 0) {
+    log_.warn("caller refused", {{"shard_map", ref.toString()},
+                                 {"verb", std::string(verb)},
+                                 {"code", std::string(code)},
+                                 {"reason", message},
+                                 {"occurrences", occurrences}});
+    std::string note = std::string(verb) + " refused: " + message;
+    if (occurrences > 1) note += " (and " + std::to_string(occurrences - 1) + " more since)";
+    controller->reportRefusedCaller(std::string(code), std::move(note));
+  }
+  reply(http::Response::error(status, code, message));
 }
 
 }  // namespace kshard::manager

@@ -3,21 +3,35 @@
 //   POST /v1/shardmaps/{namespace}/{name}/register          {"pod","uid","address","version"}
 //   POST /v1/shardmaps/{namespace}/{name}/unregister        {"pod","uid"}
 //   POST /v1/shardmaps/{namespace}/{name}/notify-unhealthy  {"pod"}
+//   POST /v1/shardmaps/{namespace}/{name}/renew             {"pod","uid"}
 //   GET  /v1/shardmaps/{namespace}/{name}/assignments
 //
-// register, unregister and notify-unhealthy need the calling pod's projected service-account token
-// (audience "kshard") as a bearer token when an authenticator is given: 401 Unauthenticated
-// without a valid one, 403 Forbidden when it belongs to another pod (a pod registers and
-// unregisters only itself) or to another namespace; each refusal is logged and recorded as a
-// Warning Event on the ShardMap. GET assignments needs no token.
+// register, unregister, notify-unhealthy and renew need the calling pod's projected
+// service-account token (audience "kshard") as a bearer token when an authenticator is given:
+// 401 Unauthenticated without a valid one, 403 Forbidden when it belongs to another pod (a pod
+// registers, unregisters and renews only itself) or to another namespace. Refusals are logged and
+// recorded as a Warning Event on the ShardMap, at most once per 5 s for each map and code (with how
+// many they stand for), so that a flood of bogus calls costs neither the log nor the controllers'
+// strand. GET assignments needs no token.
+//
+// Bounded before authenticated: bodies are at most kMaxBodyBytes (413 from the Content-Length,
+// before they are read); the caller is authenticated (PodAuthenticator: its token verified
+// locally, then a TokenReview) before its body is parsed, and the body's nesting is checked
+// before that (protocol/json_limits.h).
 //
 // Only the leader answers; a follower (or a replica whose lease lapsed) answers 503
 // {"error": {"code": "NotLeader", ...}, "leader": "ip:port"}. Malformed input gets 400 naming the
 // field; an unknown ShardMap 404 UnknownShardMap. Every answer is counted by verb and status.
 #pragma once
 
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <string>
 #include <string_view>
 
+#include "base/clock.h"
+#include "base/log_throttle.h"
 #include "base/logger.h"
 #include "http/server.h"
 #include "operator/leadership.h"
@@ -29,9 +43,12 @@ namespace kshard::manager {
 
 class ManagerApi {
  public:
+  // The largest body any verb takes: its fields are a few names and an address.
+  static constexpr std::size_t kMaxBodyBytes = 16 * 1024;
+
   // `authenticator` null: callers are not authenticated (--pod-auth=none).
   ManagerApi(ShardManager& manager, Leadership& leadership, OperatorMetrics& metrics,
-             Logger logger, PodAuthenticator* authenticator = nullptr);
+             const Clock& clock, Logger logger, PodAuthenticator* authenticator = nullptr);
 
   void addRoutes(http::Server& server);
 
@@ -39,11 +56,24 @@ class ManagerApi {
   void handle(std::string_view verb, http::Request request, http::Responder responder);
 
  private:
+  // Decodes the body of an authenticated (or unauthenticated, without an authenticator) call
+  // and hands it to the controller; `caller` null without an authenticator.
+  void act(std::string_view verb, const std::string& body, const std::string& remote,
+           std::shared_ptr<ShardMapController> controller, const protocol::ShardMapRef& ref,
+           Reply reply, const PodIdentity* caller);
+  // Answers `status` with `code`; logs and records a Warning Event (throttled).
+  void refuse(const std::shared_ptr<ShardMapController>& controller,
+              const protocol::ShardMapRef& ref, std::string_view verb, const Reply& reply,
+              int status, std::string_view code, const std::string& message);
+
   ShardManager& manager_;
   Leadership& leadership_;
   OperatorMetrics& metrics_;
+  const Clock& clock_;
   Logger log_;
   PodAuthenticator* authenticator_;
+  std::mutex refusalsMu_;
+  std::map<std::string, LogThrottle> refusals_;  // "<ns>/<name> <code>"
 };
 
 }  // namespace kshard::manager

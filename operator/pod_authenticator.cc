@@ -14,7 +14,6 @@ constexpr std::string_view kServiceAccountPrefix = "system:serviceaccount:";
 constexpr char kPodNameExtra[] = "authentication.kubernetes.io/pod-name";
 constexpr char kPodUidExtra[] = "authentication.kubernetes.io/pod-uid";
 
-
 // The single value of user.extra[key], or empty.
 std::string extraValue(const nlohmann::json& user, const char* key) {
   auto extra = user.find("extra");
@@ -77,12 +76,24 @@ StatusOr<PodIdentity> identityFromTokenReview(const nlohmann::json& review,
 }
 
 TokenReviewAuthenticator::TokenReviewAuthenticator(kube::Client& api, Clock& clock,
+                                                   kube::TokenVerifier* verifier,
                                                    TokenReviewOptions options)
-    : api_(api), clock_(clock), options_(std::move(options)) {}
+    : api_(api), clock_(clock), verifier_(verifier), options_(std::move(options)) {}
 
 std::size_t TokenReviewAuthenticator::reviews() const {
   std::lock_guard lock(mu_);
   return reviews_;
+}
+
+std::optional<StatusOr<PodIdentity>> TokenReviewAuthenticator::cachedLocked(
+    const std::string& token, SteadyTime now) {
+  for (auto* cache : {&identities_, &refusals_}) {
+    auto it = cache->find(token);
+    if (it == cache->end()) continue;
+    if (it->second.expires > now) return it->second.answer;
+    cache->erase(it);
+  }
+  return std::nullopt;
 }
 
 void TokenReviewAuthenticator::authenticate(const std::string& token, Callback done) {
@@ -90,47 +101,78 @@ void TokenReviewAuthenticator::authenticate(const std::string& token, Callback d
     done(unauthenticated("no bearer token"));
     return;
   }
-  std::optional<PodIdentity> cached;
   {
     std::lock_guard lock(mu_);
-    auto it = cache_.find(token);
-    if (it != cache_.end() && it->second.expires > clock_.now()) {
-      cached = it->second.identity;
-    } else {
-      if (it != cache_.end()) cache_.erase(it);
-      ++reviews_;
+    if (auto cached = cachedLocked(token, clock_.now())) {
+      done(std::move(*cached));
+      return;
     }
   }
-  if (cached) {
-    done(std::move(*cached));
-    return;
+  if (verifier_ != nullptr) {
+    auto claims = verifier_->verify(token);
+    if (!claims.ok()) {
+      done(claims.status().code() == StatusCode::kUnauthenticated
+               ? unauthenticated("the token does not verify: " + claims.status().message())
+               : claims.status());
+      return;
+    }
+    if (claims->podName.empty() || claims->podUid.empty()) {
+      done(unauthenticated("the token of " + claims->subject +
+                           " is not bound to a pod (use the projected token the injector mounts)"));
+      return;
+    }
   }
+  {
+    std::lock_guard lock(mu_);
+    auto [waiting, first] = reviewing_.try_emplace(token);
+    waiting->second.push_back(std::move(done));
+    if (!first) return;  // its review is in flight
+    ++reviews_;
+  }
+  review(token);
+}
+
+void TokenReviewAuthenticator::review(const std::string& token) {
   // A TokenReview is created without a name (nothing is stored): not createRequest's case.
   kube::ApiRequest review;
   review.method = http::Method::kPost;
   review.path = kube::resources::kTokenReviews.collectionPath("");
   review.body = tokenReviewObject(token, options_.audience);
   review.description = "create tokenreviews.authentication.k8s.io";
-  api_.callAsync(
-      std::move(review),
-      [this, token, done = std::move(done)](StatusOr<nlohmann::json> answer) {
-        if (!answer.ok()) {
-          done(unavailable("cannot review the token with the Kubernetes API: " +
-                           answer.status().message()));
-          return;
-        }
-        auto id = identityFromTokenReview(*answer, options_.audience);
-        if (id.ok()) {
-          std::lock_guard lock(mu_);
-          const SteadyTime now = clock_.now();
-          if (cache_.size() >= options_.cacheEntries) {
-            std::erase_if(cache_, [now](const auto& e) { return e.second.expires <= now; });
-            if (cache_.size() >= options_.cacheEntries) cache_.clear();
-          }
-          cache_[token] = Entry{*id, now + options_.cacheTtl};
-        }
-        done(std::move(id));
-      });
+  api_.callAsync(std::move(review), [this, token](StatusOr<nlohmann::json> answer) {
+    if (!answer.ok()) {
+      reviewed(token, unavailable("cannot review the token with the Kubernetes API: " +
+                                  answer.status().message()));
+      return;
+    }
+    reviewed(token, identityFromTokenReview(*answer, options_.audience));
+  });
+}
+
+void TokenReviewAuthenticator::reviewed(const std::string& token, StatusOr<PodIdentity> answer) {
+  std::vector<Callback> waiting;
+  {
+    std::lock_guard lock(mu_);
+    const SteadyTime now = clock_.now();
+    // Only what the API server decided is kept: an outage decides nothing.
+    const bool refused = answer.status().code() == StatusCode::kUnauthenticated;
+    if (answer.ok() || refused) {
+      auto& cache = answer.ok() ? identities_ : refusals_;
+      const std::size_t most = answer.ok() ? options_.cacheEntries : options_.refusalEntries;
+      if (cache.size() >= most) {
+        std::erase_if(cache, [now](const auto& e) { return e.second.expires <= now; });
+        if (cache.size() >= most) cache.clear();
+      }
+      cache.insert_or_assign(
+          token, Entry{answer, now + (answer.ok() ? options_.cacheTtl : options_.refusalTtl)});
+    }
+    auto it = reviewing_.find(token);
+    if (it != reviewing_.end()) {
+      waiting = std::move(it->second);
+      reviewing_.erase(it);
+    }
+  }
+  for (auto& done : waiting) done(answer);
 }
 
 }  // namespace kshard::manager

@@ -1,11 +1,12 @@
 // PodAuthenticator: who is calling the manager API. A sidecar sends its pod's projected
 // service-account token (audience "kshard", mounted by the injector) as a bearer token on
 // register, unregister and notify-unhealthy; the operator asks the API server who it belongs to
-// with a TokenReview. A bound token names the pod it was issued for (user.extra
-// "authentication.kubernetes.io/pod-name" and "…/pod-uid"), so the operator can check that a pod
-// registers only itself.
+// with a TokenReview, once the token has verified locally. A bound token names the pod it was
+// issued for (user.extra "authentication.kubernetes.io/pod-name" and "…/pod-uid"), so the
+// operator can check that a pod registers only itself.
 //
-//   TokenReviewAuthenticator auth(api, clock, {.audience = "kshard"});
+//   kube::TokenVerifier verifier(issuerKeys, clock, {.audience = "kshard"});
+//   TokenReviewAuthenticator auth(api, clock, &verifier);
 //   auth.authenticate(token, [](StatusOr<PodIdentity> who) { ... });
 //
 // Unauthenticated: the token is not valid for the audience (or names no pod); Unavailable: the
@@ -13,6 +14,8 @@
 // `cacheTtl` (a token stays valid for its lifetime; a deleted pod's token stops being valid,
 // which the cache notices at most `cacheTtl` later, while the pod informer already reports the
 // pod gone). Thread-safe.
+//
+// The manager API asks before it reads anything else of the request (ManagerApi).
 #pragma once
 
 #include <chrono>
@@ -21,11 +24,14 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
 #include "kube/client.h"
+#include "kube/token_verifier.h"
 
 namespace kshard::manager {
 
@@ -47,7 +53,6 @@ struct PodIdentity {
 // The TokenReview to create for `token`.
 nlohmann::json tokenReviewObject(const std::string& token, const std::string& audience);
 
-
 class PodAuthenticator {
  public:
   using Callback = std::function<void(StatusOr<PodIdentity>)>;
@@ -60,24 +65,47 @@ struct TokenReviewOptions {
   std::string audience = kTokenAudience;
   Duration cacheTtl = std::chrono::seconds(60);
   std::size_t cacheEntries = 4096;
+  // Tokens the API server refused are refused again without a review for this long.
+  Duration refusalTtl = std::chrono::seconds(10);
+  std::size_t refusalEntries = 1024;
 };
 
+// Authenticates in three steps, cheapest first, so that a caller without a valid token costs
+// neither a TokenReview nor the API client's rate limit (which the operator's other requests
+// wait behind):
+//   1. the caches: an identity verified within `cacheTtl`; a refusal by the API server within
+//      `refusalTtl` (a deleted pod's token is still a valid JWT until it expires);
+//   2. the token verified locally (`verifier`, kube/token_verifier.h): not a JWT, a bad
+//      signature, another issuer or audience, expired, or not bound to a pod is refused here;
+//      the issuer's keys not loaded yet is Unavailable;
+//   3. a TokenReview, which decides (a bound token is valid only while its pod exists). Callers
+//      with the same token while its review is in flight wait for that one review.
+// Without a verifier (tests, clusters without issuer discovery) step 2 is skipped.
 class TokenReviewAuthenticator final : public PodAuthenticator {
  public:
-  TokenReviewAuthenticator(kube::Client& api, Clock& clock, TokenReviewOptions options = {});
+  TokenReviewAuthenticator(kube::Client& api, Clock& clock, kube::TokenVerifier* verifier,
+                           TokenReviewOptions options = {});
   void authenticate(const std::string& token, Callback done) override;
   std::size_t reviews() const;  // TokenReviews sent (for tests and metrics)
 
  private:
   struct Entry {
-    PodIdentity identity;
+    StatusOr<PodIdentity> answer;  // an identity, or the API server's refusal
     SteadyTime expires;
   };
+  // The cached answer for `token`, if one is fresh; under mu_.
+  std::optional<StatusOr<PodIdentity>> cachedLocked(const std::string& token, SteadyTime now);
+  void review(const std::string& token);
+  void reviewed(const std::string& token, StatusOr<PodIdentity> answer);
+
   kube::Client& api_;
   Clock& clock_;
+  kube::TokenVerifier* const verifier_;
   const TokenReviewOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry> cache_;  // token -> verified identity
+  std::map<std::string, Entry> identities_;                 // token -> verified identity
+  std::map<std::string, Entry> refusals_;                   // token -> the API server's refusal
+  std::map<std::string, std::vector<Callback>> reviewing_;  // token -> callers waiting
   std::size_t reviews_ = 0;
 };
 

@@ -6,216 +6,31 @@
 
 namespace kshard::sidecar {
 
-using nlohmann::json;
-
-namespace {
-
-kube::ApiRequest getPath(std::string path, std::string accept, std::string description) {
-  kube::ApiRequest r;
-  r.method = http::Method::kGet;
-  r.path = std::move(path);
-  r.accept = std::move(accept);
-  r.description = std::move(description);
-  return r;
-}
-
-}  // namespace
-
-void FixedIssuerKeys::set(std::string issuer, kube::JwkSet keys) {
-  auto next = std::make_shared<IssuerKeySet>();
-  next->issuer = std::move(issuer);
-  next->keys = std::move(keys);
-  std::lock_guard lock(mu_);
-  next->generation = current_ == nullptr ? 1 : current_->generation + 1;
-  current_ = std::move(next);
-}
-
-std::shared_ptr<const IssuerKeySet> FixedIssuerKeys::current() const {
-  std::lock_guard lock(mu_);
-  return current_;
-}
-
-void FixedIssuerKeys::refreshSoon() {
-  std::lock_guard lock(mu_);
-  ++refreshRequests_;
-}
-
-int FixedIssuerKeys::refreshRequests() const {
-  std::lock_guard lock(mu_);
-  return refreshRequests_;
-}
-
-ApiServerIssuerKeys::ApiServerIssuerKeys(kube::Client& api, Scheduler& scheduler, Logger logger,
-                                         Options options)
-    : api_(api), scheduler_(scheduler), log_(std::move(logger)), options_(options) {}
-
-ApiServerIssuerKeys::~ApiServerIssuerKeys() { stop(); }
-
-void ApiServerIssuerKeys::start() { fetch(); }
-
-void ApiServerIssuerKeys::stop() {
-  std::lock_guard lock(mu_);
-  stopped_ = true;
-  if (timer_ != 0) scheduler_.cancel(timer_);
-  timer_ = 0;
-}
-
-bool ApiServerIssuerKeys::waitLoaded(Duration timeout) const {
-  std::unique_lock lock(mu_);
-  return loaded_.wait_for(lock, timeout, [this] { return current_ != nullptr; });
-}
-
-std::shared_ptr<const IssuerKeySet> ApiServerIssuerKeys::current() const {
-  std::lock_guard lock(mu_);
-  return current_;
-}
-
-void ApiServerIssuerKeys::refreshSoon() {
-  std::lock_guard lock(mu_);
-  if (stopped_ || fetching_) return;
-  const SteadyTime next = lastFetch_ + options_.minRefreshGap;
-  const SteadyTime now = scheduler_.clock().now();
-  scheduleLocked(next > now ? std::chrono::duration_cast<Duration>(next - now) : Duration{});
-}
-
-void ApiServerIssuerKeys::scheduleLocked(Duration delay) {
-  if (timer_ != 0) scheduler_.cancel(timer_);
-  timer_ = scheduler_.runAfter(delay, [this] { fetch(); });
-}
-
-void ApiServerIssuerKeys::fetch() {
-  {
-    std::lock_guard lock(mu_);
-    if (stopped_ || fetching_) return;
-    fetching_ = true;
-    timer_ = 0;
-    lastFetch_ = scheduler_.clock().now();
-  }
-  api_.callAsync(
-      getPath("/.well-known/openid-configuration", "application/json",
-              "get the service-account issuer"),
-      [this](StatusOr<json> discovery) {
-        if (!discovery.ok()) {
-          fetched(std::move(discovery), json());
-          return;
-        }
-        api_.callAsync(getPath("/openid/v1/jwks", "application/jwk-set+json",
-                               "get the service-account issuer keys"),
-                       [this, discovery = std::move(discovery)](StatusOr<json> jwks) mutable {
-                         fetched(std::move(discovery), std::move(jwks));
-                       });
-      });
-}
-
-void ApiServerIssuerKeys::fetched(StatusOr<json> discovery, StatusOr<json> jwks) {
-  Status failure;
-  std::shared_ptr<IssuerKeySet> next;
-  std::string jwksText;
-  if (!discovery.ok()) {
-    failure = discovery.status();
-  } else if (!jwks.ok()) {
-    failure = jwks.status();
-  } else if (!discovery->is_object() || !(*discovery)["issuer"].is_string()) {
-    failure = invalidArgument("the OIDC discovery document has no issuer");
-  } else {
-    jwksText = jwks->dump();
-    auto keys = kube::JwkSet::parse(jwksText);
-    if (!keys.ok()) {
-      failure = keys.status();
-    } else {
-      next = std::make_shared<IssuerKeySet>();
-      next->issuer = (*discovery)["issuer"].get<std::string>();
-      next->keys = std::move(*keys);
-    }
-  }
-  std::lock_guard lock(mu_);
-  fetching_ = false;
-  if (stopped_) return;
-  if (!failure.ok()) {
-    failureDelay_ = std::clamp(failureDelay_ * 2, options_.retryAfterFailure,
-                               std::max(options_.retryAfterFailure, options_.maxRetryDelay));
-    log_.warn("cannot load the service-account issuer keys; retrying",
-              {{"error", failure.toString()},
-               {"retry_in_ms",
-                std::chrono::duration_cast<std::chrono::milliseconds>(failureDelay_).count()}});
-    scheduleLocked(failureDelay_);
-    return;
-  }
-  failureDelay_ = {};
-  if (current_ == nullptr || jwksText != lastJwks_ || next->issuer != current_->issuer) {
-    next->generation = current_ == nullptr ? 1 : current_->generation + 1;
-    std::string ids;
-    for (const auto& id : next->keys.keyIds()) ids += (ids.empty() ? "" : ",") + id;
-    log_.info("service-account issuer keys loaded", {{"issuer", next->issuer},
-                                                     {"keys", ids},
-                                                     {"skipped", next->keys.skipped()},
-                                                     {"generation", next->generation}});
-    current_ = std::move(next);
-    lastJwks_ = std::move(jwksText);
-    loaded_.notify_all();
-  }
-  scheduleLocked(options_.refreshEvery);
-}
-
 TokenAuthorizer::TokenAuthorizer(IssuerKeys& keys, const RoutingTable& table, const Clock& clock,
                                  TokenAuthorizerOptions options)
-    : keys_(keys), table_(table), clock_(clock), options_(std::move(options)) {}
+    : table_(table),
+      clock_(clock),
+      options_(std::move(options)),
+      verifier_(keys, clock, {options_.audience, options_.maxCachedTokens}) {}
 
 StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) {
   const auto header = request.headers.get(protocol::kAuthorizationHeader);
   const std::string_view token = kube::bearerToken(header.value_or(""));
   if (token.empty()) {
-    return unauthenticated("no bearer token: the caller must send its projected service-account "
-                           "token (audience \"" +
-                           options_.audience + "\")");
+    return unauthenticated(
+        "no bearer token: the caller must send its projected service-account "
+        "token (audience \"" +
+        options_.audience + "\")");
   }
-  const auto set = keys_.current();
-  if (set == nullptr) {
-    return unavailable("the service-account issuer keys are not loaded yet");
-  }
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               clock_.wallNow().time_since_epoch())
-                               .count();
-  {
-    std::lock_guard lock(mu_);
-    if (cacheGeneration_ != set->generation) {
-      cache_.clear();
-      cacheGeneration_ = set->generation;
-    }
-    auto it = cache_.find(token);
-    if (it != cache_.end()) {
-      if (it->second.expiresAt >= now) return it->second;
-      cache_.erase(it);
-    }
-  }
-  // The cache is checked without leeway, so an entry never outlives the token; a token within
-  // the leeway is verified afresh.
-  auto claims =
-      kube::verifyJwt(token, set->keys, {set->issuer, options_.audience, now, /*leeway=*/60});
-  if (!claims.ok()) {
-    if (claims.status().code() == StatusCode::kNotFound) {
-      keys_.refreshSoon();
-      return unauthenticated("token signed by an unknown key (" + claims.status().message() +
-                             "); the keys are being refreshed");
-    }
-    return claims.status();
-  }
-  if (claims->expiresAt >= now) {
-    std::lock_guard lock(mu_);
-    if (cacheGeneration_ == set->generation) {
-      if (cache_.size() >= options_.maxCachedTokens) cache_.clear();
-      cache_.emplace(std::string(token), *claims);
-    }
-  }
-  return claims;
+  return verifier_.verify(token);
 }
 
 Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
   auto claims = verify(request);
   if (!claims.ok()) return claims.status();
   if (claims->subject != options_.operatorSubject) {
-    return permissionDenied("only " + options_.operatorSubject +
-                            " may call this; the token is " + claims->subject);
+    return permissionDenied("only " + options_.operatorSubject + " may call this; the token is " +
+                            claims->subject);
   }
   return {};
 }
@@ -250,11 +65,6 @@ Status TokenAuthorizer::authorizePeer(const http::Request& request) {
   return unavailable("pod " + claims->podName + " is not a registered pod of ShardMap " +
                      options_.shardMap + " in this sidecar's view (epoch " +
                      std::to_string(snapshot->epoch) + ")");
-}
-
-std::size_t TokenAuthorizer::cachedTokens() const {
-  std::lock_guard lock(mu_);
-  return cache_.size();
 }
 
 }  // namespace kshard::sidecar

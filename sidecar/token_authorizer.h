@@ -18,98 +18,27 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "base/clock.h"
 #include "base/logger.h"
 #include "base/random.h"
 #include "base/scheduler.h"
-#include "kube/client.h"
+#include "kube/issuer_keys.h"
 #include "kube/jwt.h"
+#include "kube/token_verifier.h"
 #include "sidecar/request_authorizer.h"
 #include "sidecar/routing_table.h"
 
 namespace kshard::sidecar {
 
-// The issuer's keys at one moment.
-struct IssuerKeySet {
-  std::string issuer;  // from the OIDC discovery document; tokens must carry it as iss
-  kube::JwkSet keys;
-  std::uint64_t generation = 0;  // changes whenever the keys change
-};
-
-class IssuerKeys {
- public:
-  virtual ~IssuerKeys() = default;
-  // The current set; null until the first successful fetch.
-  virtual std::shared_ptr<const IssuerKeySet> current() const = 0;
-  // A token named a key the set lacks: fetch again soon (implementations rate-limit).
-  virtual void refreshSoon() = 0;
-};
-
-// A key set given by the caller (tests, and clusters that distribute the keys otherwise).
-class FixedIssuerKeys final : public IssuerKeys {
- public:
-  // Replaces the set (a new generation).
-  void set(std::string issuer, kube::JwkSet keys);
-  std::shared_ptr<const IssuerKeySet> current() const override;
-  void refreshSoon() override;
-  int refreshRequests() const;
-
- private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const IssuerKeySet> current_;
-  int refreshRequests_ = 0;
-};
-
-// Keys from the API server: GET /.well-known/openid-configuration (the issuer) and
-// /openid/v1/jwks, which every ServiceAccount may read (the bootstrap ClusterRole
-// system:service-account-issuer-discovery). Fetched at start, every `refreshEvery`, and on
-// refreshSoon() at most once per `minRefreshGap`; a failed fetch keeps the last good set and is
-// retried with backoff.
-class ApiServerIssuerKeys final : public IssuerKeys {
- public:
-  struct Options {
-    Duration refreshEvery = std::chrono::minutes(5);
-    Duration minRefreshGap = std::chrono::seconds(10);
-    Duration retryAfterFailure = std::chrono::seconds(2);  // doubling up to maxRetryDelay
-    Duration maxRetryDelay = std::chrono::seconds(30);
-  };
-  ApiServerIssuerKeys(kube::Client& api, Scheduler& scheduler, Logger logger, Options options);
-  ApiServerIssuerKeys(kube::Client& api, Scheduler& scheduler, Logger logger)
-      : ApiServerIssuerKeys(api, scheduler, std::move(logger), Options{}) {}
-  ~ApiServerIssuerKeys() override;
-
-  void start();
-  void stop();
-  // Blocks until a set is loaded or `timeout` passes; true when one is.
-  bool waitLoaded(Duration timeout) const;
-
-  std::shared_ptr<const IssuerKeySet> current() const override;
-  void refreshSoon() override;
-
- private:
-  void fetch();
-  void fetched(StatusOr<nlohmann::json> discovery, StatusOr<nlohmann::json> jwks);
-  void scheduleLocked(Duration delay);
-
-  kube::Client& api_;
-  Scheduler& scheduler_;
-  Logger log_;
-  const Options options_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable loaded_;
-  std::shared_ptr<const IssuerKeySet> current_;
-  std::string lastJwks_;
-  bool stopped_ = false;
-  bool fetching_ = false;
-  Scheduler::TaskId timer_ = 0;
-  SteadyTime lastFetch_{};
-  Duration failureDelay_{};
-};
+// The issuer's keys (kube/issuer_keys.h), shared with the operator, which checks its callers'
+// tokens with them too.
+using kube::ApiServerIssuerKeys;
+using kube::FixedIssuerKeys;
+using kube::IssuerKeys;
+using kube::IssuerKeySet;
 
 struct TokenAuthorizerOptions {
   std::string audience = "kshard";
@@ -128,23 +57,15 @@ class TokenAuthorizer final : public RequestAuthorizer {
   Status authorizePeer(const http::Request& request) override;
 
   // Verified tokens in the cache, for tests.
-  std::size_t cachedTokens() const;
+  std::size_t cachedTokens() const { return verifier_.cachedTokens(); }
 
  private:
   StatusOr<kube::JwtClaims> verify(const http::Request& request);
 
-  IssuerKeys& keys_;
   const RoutingTable& table_;
   const Clock& clock_;
   const TokenAuthorizerOptions options_;
-  mutable std::mutex mu_;
-  std::uint64_t cacheGeneration_ = 0;
-  // Looked up by the request's string_view: no copy of the token per forwarded message.
-  struct TokenHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, kube::JwtClaims, TokenHash, std::equal_to<>> cache_;
+  kube::TokenVerifier verifier_;  // the cache of verified tokens (kube/token_verifier.h)
 };
 
 }  // namespace kshard::sidecar

@@ -162,6 +162,24 @@ TEST_F(RouterTest, HandlerThatThrowsIsAnswered500) {
 
 // The handler owns the request (and its target) and is gone when the router logs what it threw:
 // the log names the route, and reads nothing of the request.
+TEST_F(RouterTest, ARoutesOwnBodyLimitIsFoundFromTheTargetAlone) {
+  addNamed(Method::kPost, "/v1/entities/{type}/{id}", "entity");
+  EXPECT_FALSE(router_.hasBodyLimits()) << "no route has a limit yet";
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "/v1/entities/c/a"), std::nullopt);
+  router_.add(
+      Method::kPost, "/v1/shards/{verb}", [](Request, Responder) {},
+      RouteOptions{.maxBodyBytes = 16384});
+  EXPECT_TRUE(router_.hasBodyLimits());
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "/v1/shards/assign?x=1#f"), 16384u);
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "/v1/%73hards/assign"), 16384u);
+  // Routes without one, other methods, unknown and malformed targets: the server's limit.
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "/v1/entities/c/a"), std::nullopt);
+  EXPECT_EQ(router_.bodyLimit(Method::kGet, "/v1/shards/assign"), std::nullopt);
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "/v1/nothing"), std::nullopt);
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "/v1/shards/%zz"), std::nullopt);
+  EXPECT_EQ(router_.bodyLimit(Method::kPost, "v1/shards/assign"), std::nullopt);
+}
+
 TEST(RouterLogTest, AHandlerThatThrowsIsLoggedByItsRoute) {
   std::vector<std::string> lines;
   Router router(Logger("test", LogLevel::kError,

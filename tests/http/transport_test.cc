@@ -213,6 +213,47 @@ TEST_P(TransportTest, ContentLengthOverLimitIs413WithoutRunningTheHandler) {
   EXPECT_EQ(ok->body, std::string(1024, 'y'));
 }
 
+// A route that takes less than the server (RouteOptions): refused from the Content-Length, before
+// the body is sent at all; chunked bodies as soon as they pass it; other routes keep the server's.
+TEST_P(TransportTest, ARoutesOwnBodyLimitIs413BeforeTheBodyIsRead) {
+  ServerOptions o;
+  o.maxBodyBytes = 4096;
+  server(o).route(Method::kPost, "/small", echo(), RouteOptions{.maxBodyBytes = 100});
+  server_->route(Method::kPost, "/echo", echo());
+  start();
+  {
+    RawConnection raw(server_->port());
+    ASSERT_TRUE(raw.connected());
+    ASSERT_TRUE(raw.send("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n"));
+    const std::string got = raw.readUntil("PayloadTooLarge", kWait);
+    EXPECT_TRUE(got.starts_with("HTTP/1.1 413")) << got;
+    EXPECT_NE(got.find("exceeds 100 bytes"), std::string::npos) << got;
+  }
+  {
+    RawConnection raw(server_->port());
+    ASSERT_TRUE(raw.connected());
+    ASSERT_TRUE(
+        raw.send("POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "40\r\n" +
+                 std::string(64, 'a') + "\r\n40\r\n" + std::string(64, 'b') + "\r\n0\r\n\r\n"));
+    const std::string got = raw.readUntil("PayloadTooLarge", kWait);
+    EXPECT_TRUE(got.starts_with("HTTP/1.1 413")) << got;
+  }
+  EXPECT_EQ(handled_, 0);
+  auto c = client();
+  const StatusOr<Response> over = c->sendSync(post("/small", std::string(101, 'x')));
+  ASSERT_TRUE(over.ok()) << over.status().toString();
+  EXPECT_EQ(over->status, 413);
+  EXPECT_EQ(handled_, 0);
+  const StatusOr<Response> fits = c->sendSync(post("/small", std::string(100, 'y')));
+  ASSERT_TRUE(fits.ok()) << fits.status().toString();
+  EXPECT_EQ(fits->status, 200);
+  const StatusOr<Response> other = c->sendSync(post("/echo", std::string(4096, 'z')));
+  ASSERT_TRUE(other.ok()) << other.status().toString();
+  EXPECT_EQ(other->status, 200);
+  EXPECT_EQ(other->body.size(), 4096u);
+}
+
 // A body the caller keeps (Request::sharedBody) goes out as the body, with its length, and the
 // client keeps it alive itself: the caller's reference is gone before the request is sent.
 TEST_P(TransportTest, SharedBodyIsSentAsTheBodyAndKeptByTheClient) {

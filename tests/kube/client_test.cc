@@ -270,6 +270,27 @@ TEST_F(ClientTest, RateLimiterSpacesRequestsBeyondTheBurst) {
   EXPECT_TRUE(c.value.has_value());
 }
 
+TEST_F(ClientTest, ARequestThatWouldWaitTooLongForTheRateLimitFailsAtOnce) {
+  ClientOptions o = options();
+  o.qps = 2;
+  o.burst = 1;
+  o.maxRateLimitWait = seconds(1);
+  auto client = makeClient(o);
+  for (int i = 0; i < 3; ++i) script_.then(jsonResponse(200, "{}"));
+  Result a, b, c, refused;
+  for (Result* r : {&a, &b, &c, &refused}) {
+    client->callAsync(getRequest(resources::kPods, "demo", "x"), r->callback());
+  }
+  ASSERT_TRUE(refused.value.has_value()) << "the fourth call queued behind 1.5 s of others";
+  EXPECT_EQ(refused.value->status().code(), StatusCode::kResourceExhausted)
+      << refused.value->status().toString();
+  EXPECT_NE(refused.value->status().message().find("get pods"), std::string::npos)
+      << refused.value->status().message();
+  scheduler_.advance(seconds(1));
+  EXPECT_TRUE(c.value.has_value() && c.value->ok()) << "the calls within the wait still go out";
+  EXPECT_EQ(transport_.requestCount(), 3u);
+}
+
 TEST_F(ClientTest, ListAllFollowsContinueTokens) {
   auto client = makeClient(options());
   script_.then(jsonResponse(

@@ -6,9 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/jwt_signer.h"
 #include "operator/pod_authenticator.h"
 #include "operator/shard_manager.h"
 #include "sharding/shard_map_json.h"
+#include "tests/kube/fake_transport.h"
 #include "tests/operator/controller_harness.h"
 
 namespace kshard::manager::testing {
@@ -35,7 +37,7 @@ class ManagerApiTest : public ::testing::Test {
   ManagerApiTest()
       : deps_(depsOf(h_, leadership_)),
         manager_(deps_),
-        api_(manager_, leadership_, h_.metrics, quiet()) {
+        api_(manager_, leadership_, h_.metrics, h_.scheduler.clock(), quiet()) {
     leadership_.holderName = "op-0";
     manager_.upsert(h_.stored());
     manager_.startLeading();
@@ -148,17 +150,20 @@ TEST_F(ManagerApiTest, NotifyUnhealthyIsAccepted) {
 class FakeAuthenticator final : public PodAuthenticator {
  public:
   void authenticate(const std::string& token, Callback done) override {
+    ++calls;
     if (token == "api-down") return done(unavailable("the API server did not answer"));
     auto it = identities.find(token);
     if (it == identities.end()) return done(Status(StatusCode::kUnauthenticated, "invalid token"));
     done(it->second);
   }
   std::map<std::string, PodIdentity> identities;
+  int calls = 0;
 };
 
 class AuthenticatedManagerApiTest : public ManagerApiTest {
  protected:
-  AuthenticatedManagerApiTest() : authed_(manager_, leadership_, h_.metrics, quiet(), &auth_) {
+  AuthenticatedManagerApiTest()
+      : authed_(manager_, leadership_, h_.metrics, h_.scheduler.clock(), quiet(), &auth_) {
     a_ = &h_.startPod("a");
     b_ = &h_.startPod("b");
     auth_.identities["token-a"] = {"demo", "counter", "a", a_->uid};
@@ -206,6 +211,31 @@ TEST_F(AuthenticatedManagerApiTest, AnInvalidTokenIs401) {
   EXPECT_TRUE(h_.stored().status.pods.empty());
 }
 
+// The body is read only for a caller whose token was accepted: a bogus token with a malformed
+// body is 401, not 400, and the body is not parsed at all.
+TEST_F(AuthenticatedManagerApiTest, TheCallerIsAuthenticatedBeforeTheBodyIsParsed) {
+  const std::string deep(ManagerApi::kMaxBodyBytes, '[');
+  http::Response r = callOn(authed_, "register", "demo", "counter", deep, "Bearer forged");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(callOn(authed_, "register", "demo", "counter", "{", "").status, 401);
+  // Accepted callers' bodies are checked: too deep is refused before it is parsed.
+  r = callOn(authed_, "register", "demo", "counter", deep, "Bearer token-a");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("deeper than 64 levels"), std::string::npos) << r.body;
+}
+
+// A flood of refused calls costs one log line and one Event per map and code per interval.
+TEST_F(AuthenticatedManagerApiTest, RefusalsAreReportedOncePerIntervalWithTheirCount) {
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(registerA("Bearer forged").status, 401);
+  h_.run(100ms);
+  EXPECT_EQ(h_.events.count("Unauthenticated"), 1);
+  h_.run(5s);
+  ASSERT_EQ(registerA("Bearer forged").status, 401);
+  h_.run(100ms);
+  EXPECT_EQ(h_.events.count("Unauthenticated"), 2);
+  EXPECT_EQ(requests("register", 401), 501.0) << "every answer is still counted";
+}
+
 TEST_F(AuthenticatedManagerApiTest, AnotherPodsTokenIs403ForRegisterAndUnregister) {
   http::Response r = registerA("Bearer token-b");
   EXPECT_EQ(r.status, 403) << r.body;
@@ -216,9 +246,9 @@ TEST_F(AuthenticatedManagerApiTest, AnotherPodsTokenIs403ForRegisterAndUnregiste
   EXPECT_EQ(h_.events.count("Forbidden"), 1);
 
   ASSERT_EQ(registerA("Bearer token-a").status, 200);
-  http::Response u = callOn(authed_, "unregister", "demo", "counter",
-                            protocol::encode(protocol::UnregisterRequest{a_->name, a_->uid}),
-                            "Bearer token-b");
+  http::Response u =
+      callOn(authed_, "unregister", "demo", "counter",
+             protocol::encode(protocol::UnregisterRequest{a_->name, a_->uid}), "Bearer token-b");
   EXPECT_EQ(u.status, 403) << u.body;
   EXPECT_EQ(h_.stored().status.pods.size(), 1u) << "b unregistered a";
 }
@@ -232,9 +262,9 @@ TEST_F(AuthenticatedManagerApiTest, ATokenFromAnotherNamespaceIs403) {
 TEST_F(AuthenticatedManagerApiTest, NotifyNeedsATokenOfThatNamespace) {
   const std::string body = protocol::encode(protocol::NotifyUnhealthyRequest{"a"});
   EXPECT_EQ(callOn(authed_, "notify-unhealthy", "demo", "counter", body, "").status, 401);
-  EXPECT_EQ(callOn(authed_, "notify-unhealthy", "demo", "counter", body, "Bearer token-other-ns")
-                .status,
-            403);
+  EXPECT_EQ(
+      callOn(authed_, "notify-unhealthy", "demo", "counter", body, "Bearer token-other-ns").status,
+      403);
   EXPECT_EQ(callOn(authed_, "notify-unhealthy", "demo", "counter", body, "Bearer token-b").status,
             202);
 }
@@ -247,6 +277,46 @@ TEST_F(AuthenticatedManagerApiTest, AnApiServerThatCannotReviewIs503AndAssignmen
   h_.run(100ms);
   EXPECT_EQ(h_.events.count("Unavailable"), 0) << "an API outage is not the caller's fault";
   EXPECT_EQ(callOn(authed_, "assignments", "demo", "counter", "").status, 200);
+}
+
+// The manager API in front of the real authenticator, whose API server counts TokenReviews: a
+// flood of calls with tokens that are not the cluster's costs none.
+TEST_F(ManagerApiTest, AFloodOfBogusTokensMakesNoTokenReview) {
+  kube::testing::FakeTransport transport;
+  transport.setHandler([](const http::Request&) {
+    return std::optional<StatusOr<http::Response>>(unavailable("no API server in this test"));
+  });
+  SeededRandom random(1);
+  kube::Client api(transport, h_.scheduler, random, quiet(),
+                   kube::ClientOptions{.qps = 0, .maxRetries = 0});
+  const kube::JwtSigner cluster = kube::JwtSigner::generate("ES256", "cluster");
+  const kube::JwtSigner attacker = kube::JwtSigner::generate("ES256", "cluster");
+  kube::FixedIssuerKeys keys;
+  const std::string issuer = "https://kubernetes.default.svc";
+  keys.set(issuer, std::move(*kube::JwkSet::parse(cluster.jwks())));
+  kube::TokenVerifier verifier(keys, h_.scheduler.clock(), {.audience = "kshard"});
+  TokenReviewAuthenticator auth(api, h_.scheduler.manualClock(), &verifier);
+  ManagerApi authed(manager_, leadership_, h_.metrics, h_.scheduler.clock(), quiet(), &auth);
+  StubPod& a = h_.startPod("a");
+  const std::string body =
+      protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1"});
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               h_.scheduler.clock().wallNow().time_since_epoch())
+                               .count();
+  for (int i = 0; i < 1000; ++i) {
+    // Forged with the same kid, garbage, and a token for the API server's audience.
+    const std::string token =
+        i % 3 == 0   ? attacker.sign(kube::serviceAccountClaims(issuer, "kshard", "demo", "counter",
+                                                                a.name, a.uid, now, now + 600 + i))
+        : i % 3 == 1 ? "garbage-" + std::to_string(i)
+                     : cluster.sign(kube::serviceAccountClaims(issuer, issuer, "demo", "counter",
+                                                               a.name, a.uid, now, now + 600 + i));
+    ASSERT_EQ(callOn(authed, "register", "demo", "counter", body, "Bearer " + token).status, 401)
+        << i;
+  }
+  EXPECT_EQ(auth.reviews(), 0u);
+  EXPECT_EQ(transport.requestCount(), 0u) << "a bogus token cost a TokenReview";
+  EXPECT_TRUE(h_.stored().status.pods.empty());
 }
 
 TEST(ShardManager, DeletedShardMapsAreForgotten) {

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/scheduler.h"
+#include "kube/jwt_signer.h"
 #include "tests/kube/fake_transport.h"
 
 namespace kshard::manager {
@@ -79,9 +80,10 @@ class TokenReviewAuthenticatorTest : public ::testing::Test {
       if (lastToken_ == "down") {
         return std::optional<StatusOr<http::Response>>(unavailable("connection refused"));
       }
+      if (lastToken_ == "parked") return std::optional<StatusOr<http::Response>>();
       return std::optional<StatusOr<http::Response>>(kube::testing::jsonResponse(
-          201, json{{"status", {{"authenticated", false}, {"error", "invalid bearer token"}}}}
-                   .dump()));
+          201,
+          json{{"status", {{"authenticated", false}, {"error", "invalid bearer token"}}}}.dump()));
     });
   }
 
@@ -99,7 +101,7 @@ class TokenReviewAuthenticatorTest : public ::testing::Test {
   Logger logger_{"t", LogLevel::kError, [](std::string_view) {}};
   kube::Client client_{transport_, scheduler_, random_, logger_,
                        kube::ClientOptions{.qps = 0, .maxRetries = 0}};
-  TokenReviewAuthenticator auth_{client_, clock_, {.cacheTtl = 60s}};
+  TokenReviewAuthenticator auth_{client_, clock_, nullptr, {.cacheTtl = 60s, .refusalTtl = 10s}};
   std::string lastToken_;
   json lastAudiences_;
 };
@@ -118,22 +120,112 @@ TEST_F(TokenReviewAuthenticatorTest, ReviewsATokenOnceAndCachesTheIdentityForIts
   EXPECT_EQ(auth_.reviews(), 2u) << "the identity outlived its TTL";
 }
 
-TEST_F(TokenReviewAuthenticatorTest, RefusedTokensAreNotCachedAndTheReasonIsKept) {
-  for (int i = 0; i < 2; ++i) {
+// A deleted pod's token still verifies as a JWT until it expires: only the API server can refuse
+// it, and it is not asked again for every call.
+TEST_F(TokenReviewAuthenticatorTest, RefusalsAreCachedForTheirTtlWithTheReason) {
+  for (int i = 0; i < 100; ++i) {
     auto id = authenticate("forged");
     ASSERT_FALSE(id.ok());
     EXPECT_EQ(id.status().code(), StatusCode::kUnauthenticated);
     EXPECT_NE(id.status().message().find("invalid bearer token"), std::string::npos);
   }
-  EXPECT_EQ(auth_.reviews(), 2u);
+  EXPECT_EQ(auth_.reviews(), 1u);
+  clock_.advance(11s);
+  EXPECT_FALSE(authenticate("forged").ok());
+  EXPECT_EQ(auth_.reviews(), 2u) << "the refusal outlived its TTL";
   EXPECT_EQ(authenticate("").status().code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(auth_.reviews(), 2u) << "an empty token needs no review";
+}
+
+TEST_F(TokenReviewAuthenticatorTest, CallersWithATokenUnderReviewWaitForThatOneReview) {
+  std::vector<StatusOr<PodIdentity>> answers;
+  for (int i = 0; i < 50; ++i) {
+    auth_.authenticate("parked", [&](StatusOr<PodIdentity> r) { answers.push_back(std::move(r)); });
+  }
+  ASSERT_TRUE(transport_.waitForParked(1));
+  EXPECT_EQ(auth_.reviews(), 1u);
+  EXPECT_TRUE(answers.empty());
+  transport_.answer(kube::testing::jsonResponse(
+      201, reviewOf("system:serviceaccount:demo:counter", "counter-0", "u-1").dump()));
+  ASSERT_EQ(answers.size(), 50u);
+  for (const auto& a : answers) EXPECT_TRUE(a.ok()) << a.status().toString();
+  EXPECT_EQ(transport_.requestCount(), 1u);
 }
 
 TEST_F(TokenReviewAuthenticatorTest, AnApiServerThatCannotBeAskedIsUnavailableNotARefusal) {
   auto id = authenticate("down");
   ASSERT_FALSE(id.ok());
   EXPECT_EQ(id.status().code(), StatusCode::kUnavailable) << id.status().toString();
+}
+
+// With the issuer's keys, a token is verified before any TokenReview: what does not verify
+// costs none, however many come.
+class LocallyVerifiedAuthenticatorTest : public TokenReviewAuthenticatorTest {
+ protected:
+  LocallyVerifiedAuthenticatorTest() {
+    keys_.set(kIssuer, std::move(*kube::JwkSet::parse(signer_.jwks())));
+  }
+  std::int64_t now() const {
+    return std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch())
+        .count();
+  }
+  std::string token(const kube::JwtSigner& signer, std::string audience = "kshard",
+                    std::string pod = "counter-0", std::int64_t ttl = 3600) const {
+    return signer.sign(kube::serviceAccountClaims(kIssuer, audience, "demo", "counter", pod,
+                                                  pod.empty() ? "" : "u-1", now(), now() + ttl));
+  }
+
+  static inline const std::string kIssuer = "https://kubernetes.default.svc.cluster.local";
+  kube::JwtSigner signer_ = kube::JwtSigner::generate("ES256", "k1");
+  kube::JwtSigner stranger_ = kube::JwtSigner::generate("ES256", "k2");
+  kube::FixedIssuerKeys keys_;
+  kube::TokenVerifier verifier_{keys_, clock_, {.audience = "kshard"}};
+  TokenReviewAuthenticator local_{client_, clock_, &verifier_};
+};
+
+TEST_F(LocallyVerifiedAuthenticatorTest, AFloodOfTokensThatDoNotVerifyMakesNoTokenReview) {
+  const std::vector<std::pair<std::string, std::string>> bogus = {
+      {"not-a-jwt", "not a JWT"},
+      {token(stranger_), "unknown key"},
+      {token(signer_, "https://kubernetes.default.svc"), "audience"},
+      {token(signer_, "kshard", "counter-0", -3600), "expired"},
+      {token(signer_, "kshard", ""), "not bound to a pod"},
+  };
+  for (int round = 0; round < 200; ++round) {
+    for (const auto& [t, reason] : bogus) {
+      std::optional<StatusOr<PodIdentity>> out;
+      local_.authenticate(t, [&](StatusOr<PodIdentity> r) { out = std::move(r); });
+      ASSERT_TRUE(out.has_value()) << "answered at once";
+      ASSERT_EQ(out->status().code(), StatusCode::kUnauthenticated) << reason;
+      EXPECT_NE(out->status().message().find(reason), std::string::npos)
+          << out->status().message() << " lacks " << reason;
+    }
+  }
+  EXPECT_EQ(local_.reviews(), 0u);
+  EXPECT_EQ(transport_.requestCount(), 0u) << "a token that does not verify reached the API";
+  EXPECT_GE(keys_.refreshRequests(), 1) << "an unknown key asks for the keys again";
+}
+
+TEST_F(LocallyVerifiedAuthenticatorTest, ATokenThatVerifiesIsStillReviewedByTheApiServer) {
+  std::optional<StatusOr<PodIdentity>> out;
+  const std::string t = token(signer_);
+  local_.authenticate(t, [&](StatusOr<PodIdentity> r) { out = std::move(r); });
+  ASSERT_TRUE(out.has_value());
+  // The fake API server knows only "good": a valid JWT of a deleted pod is refused there.
+  EXPECT_EQ(out->status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(local_.reviews(), 1u);
+  EXPECT_EQ(lastToken_, t);
+}
+
+TEST_F(LocallyVerifiedAuthenticatorTest, KeysNotLoadedYetAreUnavailableNotARefusal) {
+  kube::FixedIssuerKeys none;
+  kube::TokenVerifier verifier(none, clock_, {.audience = "kshard"});
+  TokenReviewAuthenticator auth(client_, clock_, &verifier);
+  std::optional<StatusOr<PodIdentity>> out;
+  auth.authenticate(token(signer_), [&](StatusOr<PodIdentity> r) { out = std::move(r); });
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->status().code(), StatusCode::kUnavailable) << out->status().toString();
+  EXPECT_EQ(transport_.requestCount(), 0u);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
-#include "kube/token_source.h"
+#include "kube/service_account_tokens.h"
 #include "metrics/prometheus_registry.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
@@ -32,6 +32,7 @@
 #include "operator/pod_provisioner.h"
 #include "operator/shard_manager.h"
 #include "operator/sidecar_injector.h"
+#include "protocol/audiences.h"
 #include "sharding/shard_map_json.h"
 
 namespace kshard::manager {
@@ -183,14 +184,19 @@ int run(int argc, char** argv) {
   eventOptions.reportingInstance = cfg.podName;
   kube::EventRecorder recorder(api, kubeScheduler, log, eventOptions);
   KubeEventSink events(recorder);
-  std::function<std::string()> peerAuthorization;
-  if (!cfg.peerTokenFile.empty()) {
-    peerAuthorization =
-        kube::bearerHeaderFromFile(cfg.peerTokenFile, clock, log, "the sidecars' peer API");
+  // The operator's credentials for each ShardMap's sidecars: a token whose only audience names
+  // that map (protocol/audiences.h), so that what a pod receives opens no other map's sidecars.
+  kube::ServiceAccountTokens sidecarTokens(
+      api, clock, {cfg.podNamespace, cfg.serviceAccount, cfg.sidecarTokenLifetime});
+  HttpPodClient::Credentials sidecarCredentials;
+  if (cfg.sidecarAuth == "tokenrequest") {
+    sidecarCredentials = sidecarTokenCredentials(sidecarTokens);
+  } else {
+    log.warn("the operator sends no credentials to the sidecars (--sidecar-auth=none)");
   }
   HttpPodClient podClient(
       [backend](http::ClientOptions o) { return http::makeClient(backend, std::move(o)); },
-      cfg.podConnectTimeout, std::move(peerAuthorization));
+      cfg.podConnectTimeout, std::move(sidecarCredentials));
 
   PodProvisionerOptions provisionerOptions;
   provisionerOptions.createShardMaps = cfg.createShardMaps;
@@ -250,7 +256,10 @@ int run(int argc, char** argv) {
       makeServerOn(backend, cfg.managerListen, static_cast<int>(cfg.ioThreads), log);
   std::unique_ptr<TokenReviewAuthenticator> podAuthenticator;
   if (cfg.podAuth == "tokenreview") {
-    podAuthenticator = std::make_unique<TokenReviewAuthenticator>(api, clock);
+    // The sidecars' tokens for the operator (audience kshard.io/operator): a token a pod sends
+    // its peers, or one for any other party, is refused.
+    podAuthenticator = std::make_unique<TokenReviewAuthenticator>(
+        api, clock, TokenReviewOptions{.audience = std::string(protocol::kOperatorAudience)});
   } else {
     log.warn("the manager API does not authenticate its callers (--pod-auth=none)");
   }
@@ -269,6 +278,18 @@ int run(int argc, char** argv) {
   }
   injection.unregisterHoldSeconds =
       std::chrono::ceil<std::chrono::seconds>(cfg.maxUnregisterHold).count();
+  if (injection.peerAuth == "token") {
+    if (cfg.sidecarAuth == "none") {
+      log.error(
+          "the injected sidecars would refuse the operator: the injection configuration "
+          "asks for peerAuth token, and --sidecar-auth=none sends them no token");
+      return 2;
+    }
+    if (injection.operatorIdentity.empty()) {
+      injection.operatorIdentity =
+          "system:serviceaccount:" + cfg.podNamespace + ":" + cfg.serviceAccount;
+    }
+  }
   // The ShardMap spec from the informer's cache: the injected sidecar follows its versionLabel,
   // the grace period its handoffTimeout. A pod created before its ShardMap gets the defaults.
   SidecarInjector injector(

@@ -432,7 +432,7 @@ void ShardMapController::notifyUnhealthy(protocol::NotifyUnhealthyRequest reques
         return;
       }
       d_.pods.ping(
-          address, targetOf(current_.status.pods[static_cast<std::size_t>(*registered)]),
+          address, key_, targetOf(current_.status.pods[static_cast<std::size_t>(*registered)]),
           current_.spec.pingTimeout,
           onStrand<StatusOr<protocol::PingResponse>>(
               [this, name](StatusOr<protocol::PingResponse> r) {
@@ -740,7 +740,7 @@ void ShardMapController::roundPing(std::shared_ptr<Round> round) {
   round->outstanding = targets.size();
   for (PodIndex p : targets) {
     const sharding::RegisteredPod pod = current_.status.pods[static_cast<std::size_t>(p)];
-    d_.pods.ping(pod.address, targetOf(pod), current_.spec.pingTimeout,
+    d_.pods.ping(pod.address, key_, targetOf(pod), current_.spec.pingTimeout,
                  onStrand<StatusOr<protocol::PingResponse>>(
                      [this, round, p, pod](StatusOr<protocol::PingResponse> r) {
                        PingOutcome& out = round->pings[static_cast<std::size_t>(p)];

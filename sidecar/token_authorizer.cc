@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "protocol/audiences.h"
 #include "protocol/wire.h"
 
 namespace kshard::sidecar {
@@ -17,6 +18,16 @@ kube::ApiRequest getPath(std::string path, std::string accept, std::string descr
   r.accept = std::move(accept);
   r.description = std::move(description);
   return r;
+}
+
+// A token for `audience` and nothing else: one that another party would also take (several
+// audiences) could be replayed there by whoever receives it here.
+Status onlyFor(const kube::JwtClaims& claims, const std::string& audience) {
+  if (claims.audiences.size() == 1 && claims.audiences[0] == audience) return {};
+  std::string all;
+  for (const auto& a : claims.audiences) all += (all.empty() ? "" : ", ") + a;
+  return unauthenticated("the token's audiences are [" + all + "]; this call needs a token for \"" +
+                         audience + "\" only");
 }
 
 }  // namespace
@@ -159,15 +170,22 @@ void ApiServerIssuerKeys::fetched(StatusOr<json> discovery, StatusOr<json> jwks)
 
 TokenAuthorizer::TokenAuthorizer(IssuerKeys& keys, const RoutingTable& table, const Clock& clock,
                                  TokenAuthorizerOptions options)
-    : keys_(keys), table_(table), clock_(clock), options_(std::move(options)) {}
+    : keys_(keys),
+      table_(table),
+      clock_(clock),
+      options_(std::move(options)),
+      operatorAudience_(protocol::sidecarAudience(options_.shardMap)),
+      peerAudience_(protocol::peerAudience(options_.shardMap)) {}
 
-StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) {
+StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request,
+                                                  const std::string& audience) {
   const auto header = request.headers.get(protocol::kAuthorizationHeader);
   const std::string_view token = kube::bearerToken(header.value_or(""));
   if (token.empty()) {
-    return unauthenticated("no bearer token: the caller must send its projected service-account "
-                           "token (audience \"" +
-                           options_.audience + "\")");
+    return unauthenticated(
+        "no bearer token: the caller must send a service-account token for "
+        "audience \"" +
+        audience + "\"");
   }
   const auto set = keys_.current();
   if (set == nullptr) {
@@ -184,14 +202,16 @@ StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) 
     }
     auto it = cache_.find(token);
     if (it != cache_.end()) {
-      if (it->second.expiresAt >= now) return it->second;
+      if (it->second.expiresAt >= now) {
+        if (Status s = onlyFor(it->second, audience); !s.ok()) return s;
+        return it->second;
+      }
       cache_.erase(it);
     }
   }
   // The cache is checked without leeway, so an entry never outlives the token; a token within
   // the leeway is verified afresh.
-  auto claims =
-      kube::verifyJwt(token, set->keys, {set->issuer, options_.audience, now, /*leeway=*/60});
+  auto claims = kube::verifyJwt(token, set->keys, {set->issuer, audience, now, /*leeway=*/60});
   if (!claims.ok()) {
     if (claims.status().code() == StatusCode::kNotFound) {
       keys_.refreshSoon();
@@ -200,6 +220,7 @@ StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) 
     }
     return claims.status();
   }
+  if (Status s = onlyFor(*claims, audience); !s.ok()) return s;
   if (claims->expiresAt >= now) {
     std::lock_guard lock(mu_);
     if (cacheGeneration_ == set->generation) {
@@ -211,7 +232,7 @@ StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) 
 }
 
 Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
-  auto claims = verify(request);
+  auto claims = verify(request, operatorAudience_);
   if (!claims.ok()) return claims.status();
   if (claims->subject != options_.operatorSubject) {
     return permissionDenied("only " + options_.operatorSubject +
@@ -221,7 +242,7 @@ Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
 }
 
 Status TokenAuthorizer::authorizePeer(const http::Request& request) {
-  auto claims = verify(request);
+  auto claims = verify(request, peerAudience_);
   if (!claims.ok()) return claims.status();
   if (claims->podName.empty()) {
     return permissionDenied("the token of " + claims->subject + " is not bound to a pod");

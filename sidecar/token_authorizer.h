@@ -1,10 +1,15 @@
-// TokenAuthorizer: the peer API's callers proven by their projected service-account tokens
-// (audience "kshard"), verified locally against the cluster's service-account issuer keys.
+// TokenAuthorizer: the peer API's callers proven by their service-account tokens, verified
+// locally against the cluster's service-account issuer keys. Each kind of caller needs a token
+// whose only audience names this sidecar's ShardMap and the direction (protocol/audiences.h):
 //
 //   - ping, assign, unassign: only the operator's ServiceAccount (`operatorSubject`,
-//     "system:serviceaccount:kshard-system:kshard").
-//   - forwarded messages: only pods of this sidecar's ShardMap, i.e. a token bound to a pod of
-//     this namespace that is registered in the cached ShardMap status (name and uid).
+//     "system:serviceaccount:kshard-system:kshard"), with audience
+//     "kshard.io/sidecar/<ns>/<map>", which the operator mints for this map alone. The operator's
+//     token that a pod of another map receives does not open this one.
+//   - forwarded messages: only pods of this sidecar's ShardMap, i.e. a token with audience
+//     "kshard.io/peer/<ns>/<map>" bound to a pod of this namespace that is registered in the
+//     cached ShardMap status (name and uid). A token of another audience (the one a pod sends the
+//     operator) is refused, so what a peer receives from another cannot be replayed elsewhere.
 //
 // Answers: Unauthenticated (no token, bad signature, expired, wrong audience or issuer),
 // PermissionDenied (a valid token of someone else), Unavailable (cannot tell yet: the keys are not
@@ -112,10 +117,9 @@ class ApiServerIssuerKeys final : public IssuerKeys {
 };
 
 struct TokenAuthorizerOptions {
-  std::string audience = "kshard";
   std::string operatorSubject;  // "system:serviceaccount:<namespace>:<name>"
   std::string ns;               // this pod's namespace
-  std::string shardMap;         // for messages
+  std::string shardMap;         // "<namespace>/<name>": names the audiences the callers need
   std::size_t maxCachedTokens = 4096;
 };
 
@@ -131,12 +135,15 @@ class TokenAuthorizer final : public RequestAuthorizer {
   std::size_t cachedTokens() const;
 
  private:
-  StatusOr<kube::JwtClaims> verify(const http::Request& request);
+  // The claims of the request's token, which must have `audience` as its only audience.
+  StatusOr<kube::JwtClaims> verify(const http::Request& request, const std::string& audience);
 
   IssuerKeys& keys_;
   const RoutingTable& table_;
   const Clock& clock_;
   const TokenAuthorizerOptions options_;
+  const std::string operatorAudience_;
+  const std::string peerAudience_;
   mutable std::mutex mu_;
   std::uint64_t cacheGeneration_ = 0;
   // Looked up by the request's string_view: no copy of the token per forwarded message.

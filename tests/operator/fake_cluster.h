@@ -124,8 +124,8 @@ class StubPods final : public PodClient {
   // Starts an entity on `shard` of `pod` (delivers one message).
   bool touch(const std::string& pod, sharding::ShardId shard, std::string id);
 
-  void ping(const std::string& address, const protocol::Target& target, Duration timeout,
-            PingCallback done) override;
+  void ping(const std::string& address, const std::string& shardMap, const protocol::Target& target,
+            Duration timeout, PingCallback done) override;
   void assign(const std::string& address, const protocol::ShardsRequest& request,
               std::int32_t shardCount, Duration timeout, AssignCallback done) override;
   void unassign(const std::string& address, const protocol::ShardsRequest& request,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -237,6 +238,35 @@ TEST(HttpPodClient, ACallWhoseCredentialsCannotBeHadFailsUnsent) {
       << assigned.status().toString();
   EXPECT_TRUE(pod.registry.ownedShards().empty());
   EXPECT_EQ(client.clients(), 0u) << "a connection was opened for a call without credentials";
+}
+
+// Issue 29: an unassign at epoch 2^64 - 1 fenced every shard for good: no assign could pass it.
+TEST(HttpPodClient, AnEpochFurtherAheadThanTheOperatorCanHaveIssuedIsRefused) {
+  PeerPod pod("counter-0", 30, 5s);  // its copy of the map is at epoch 0
+  HttpPodClient client(beastClients());
+  for (std::uint64_t epoch :
+       {std::numeric_limits<std::uint64_t>::max(), sidecar::kMaxEpochLead + 1}) {
+    auto request = shards(0, {1, 2});
+    request.epoch = epoch;
+    Status s = await<Status>([&](auto done) { client.unassign(pod.address, request, 2s, done); });
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << epoch;
+    EXPECT_NE(s.message().find("409 EpochTooFarAhead"), std::string::npos) << s.toString();
+    auto assign = request;
+    auto refused = await<StatusOr<protocol::AssignResponse>>(
+        [&](auto done) { client.assign(pod.address, assign, 30, 2s, done); });
+    EXPECT_FALSE(refused.ok()) << epoch;
+  }
+  // Nothing was fenced: the operator's assign at its own epoch is taken.
+  auto assigned = await<StatusOr<protocol::AssignResponse>>([&](auto done) {
+    client.assign(pod.address, shards(3, {1, 2}), 30, 2s, done);
+  });
+  ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
+  EXPECT_TRUE(assigned->refused.empty()) << assigned->refused.toString();
+  // The bound itself is taken.
+  auto request = shards(0, {1});
+  request.epoch = sidecar::kMaxEpochLead;
+  EXPECT_TRUE(
+      await<Status>([&](auto done) { client.unassign(pod.address, request, 2s, done); }).ok());
 }
 
 TEST(HttpPodClient, AnAssignOlderThanAnUnassignIsRefusedAsStale) {

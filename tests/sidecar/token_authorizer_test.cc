@@ -259,6 +259,39 @@ TEST_F(ApiServerIssuerKeysTest, LoadsTheIssuerAndKeysAndRefreshesOnRotation) {
   keys.stop();
 }
 
+// Issue 29: a token naming an unknown key, sent to every sidecar, made each fetch the keys every
+// 10 s for as long as it lasted. Refreshes that find nothing new now back off to the periodic rate.
+TEST_F(ApiServerIssuerKeysTest, UnknownKeyRefreshesBackOffWhileTheyFindNothingNew) {
+  ApiServerIssuerKeys keys(
+      client_, scheduler_, logger_,
+      {.refreshEvery = 300s, .minRefreshGap = 10s, .retryAfterFailure = 2s, .maxRetryDelay = 30s});
+  keys.start();
+  ASSERT_TRUE(keys.waitLoaded(5s));
+  std::vector<int> gaps;  // seconds between the fetches a flood of unknown keys causes
+  int since = 0;
+  std::size_t requests = transport_.requestCount();
+  for (int second = 1; second <= 1000 && gaps.size() < 7; ++second) {
+    keys.refreshSoon();  // every second, a token with an unknown key
+    scheduler_.advance(1s);
+    ++since;
+    if (transport_.requestCount() != requests) {
+      requests = transport_.requestCount();
+      gaps.push_back(since);
+      since = 0;
+    }
+  }
+  EXPECT_EQ(gaps, (std::vector<int>{10, 20, 40, 80, 160, 300, 300}));
+  // A real rotation resets the gap.
+  jwks_ = kube::JwtSigner::generate("RS256", "k2").jwks();
+  scheduler_.advance(300s);  // the periodic refresh finds it
+  ASSERT_EQ(keys.current()->keys.keyIds(), std::vector<std::string>{"k2"});
+  requests = transport_.requestCount();
+  keys.refreshSoon();
+  scheduler_.advance(10s);
+  EXPECT_EQ(transport_.requestCount(), requests + 2) << "the gap did not start over";
+  keys.stop();
+}
+
 TEST_F(ApiServerIssuerKeysTest, AFailedFetchKeepsTheLastKeysAndRetries) {
   ApiServerIssuerKeys keys(client_, scheduler_, logger_,
                            {.refreshEvery = 300s,

@@ -100,6 +100,11 @@ void OperatorConfig::declare(OptionSet& opts) {
                &createShardMaps);
   opts.addInt("default-shards", "", "Shard count of ShardMaps the operator creates.",
               &defaultShards, sharding::kMinShardCount, sharding::kMaxShardCount);
+  opts.addInt("max-shard-maps-per-namespace", "",
+              "The operator creates a missing ShardMap only for a pod the webhook injected, and "
+              "only while its namespace holds fewer ShardMaps than this (whoever may create pods "
+              "may label them).",
+              &maxShardMapsPerNamespace, 1, 100000);
   opts.addBool("manage-rbac", "",
                "Keep a RoleBinding in every namespace with labelled pods that lets their "
                "ServiceAccounts read and watch ShardMaps.",

@@ -51,6 +51,7 @@ struct OperatorConfig {
   // Behaviour.
   bool createShardMaps = true;
   std::int64_t defaultShards = 300;
+  std::int64_t maxShardMapsPerNamespace = 20;
   bool manageRbac = true;
   std::string sidecarClusterRole = "kshard-sidecar";
   std::string sidecarRoleBinding = "kshard-sidecar";

@@ -201,6 +201,8 @@ int run(int argc, char** argv) {
   PodProvisionerOptions provisionerOptions;
   provisionerOptions.createShardMaps = cfg.createShardMaps;
   provisionerOptions.defaultShards = static_cast<std::int32_t>(cfg.defaultShards);
+  provisionerOptions.maxShardMapsPerNamespace =
+      static_cast<std::size_t>(cfg.maxShardMapsPerNamespace);
   provisionerOptions.manageRbac = cfg.manageRbac;
   provisionerOptions.clusterRole = cfg.sidecarClusterRole;
   provisionerOptions.roleBindingName = cfg.sidecarRoleBinding;

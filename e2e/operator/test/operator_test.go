@@ -38,7 +38,9 @@ func stubDeployment(name, sm, version string, replicas int32, managers []string)
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				// The injector's marker: the operator creates a missing ShardMap only for such pods.
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels,
+					Annotations: map[string]string{"kshard.io/injected": "container"}},
 				Spec: v1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(30)),
 					// What the sidecar injector mounts: the pod's token for the operator.
@@ -334,7 +336,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	// Pods labelled for a ShardMap that does not exist: the leader creates it, with the shard
 	// count of their kshard.io/shards annotation, and they register.
 	auto := stubDeployment("auto", "auto", "1.0.0", 2, managers)
-	auto.Spec.Template.Annotations = map[string]string{"kshard.io/shards": "24"}
+	auto.Spec.Template.Annotations["kshard.io/shards"] = "24"
 	if _, err := c.cs.AppsV1().Deployments(ns).Create(bg(), auto, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

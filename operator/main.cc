@@ -23,6 +23,7 @@
 #include "kube/leader_election.h"
 #include "kube/service_account_tokens.h"
 #include "metrics/prometheus_registry.h"
+#include "operator/certificate_watcher.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
 #include "operator/kube_adapters.h"
@@ -30,6 +31,7 @@
 #include "operator/operator_metrics.h"
 #include "operator/pod_authenticator.h"
 #include "operator/pod_provisioner.h"
+#include "operator/restartable_server.h"
 #include "operator/shard_manager.h"
 #include "operator/sidecar_injector.h"
 #include "protocol/audiences.h"
@@ -305,24 +307,34 @@ int run(int argc, char** argv) {
         return map->spec;
       },
       log);
-  std::unique_ptr<http::Server> webhook;
+  // The webhook's server reads its certificate when it starts: when cert-manager renews it, the
+  // watcher starts a fresh server with the new files.
+  std::unique_ptr<RestartableServer> webhook;
+  std::unique_ptr<CertificateWatcher> certificateWatcher;
+  ThreadScheduler certificateScheduler(clock);  // its own thread: a restart may wait 1 s
   if (!cfg.webhookCertFile.empty()) {
-    auto hp = splitHostPort(cfg.webhookListen);
-    http::ServerOptions options;
-    options.host = hp->first;
-    options.port = hp->second;
-    http::TlsServerOptions tls;
-    tls.certFile = cfg.webhookCertFile;
-    tls.keyFile = cfg.webhookKeyFile;
-    options.tls = tls;
-    options.logger = log;
-    webhook = http::makeServer(backend, std::move(options));
-    webhook->route(
-        http::Method::kPost, "/mutate-pods",
-        [&injector](http::Request request, http::Responder responder) {
-          auto answer = injector.review(request.body);
-          responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
-        });
+    webhook = std::make_unique<RestartableServer>(
+        [&cfg, &injector, &log, backend] {
+          auto hp = splitHostPort(cfg.webhookListen);
+          http::ServerOptions options;
+          options.host = hp->first;
+          options.port = hp->second;
+          options.tls = http::TlsServerOptions{cfg.webhookCertFile, cfg.webhookKeyFile, {}};
+          options.logger = log;
+          auto server = http::makeServer(backend, std::move(options));
+          server->route(
+              http::Method::kPost, "/mutate-pods",
+              [&injector](http::Request request, http::Responder responder) {
+                auto answer = injector.review(request.body);
+                responder.send(http::Response::json(answer.httpStatus, std::move(answer.body)));
+              });
+          return server;
+        },
+        log);
+    certificateWatcher = std::make_unique<CertificateWatcher>(
+        certificateScheduler, log,
+        CertificateWatcher::Options{cfg.webhookCertFile, cfg.webhookKeyFile},
+        [&webhook] { return webhook->restart().ok(); });
   }
 
   shardMapInformer.start();
@@ -341,6 +353,7 @@ int run(int argc, char** argv) {
       log.error("cannot start the webhook server", {{"error", s.toString()}});
       return 1;
     }
+    certificateWatcher->start();
   }
   // Only with a synced cache may this replica lead: takeover reads pod health from it.
   while (!shardMapInformer.hasSynced() || !podInformer.hasSynced()) {
@@ -374,6 +387,7 @@ int run(int argc, char** argv) {
   released.get_future().wait_for(cfg.renewDeadline);
   manager.shutdown();
   managerServer->stop(std::chrono::milliseconds(2000));
+  if (certificateWatcher) certificateWatcher->stop();
   if (webhook) webhook->stop();
   podInformer.stop();
   shardMapInformer.stop();

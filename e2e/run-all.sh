@@ -5,7 +5,8 @@
 #   2. kube/'s integration tests (e2e/kube/run.sh; needs `make build-dev`)
 #   3. the operator's cluster tests (e2e/operator/run.sh; needs `make build-dev`)
 #   4. the end-to-end scenarios (e2e/scenarios/run.sh; needs `make build`)
-#   5. the chart's life: untouched pods, helm test, upgrade, uninstall (e2e/chart-lifecycle.sh)
+#   5. the attack suite: another tenant against demo/counter (e2e/security/run.sh)
+#   6. the chart's life: untouched pods, helm test, upgrade, uninstall (e2e/chart-lifecycle.sh)
 # KSHARD_KEEP_CLUSTER=1 leaves the cluster running for a look at .cluster/logs and kubectl.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -42,5 +43,7 @@ suite "cluster up" bash "$HERE/cluster/up.sh"
 suite "kube/ integration" bash "$HERE/kube/run.sh"
 suite "operator on the cluster" bash "$HERE/operator/run.sh"
 suite "end-to-end scenarios" bash "$HERE/scenarios/run.sh"
-suite "chart lifecycle" bash -c "bash '$HERE/install.sh' --no-build && bash '$HERE/chart-lifecycle.sh'"
+suite "install kshard and the counter" bash "$HERE/install.sh" --no-build
+suite "attack suite" bash "$HERE/security/run.sh"
+suite "chart lifecycle" bash "$HERE/chart-lifecycle.sh"
 exit $failed

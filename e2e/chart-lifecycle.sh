@@ -82,9 +82,11 @@ can no "$sc" create tokenreviews.authentication.k8s.io
 pass "RBAC: the operator ($op) and the sidecar ($sc) can do what they need and no more (kubectl auth can-i, $checks checks)"
 
 # 3b. The sidecars' peer API (sidecar --peer-auth=token, the chart's default): only the
-#     operator's token may ping, assign and unassign; only a registered pod of the ShardMap may
-#     forward. Refused calls change nothing. Checked once the map is balanced, so that no round
-#     of the operator changes the ownership under the check.
+#     operator's token for this ShardMap (audience kshard.io/sidecar/demo/counter) may ping,
+#     assign and unassign; only a registered pod of the ShardMap, with its peer token (audience
+#     kshard.io/peer/demo/counter), may forward. Refused calls change nothing. Checked once the map
+#     is balanced, so that no round of the operator changes the ownership under the check.
+#     (e2e/security/run.sh attacks the same from another namespace and another ShardMap.)
 balanced() {
   kubectl -n "$APP_NS" get shardmap counter -o json |
     jq -e '[.status.conditions[]? | select(.type == "Balanced" and .status == "True")] | length == 1' >/dev/null
@@ -94,13 +96,22 @@ wait_for 180 "the ShardMap demo/counter did not become Balanced" balanced ||
 map=$(kubectl -n "$APP_NS" get shardmap counter -o json)
 owner=$(jq -r '.status.assignments[0].pod' <<<"$map")
 addr=$(jq -r --arg p "$owner" '.status.pods[] | select(.name == $p) | .address' <<<"$map")
+# Commands name their target: the pod, its uid and its sidecar's incarnation.
+target=$(jq -c --arg p "$owner" '.status.pods[] | select(.name == $p) | {pod: .name, uid, incarnation}' <<<"$map")
+target_query=$(jq -r '"pod=\(.pod)&uid=\(.uid)&incarnation=\(.incarnation)"' <<<"$target")
 epoch=$(jq -r '.status.epoch' <<<"$map")
 [[ -n "$owner" && "$owner" != null && -n "$addr" ]] || fail "the ShardMap demo/counter has no owner: $map"
-op_token=$(kubectl -n "$NS" create token "$operator_sa" --audience kshard --duration 10m)
-app_token=$(kubectl -n "$APP_NS" create token "$sidecar_sa" --audience kshard --duration 10m)
+operator_aud=kshard.io/sidecar/$APP_NS/counter
+peer_aud=kshard.io/peer/$APP_NS/counter
+op_token=$(kubectl -n "$NS" create token "$operator_sa" --audience "$operator_aud" --duration 10m)
+app_token=$(kubectl -n "$APP_NS" create token "$sidecar_sa" --audience "$peer_aud" --duration 10m)
 owner_uid=$(kubectl -n "$APP_NS" get pod "$owner" -o jsonpath='{.metadata.uid}')
-pod_token=$(kubectl -n "$APP_NS" create token "$sidecar_sa" --audience kshard --duration 10m \
-  --bound-object-kind Pod --bound-object-name "$owner" --bound-object-uid "$owner_uid")
+pod_token() {  # pod_token <audience>: a token bound to the owner pod
+  kubectl -n "$APP_NS" create token "$sidecar_sa" --audience "$1" --duration 10m \
+    --bound-object-kind Pod --bound-object-name "$owner" --bound-object-uid "$owner_uid"
+}
+pod_op_token=$(pod_token "$operator_aud")
+pod_token=$(pod_token "$peer_aud")
 api_token=$(kubectl -n "$NS" create token "$operator_sa" --duration 10m)  # the API server's audience
 body=$(mktemp)
 # peer <method> <path> <token or ""> [body] → the HTTP status; the answer is in $body.
@@ -117,16 +128,17 @@ expect() {  # expect <status> <what> <peer arguments...>
   got=$(peer "$@")
   [[ "$got" == "$want" ]] || fail "$what: HTTP $got, expected $want: $(head -c 300 "$body")"
 }
-owned() { peer GET /v1/ping "$op_token" >/dev/null; jq -r '.shards' "$body"; }
+owned() { peer GET "/v1/ping?$target_query" "$op_token" >/dev/null; jq -r '.shards' "$body"; }
 before=$(owned)
 [[ -n "$before" && "$before" != null ]] || fail "ping with the operator's token: $(head -c 300 "$body")"
-unassign="{\"shardMap\":\"$APP_NS/counter\",\"epoch\":$((epoch + 1000)),\"shards\":\"$before\"}"
+unassign=$(jq -c --arg m "$APP_NS/counter" --argjson e $((epoch + 1000)) --arg s "$before" \
+  '. + {shardMap: $m, epoch: $e, shards: $s}' <<<"$target")
 expect 401 "unassign without a token" POST /v1/shards/unassign "" "$unassign"
 expect 401 "unassign with a token for the API server's audience" POST /v1/shards/unassign "$api_token" "$unassign"
 expect 401 "unassign with a forged token" POST /v1/shards/unassign "${op_token%??????}AAAAAA" "$unassign"
-expect 403 "unassign with the app's token" POST /v1/shards/unassign "$app_token" "$unassign"
-expect 403 "assign with a pod's token" POST /v1/shards/assign "$pod_token" "$unassign"
-expect 401 "ping without a token" GET /v1/ping ""
+expect 401 "unassign with the app's peer token" POST /v1/shards/unassign "$app_token" "$unassign"
+expect 403 "assign with a pod's token for the sidecars' audience" POST /v1/shards/assign "$pod_op_token" "$unassign"
+expect 401 "ping without a token" GET "/v1/ping?$target_query" ""
 [[ "$(owned)" == "$before" ]] || fail "refused calls changed what $owner owns: $before → $(owned)"
 [[ "$(kubectl -n "$APP_NS" get shardmap counter -o jsonpath='{.status.epoch}')" == "$epoch" ]] ||
   fail "refused calls changed the ShardMap's epoch"

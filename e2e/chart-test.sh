@@ -21,4 +21,14 @@ if grep -E '^\[(WARNING|ERROR)\]' <<<"$out"; then die "helm lint is not clean"; 
   die "the chart does not render with its default values"
 "$helm" template kshard charts/kshard --namespace kshard-system --set certManager.enabled=true >/dev/null ||
   die "the chart does not render with certManager.enabled=true"
-log "chart: helm lint clean, templates render, CRD in sync"
+# Opt-in hardening: NetworkPolicies, and the operator confined to one namespace (Roles there).
+out=$("$helm" template kshard charts/kshard --namespace kshard-system --set networkPolicy.enabled=true \
+  --set 'networkPolicy.shardMaps={demo/counter}' --set operator.watchNamespace=demo) ||
+  die "the chart does not render with networkPolicy.enabled=true and operator.watchNamespace"
+[[ $(grep -c '^kind: NetworkPolicy' <<<"$out") == 2 ]] || die "expected the operator's and demo/counter's NetworkPolicies"
+grep -q -- '--watch-namespace=demo' <<<"$out" || die "operator.watchNamespace does not reach the operator"
+if "$helm" template kshard charts/kshard --set networkPolicy.enabled=true \
+  --set 'networkPolicy.shardMaps={counter}' >/dev/null 2>&1; then
+  die "networkPolicy.shardMaps accepted an entry that is not namespace/name"
+fi
+log "chart: helm lint clean, templates render (default, cert-manager, network policies, one namespace), CRD in sync"

@@ -7,7 +7,8 @@
 #   4. the end-to-end scenarios (e2e/scenarios/run.sh; needs `make build`)
 #   5. the randomized fault suite, 4 minutes of faults of a fixed seed (e2e/nemesis/run.sh;
 #      `make chaos` runs a longer one)
-#   6. the chart's life: untouched pods, helm test, upgrade, uninstall (e2e/chart-lifecycle.sh)
+#   6. the attack suite: another tenant against demo/counter (e2e/security/run.sh)
+#   7. the chart's life: untouched pods, helm test, upgrade, uninstall (e2e/chart-lifecycle.sh)
 # KSHARD_KEEP_CLUSTER=1 leaves the cluster running for a look at .cluster/logs and kubectl.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -48,5 +49,7 @@ suite "end-to-end scenarios" bash "$HERE/scenarios/run.sh"
 # them (e2e/nemesis/schedule); NEMESIS_SEED and NEMESIS_DURATION override.
 suite "randomized faults (nemesis)" bash "$HERE/nemesis/run.sh" --seed "${NEMESIS_SEED:-93}" \
   --duration "${NEMESIS_DURATION:-4m}"
-suite "chart lifecycle" bash -c "bash '$HERE/install.sh' --no-build && bash '$HERE/chart-lifecycle.sh'"
+suite "install kshard and the counter" bash "$HERE/install.sh" --no-build
+suite "attack suite" bash "$HERE/security/run.sh"
+suite "chart lifecycle" bash "$HERE/chart-lifecycle.sh"
 exit $failed

@@ -70,9 +70,11 @@ std::shared_ptr<const IssuerKeySet> ApiServerIssuerKeys::current() const {
 
 void ApiServerIssuerKeys::refreshSoon() {
   std::lock_guard lock(mu_);
-  if (stopped_ || fetching_) return;
-  const SteadyTime next = lastFetch_ + options_.minRefreshGap;
+  if (stopped_ || fetching_ || unknownKeyFetch_) return;
+  if (unknownKeyGap_ == Duration{}) unknownKeyGap_ = options_.minRefreshGap;
+  const SteadyTime next = lastFetch_ + unknownKeyGap_;
   const SteadyTime now = scheduler_.clock().now();
+  unknownKeyFetch_ = true;
   scheduleLocked(next > now ? std::chrono::duration_cast<Duration>(next - now) : Duration{});
 }
 
@@ -140,7 +142,17 @@ void ApiServerIssuerKeys::fetched(StatusOr<json> discovery, StatusOr<json> jwks)
     return;
   }
   failureDelay_ = {};
-  if (current_ == nullptr || jwksText != lastJwks_ || next->issuer != current_->issuer) {
+  const bool changed =
+      current_ == nullptr || jwksText != lastJwks_ || next->issuer != current_->issuer;
+  if (changed) {
+    unknownKeyGap_ = options_.minRefreshGap;
+  } else if (unknownKeyFetch_) {
+    // Asked for an unknown key and found none new: the next such refresh waits twice as long.
+    unknownKeyGap_ = std::min(std::max(unknownKeyGap_, options_.minRefreshGap) * 2,
+                              std::max(options_.minRefreshGap, options_.refreshEvery));
+  }
+  unknownKeyFetch_ = false;
+  if (changed) {
     next->generation = current_ == nullptr ? 1 : current_->generation + 1;
     std::string ids;
     for (const auto& id : next->keys.keyIds()) ids += (ids.empty() ? "" : ",") + id;

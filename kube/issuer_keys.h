@@ -5,7 +5,7 @@
 //
 //   kube::ApiServerIssuerKeys keys(api, scheduler, logger);
 //   keys.start();
-//   if (auto set = keys.current()) verifyJwt(token, set->keys, {set->issuer, "kshard", now});
+//   if (auto set = keys.current()) verifyJwt(token, set->keys, {set->issuer, "kshard.io/operator", now});
 #pragma once
 
 #include <condition_variable>
@@ -58,8 +58,13 @@ class FixedIssuerKeys final : public IssuerKeys {
 // Keys from the API server: GET /.well-known/openid-configuration (the issuer) and
 // /openid/v1/jwks, which every ServiceAccount may read (the bootstrap ClusterRole
 // system:service-account-issuer-discovery). Fetched at start, every `refreshEvery`, and on
-// refreshSoon() at most once per `minRefreshGap`; a failed fetch keeps the last good set and is
-// retried with backoff.
+// refreshSoon() at most once per gap; a failed fetch keeps the last good set and is retried with
+// backoff. The gap starts at `minRefreshGap` and doubles, up to `refreshEvery`, each time such a
+// fetch finds the keys unchanged (the unknown key was not a rotation but garbage or a forgery),
+// and starts over when the keys change: a flood of tokens naming unknown keys, sent to every
+// sidecar, costs the API server no more than the periodic refresh after a few minutes (for 1,000
+// sidecars two requests each per 5 minutes, about 7 a second), while a rotation is picked up
+// within `minRefreshGap` (within `refreshEvery` right after such a flood).
 class ApiServerIssuerKeys final : public IssuerKeys {
  public:
   struct Options {
@@ -99,6 +104,8 @@ class ApiServerIssuerKeys final : public IssuerKeys {
   Scheduler::TaskId timer_ = 0;
   SteadyTime lastFetch_{};
   Duration failureDelay_{};
+  Duration unknownKeyGap_{};      // the current gap between refreshSoon() fetches
+  bool unknownKeyFetch_ = false;  // the fetch in flight was asked for by refreshSoon()
 };
 
 }  // namespace kshard::kube

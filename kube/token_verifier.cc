@@ -3,6 +3,19 @@
 #include <chrono>
 
 namespace kshard::kube {
+namespace {
+
+// A token for the audience and nothing else: one that another party would also take (several
+// audiences) could be replayed there by whoever receives it here.
+Status onlyFor(const JwtClaims& claims, const std::string& audience) {
+  if (claims.audiences.size() == 1 && claims.audiences[0] == audience) return {};
+  std::string all;
+  for (const auto& a : claims.audiences) all += (all.empty() ? "" : ", ") + a;
+  return unauthenticated("the token's audiences are [" + all + "]; this call needs a token for \"" +
+                         audience + "\" only");
+}
+
+}  // namespace
 
 TokenVerifier::TokenVerifier(IssuerKeys& keys, const Clock& clock, TokenVerifierOptions options)
     : keys_(keys), clock_(clock), options_(std::move(options)) {}
@@ -22,7 +35,10 @@ StatusOr<JwtClaims> TokenVerifier::verify(std::string_view token) {
     }
     auto it = cache_.find(token);
     if (it != cache_.end()) {
-      if (it->second.expiresAt >= now) return it->second;
+      if (it->second.expiresAt >= now) {
+        if (Status st = onlyFor(it->second, options_.audience); !st.ok()) return st;
+        return it->second;
+      }
       cache_.erase(it);
     }
   }
@@ -38,6 +54,7 @@ StatusOr<JwtClaims> TokenVerifier::verify(std::string_view token) {
     }
     return claims.status();
   }
+  if (Status st = onlyFor(*claims, options_.audience); !st.ok()) return st;
   if (claims->expiresAt >= now) {
     std::lock_guard lock(mu_);
     if (cacheGeneration_ == set->generation) {

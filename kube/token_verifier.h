@@ -1,12 +1,13 @@
 // TokenVerifier: projected service-account tokens verified locally (kube/jwt.h) against the
-// issuer's keys (kube/issuer_keys.h), for one audience, with a cache of the verified ones.
+// issuer's keys (kube/issuer_keys.h), for one audience (a token's only one), with a cache of the
+// verified ones.
 //
-//   kube::TokenVerifier verifier(keys, clock, {.audience = "kshard"});
+//   kube::TokenVerifier verifier(keys, clock, {.audience = "kshard.io/operator"});
 //   auto claims = verifier.verify(token);  // then authorise by claims->subject, ->podName, ...
 //
-// Answers: the claims; Unauthenticated (malformed, bad signature, expired, another audience or
-// issuer, a key the set lacks: the keys are then refreshed soon, rate-limited by the key source);
-// Unavailable (the keys are not loaded yet: nothing may be concluded).
+// Answers: the claims; Unauthenticated (malformed, bad signature, expired, another or a second
+// audience, another issuer, a key the set lacks: the keys are then refreshed soon, rate-limited by
+// the key source); Unavailable (the keys are not loaded yet: nothing may be concluded).
 //
 // Verified tokens are cached until they expire (checked without leeway, so an entry never
 // outlives its token), at most `maxCachedTokens` (the cache starts over when full), so a caller

@@ -44,6 +44,10 @@ void OperatorConfig::declare(OptionSet& opts) {
                  "This replica's pod IP (downward API); the host of the advertised manager "
                  "address.",
                  &podIp);
+  opts.addString("service-account", "POD_SERVICE_ACCOUNT",
+                 "This replica's ServiceAccount (downward API spec.serviceAccountName), in "
+                 "--pod-namespace: the operator mints its tokens for the sidecars from it.",
+                 &serviceAccount);
   opts.addString("kubeconfig", "KSHARD_KUBECONFIG",
                  "kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config).",
                  &kubeconfig);
@@ -98,6 +102,11 @@ void OperatorConfig::declare(OptionSet& opts) {
                &createShardMaps);
   opts.addInt("default-shards", "", "Shard count of ShardMaps the operator creates.",
               &defaultShards, sharding::kMinShardCount, sharding::kMaxShardCount);
+  opts.addInt("max-shard-maps-per-namespace", "",
+              "The operator creates a missing ShardMap only for a pod the webhook injected, and "
+              "only while its namespace holds fewer ShardMaps than this (whoever may create pods "
+              "may label them).",
+              &maxShardMapsPerNamespace, 1, 100000);
   opts.addBool("manage-rbac", "",
                "Keep a RoleBinding in every namespace with labelled pods that lets their "
                "ServiceAccounts read and watch ShardMaps.",
@@ -116,14 +125,27 @@ void OperatorConfig::declare(OptionSet& opts) {
               &maxUnregisterHold, true);
   opts.addString("pod-auth", "",
                  "How the manager API authenticates register, unregister and notify-unhealthy: "
-                 "tokenreview (the pod's projected service-account token, audience kshard, "
-                 "checked with a TokenReview; a pod registers only itself) or none.",
+                 "tokenreview (the pod's projected service-account token, audience "
+                 "kshard.io/operator, checked with a TokenReview; a pod registers only itself) or "
+                 "none.",
                  &podAuth);
-  opts.addString("peer-token-file", "KSHARD_PEER_TOKEN_FILE",
-                 "File holding the operator's projected service-account token (audience "
-                 "kshard), sent as a bearer token on ping, assign and unassign to the sidecars, "
-                 "which check it with --peer-auth=token; re-read every minute. Empty: no token.",
-                 &peerTokenFile);
+  opts.addString("sidecar-auth", "",
+                 "How the operator proves itself to the sidecars (ping, assign, unassign): "
+                 "tokenrequest (for each ShardMap a token of its own ServiceAccount whose only "
+                 "audience is kshard.io/sidecar/<namespace>/<name>, minted with TokenRequest, "
+                 "which only that map's sidecars take; needs --service-account and "
+                 "--pod-namespace) or none (no token: for sidecars with --peer-auth=none).",
+                 &sidecarAuth);
+  opts.add("sidecar-token-lifetime", "",
+           "Lifetime asked for the tokens minted for the sidecars (at least 10m, TokenRequest's "
+           "minimum); each is replaced once half of it has passed.",
+           sharding::formatDuration(sidecarTokenLifetime), [this](std::string_view v) {
+             auto d = sharding::parseDuration(v);
+             if (!d.ok()) return d.status();
+             if (*d < std::chrono::minutes(10)) return invalidArgument("must be at least 10m");
+             sidecarTokenLifetime = *d;
+             return Status{};
+           });
   opts.addInt("seed", "", "Seed of the planner's randomness (0: from the clock).", &seed, 0,
               INT64_MAX);
   opts.addString("log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel);
@@ -136,6 +158,19 @@ Status OperatorConfig::finalize() {
   }
   if (podAuth != "tokenreview" && podAuth != "none") {
     return invalidArgument("--pod-auth: must be tokenreview or none, got \"" + podAuth + "\"");
+  }
+  if (sidecarAuth != "tokenrequest" && sidecarAuth != "none") {
+    return invalidArgument("--sidecar-auth: must be tokenrequest or none, got \"" + sidecarAuth +
+                           "\"");
+  }
+  if (sidecarAuth == "tokenrequest" &&
+      (!protocol::isDnsSubdomain(serviceAccount) || !protocol::isDnsLabel(podNamespace))) {
+    return invalidArgument(
+        "--service-account and --pod-namespace (env POD_SERVICE_ACCOUNT, POD_NAMESPACE): required "
+        "with --sidecar-auth=tokenrequest (the default), which mints the operator's tokens for the "
+        "sidecars from its own ServiceAccount; got \"" +
+        serviceAccount + "\" in \"" + podNamespace +
+        "\". --sidecar-auth=none sends none, for sidecars with --peer-auth=none");
   }
   if (leaseNamespace.empty()) leaseNamespace = podNamespace;
   if (leaseNamespace.empty()) {

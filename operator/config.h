@@ -19,6 +19,9 @@ struct OperatorConfig {
   std::string podName;       // POD_NAME: the Lease holder identity and status.manager.pod
   std::string podNamespace;  // POD_NAMESPACE: where the Lease lives by default
   std::string podIp;         // POD_IP: the host of the advertised manager address
+  // POD_SERVICE_ACCOUNT: the operator's own ServiceAccount, which mints its tokens for the
+  // sidecars (TokenRequest).
+  std::string serviceAccount;
 
   // Kubernetes API.
   std::string kubeconfig;
@@ -48,6 +51,7 @@ struct OperatorConfig {
   // Behaviour.
   bool createShardMaps = true;
   std::int64_t defaultShards = 300;
+  std::int64_t maxShardMapsPerNamespace = 20;
   bool manageRbac = true;
   std::string sidecarClusterRole = "kshard-sidecar";
   std::string sidecarRoleBinding = "kshard-sidecar";
@@ -58,9 +62,12 @@ struct OperatorConfig {
   // How callers of register, unregister and notify-unhealthy are authenticated: "tokenreview"
   // (their pod's projected token, checked with a TokenReview) or "none".
   std::string podAuth = "tokenreview";
-  // The operator's projected service-account token (audience kshard), sent to the sidecars'
-  // peer API (ping, assign, unassign); empty: none is sent.
-  std::string peerTokenFile;
+  // How the operator proves itself to the sidecars' peer API (ping, assign, unassign):
+  // "tokenrequest" (a token of its ServiceAccount per ShardMap, whose only audience names that
+  // map's sidecars, minted with TokenRequest) or "none" (for sidecars with --peer-auth=none).
+  std::string sidecarAuth = "tokenrequest";
+  // The lifetime those tokens are asked for (at least 10 minutes); each is replaced half way.
+  Duration sidecarTokenLifetime = std::chrono::minutes(20);
   std::int64_t seed = 0;  // planner randomness; 0 = from the clock
 
   std::string logLevel = "info";

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "protocol/audiences.h"
+
 namespace kshard::manager {
 namespace {
 
@@ -49,16 +51,51 @@ Status podErrorStatus(const http::Response& response) {
   return failedPrecondition(std::move(text));
 }
 
+HttpPodClient::Credentials sidecarTokenCredentials(kube::ServiceAccountTokens& tokens) {
+  return [&tokens](const std::string& shardMap, std::function<void(StatusOr<std::string>)> done) {
+    tokens.get(protocol::sidecarAudience(shardMap),
+               [done = std::move(done)](StatusOr<std::string> token) {
+                 if (!token.ok()) {
+                   done(token.status());
+                   return;
+                 }
+                 done("Bearer " + *token);
+               });
+  };
+}
+
 HttpPodClient::HttpPodClient(ClientFactory factory, Duration connectTimeout,
-                             std::function<std::string()> authorization)
+                             Credentials credentials)
     : factory_(std::move(factory)),
       connectTimeout_(connectTimeout),
-      authorization_(std::move(authorization)) {}
+      credentials_(std::move(credentials)) {}
 
 HttpPodClient::~HttpPodClient() = default;
 
-void HttpPodClient::send(const std::string& address, http::Request request, Duration timeout,
+void HttpPodClient::send(const std::string& address, const std::string& shardMap,
+                         http::Request request, Duration timeout,
                          std::function<void(StatusOr<http::Response>)> done) {
+  if (!credentials_) {
+    sendNow(address, std::move(request), timeout, std::move(done));
+    return;
+  }
+  auto pending = std::make_shared<http::Request>(std::move(request));
+  credentials_(shardMap, [this, address, shardMap, pending, timeout,
+                          done = std::move(done)](StatusOr<std::string> authorization) mutable {
+    if (!authorization.ok()) {
+      done(authorization.status().withContext("the operator's credentials for ShardMap " +
+                                              shardMap));
+      return;
+    }
+    if (!authorization->empty()) {
+      pending->headers.set(std::string(protocol::kAuthorizationHeader), std::move(*authorization));
+    }
+    sendNow(address, std::move(*pending), timeout, std::move(done));
+  });
+}
+
+void HttpPodClient::sendNow(const std::string& address, http::Request request, Duration timeout,
+                            std::function<void(StatusOr<http::Response>)> done) {
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard lock(mu_);
@@ -82,11 +119,6 @@ void HttpPodClient::send(const std::string& address, http::Request request, Dura
     ++entry->inFlight;
   }
   request.timeout = toMillis(timeout);
-  if (authorization_) {
-    if (std::string value = authorization_(); !value.empty()) {
-      request.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
-    }
-  }
   // The callback holds a plain pointer: the entry stays in clients_ or retired_ while a request
   // is in flight, and a client must never be destroyed from its own I/O thread (as it would be
   // if its own callback dropped the last reference).
@@ -103,21 +135,22 @@ void HttpPodClient::reapLocked() {
   std::erase_if(retired_, [](const std::shared_ptr<Entry>& e) { return e->inFlight == 0; });
 }
 
-void HttpPodClient::ping(const std::string& address, const protocol::Target& target,
-                         Duration timeout, PingCallback done) {
+void HttpPodClient::ping(const std::string& address, const std::string& shardMap,
+                         const protocol::Target& target, Duration timeout, PingCallback done) {
   http::Request r;
   r.method = http::Method::kGet;
   r.target = "/v1/ping?" + protocol::pingQuery(target);
-  send(address, std::move(r), timeout, [done = std::move(done)](StatusOr<http::Response> res) {
-    done(decodeOk<protocol::PingResponse>(std::move(res), "ping answer", [](std::string_view b) {
-      return protocol::decodePingResponse(b);
-    }));
-  });
+  send(address, shardMap, std::move(r), timeout,
+       [done = std::move(done)](StatusOr<http::Response> res) {
+         done(decodeOk<protocol::PingResponse>(
+             std::move(res), "ping answer",
+             [](std::string_view b) { return protocol::decodePingResponse(b); }));
+       });
 }
 
 void HttpPodClient::assign(const std::string& address, const protocol::ShardsRequest& request,
                            std::int32_t shardCount, Duration timeout, AssignCallback done) {
-  send(address, jsonPost("/v1/shards/assign", protocol::encode(request)), timeout,
+  send(address, request.shardMap, jsonPost("/v1/shards/assign", protocol::encode(request)), timeout,
        [done = std::move(done), shardCount](StatusOr<http::Response> res) {
          done(decodeOk<protocol::AssignResponse>(
              std::move(res), "assign answer", [shardCount](std::string_view b) {
@@ -128,8 +161,8 @@ void HttpPodClient::assign(const std::string& address, const protocol::ShardsReq
 
 void HttpPodClient::unassign(const std::string& address, const protocol::ShardsRequest& request,
                              Duration timeout, UnassignCallback done) {
-  send(address, jsonPost("/v1/shards/unassign", protocol::encode(request)), timeout,
-       [done = std::move(done)](StatusOr<http::Response> res) {
+  send(address, request.shardMap, jsonPost("/v1/shards/unassign", protocol::encode(request)),
+       timeout, [done = std::move(done)](StatusOr<http::Response> res) {
          if (!res.ok()) {
            done(res.status());
            return;

@@ -1,9 +1,14 @@
 // HttpPodClient: the PodClient over HTTP, one keep-alive http::Client per pod address.
 //
+// Every call carries the operator's credentials for the target's ShardMap (`Credentials`): with
+// sidecars that run --peer-auth=token, a token minted for that map's audience only
+// (protocol/audiences.h), so that a pod which receives it can use it against no other map.
+//
 // Answers are mapped to Status as pod_client.h says: transport errors and timeouts keep their
 // codes (Unavailable, DeadlineExceeded); 504 HandoffTimeout from an unassign is DeadlineExceeded;
 // other non-2xx answers are FailedPrecondition (4xx) or Unavailable (5xx), with the pod's error
-// code and message. Thread-safe.
+// code and message. A call whose credentials cannot be had fails with their error, unsent.
+// Thread-safe.
 #pragma once
 
 #include <functional>
@@ -14,6 +19,7 @@
 #include <vector>
 
 #include "http/client.h"
+#include "kube/service_account_tokens.h"
 #include "operator/pod_client.h"
 
 namespace kshard::manager {
@@ -22,16 +28,19 @@ class HttpPodClient final : public PodClient {
  public:
   using ClientFactory =
       std::function<StatusOr<std::unique_ptr<http::Client>>(http::ClientOptions options)>;
+  // The Authorization header of a call to a pod of `shardMap` ("ns/name"): `done` gets its value,
+  // "" to send none, or an error. Runs `done` once, on any thread.
+  using Credentials = std::function<void(const std::string& shardMap,
+                                         std::function<void(StatusOr<std::string>)> done)>;
 
   // `connectTimeout` bounds connection set-up; each call's timeout bounds the whole request.
-  // `authorization`, when set, gives the Authorization header of every call (the operator's
-  // projected token, which sidecars with --peer-auth=token require).
+  // `credentials` null: no Authorization header (sidecars with --peer-auth=none).
   HttpPodClient(ClientFactory factory, Duration connectTimeout = std::chrono::seconds(2),
-                std::function<std::string()> authorization = {});
+                Credentials credentials = {});
   ~HttpPodClient() override;
 
-  void ping(const std::string& address, const protocol::Target& target, Duration timeout,
-            PingCallback done) override;
+  void ping(const std::string& address, const std::string& shardMap, const protocol::Target& target,
+            Duration timeout, PingCallback done) override;
   void assign(const std::string& address, const protocol::ShardsRequest& request,
               std::int32_t shardCount, Duration timeout, AssignCallback done) override;
   void unassign(const std::string& address, const protocol::ShardsRequest& request,
@@ -46,14 +55,17 @@ class HttpPodClient final : public PodClient {
     std::unique_ptr<http::Client> client;
     int inFlight = 0;
   };
-  // Sends `request` to `address`; `done` gets the response or the transport error.
-  void send(const std::string& address, http::Request request, Duration timeout,
-            std::function<void(StatusOr<http::Response>)> done);
+  // Sends `request` to `address`, a pod of `shardMap`, with its credentials; `done` gets the
+  // response, the transport error or the credentials' error.
+  void send(const std::string& address, const std::string& shardMap, http::Request request,
+            Duration timeout, std::function<void(StatusOr<http::Response>)> done);
+  void sendNow(const std::string& address, http::Request request, Duration timeout,
+               std::function<void(StatusOr<http::Response>)> done);
   void reapLocked();
 
   ClientFactory factory_;
   Duration connectTimeout_;
-  std::function<std::string()> authorization_;
+  Credentials credentials_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> clients_;
   // Forgotten clients with requests in flight; destroyed on a later call (never inside their own
@@ -63,5 +75,9 @@ class HttpPodClient final : public PodClient {
 
 // The Status for a non-2xx answer of a pod: "HTTP 503 NotReady: the sidecar has no map yet".
 Status podErrorStatus(const http::Response& response);
+
+// Credentials from `tokens`: "Bearer <token>", the ServiceAccount's token for the audience of the
+// map's sidecars (protocol::sidecarAudience). `tokens` must outlive the client.
+HttpPodClient::Credentials sidecarTokenCredentials(kube::ServiceAccountTokens& tokens);
 
 }  // namespace kshard::manager

@@ -115,12 +115,10 @@ StatusOr<InjectionConfig> parseInjectionConfig(const std::string& yamlText) {
   if (cfg.peerAuth != "token" && cfg.peerAuth != "none") {
     return invalidArgument("peerAuth: must be token or none");
   }
-  if (cfg.peerAuth == "token") {
-    if (!protocol::isServiceAccountSubject(cfg.operatorIdentity)) {
-      return invalidArgument(
-          "operatorIdentity: must be system:serviceaccount:<namespace>:<name> with peerAuth "
-          "token");
-    }
+  if (!cfg.operatorIdentity.empty() && !protocol::isServiceAccountSubject(cfg.operatorIdentity)) {
+    return invalidArgument(
+        "operatorIdentity: must be system:serviceaccount:<namespace>:<name>, or empty for this "
+        "operator's own");
   }
   if (root["resources"]) {
     if (!root["resources"].IsMap()) return invalidArgument("resources: must be a mapping");

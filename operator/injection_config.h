@@ -33,9 +33,10 @@ struct InjectionConfig {
   // it starts before the app and stops after it. Otherwise a regular container.
   bool nativeSidecar = true;
   // The sidecar's --peer-auth: "token" (only the operator may ping/assign/unassign, only pods of
-  // the same ShardMap may forward; each proven by its projected token) or "none".
-  std::string peerAuth = "none";
-  // With peerAuth token: the operator's token subject, "system:serviceaccount:<ns>:<name>".
+  // the same ShardMap may forward; each proven by a token for that map) or "none".
+  std::string peerAuth = "token";
+  // With peerAuth token: the operator's token subject, "system:serviceaccount:<ns>:<name>";
+  // empty: this operator's own (filled in from --pod-namespace and --service-account).
   std::string operatorIdentity;
 };
 

@@ -22,10 +22,12 @@
 #include "kube/informer.h"
 #include "kube/issuer_keys.h"
 #include "kube/leader_election.h"
+#include "kube/service_account_tokens.h"
 #include "kube/token_source.h"
 #include "kube/token_verifier.h"
 #include "metrics/prometheus_registry.h"
 #include "operator/admission_webhook.h"
+#include "operator/certificate_watcher.h"
 #include "operator/config.h"
 #include "operator/http_pod_client.h"
 #include "operator/kube_adapters.h"
@@ -34,8 +36,10 @@
 #include "operator/operator_metrics.h"
 #include "operator/pod_authenticator.h"
 #include "operator/pod_provisioner.h"
+#include "operator/restartable_server.h"
 #include "operator/shard_manager.h"
 #include "operator/sidecar_injector.h"
+#include "protocol/audiences.h"
 #include "sharding/shard_map_json.h"
 
 namespace kshard::manager {
@@ -213,18 +217,25 @@ int run(int argc, char** argv) {
   eventOptions.reportingInstance = cfg.podName;
   kube::EventRecorder recorder(api, kubeScheduler, log, eventOptions);
   KubeEventSink events(recorder);
-  std::function<std::string()> peerAuthorization;
-  if (!cfg.peerTokenFile.empty()) {
-    peerAuthorization =
-        kube::bearerHeaderFromFile(cfg.peerTokenFile, clock, log, "the sidecars' peer API");
+  // The operator's credentials for each ShardMap's sidecars: a token whose only audience names
+  // that map (protocol/audiences.h), so that what a pod receives opens no other map's sidecars.
+  kube::ServiceAccountTokens sidecarTokens(
+      api, clock, {cfg.podNamespace, cfg.serviceAccount, cfg.sidecarTokenLifetime});
+  HttpPodClient::Credentials sidecarCredentials;
+  if (cfg.sidecarAuth == "tokenrequest") {
+    sidecarCredentials = sidecarTokenCredentials(sidecarTokens);
+  } else {
+    log.warn("the operator sends no credentials to the sidecars (--sidecar-auth=none)");
   }
   HttpPodClient podClient(
       [backend](http::ClientOptions o) { return http::makeClient(backend, std::move(o)); },
-      cfg.podConnectTimeout, std::move(peerAuthorization));
+      cfg.podConnectTimeout, std::move(sidecarCredentials));
 
   PodProvisionerOptions provisionerOptions;
   provisionerOptions.createShardMaps = cfg.createShardMaps;
   provisionerOptions.defaultShards = static_cast<std::int32_t>(cfg.defaultShards);
+  provisionerOptions.maxShardMapsPerNamespace =
+      static_cast<std::size_t>(cfg.maxShardMapsPerNamespace);
   provisionerOptions.manageRbac = cfg.manageRbac;
   provisionerOptions.clusterRole = cfg.sidecarClusterRole;
   provisionerOptions.roleBindingName = cfg.sidecarRoleBinding;
@@ -284,6 +295,8 @@ int run(int argc, char** argv) {
   kube::TokenVerifier tokenVerifier(issuerKeys, clock, {.audience = kTokenAudience});
   std::unique_ptr<TokenReviewAuthenticator> podAuthenticator;
   if (cfg.podAuth == "tokenreview") {
+    // The sidecars' tokens for the operator (audience kshard.io/operator): a token a pod sends
+    // its peers, or one for any other party, is refused.
     issuerKeys.start();
     podAuthenticator =
         std::make_unique<TokenReviewAuthenticator>(clients.reviews(), clock, &tokenVerifier);
@@ -305,6 +318,18 @@ int run(int argc, char** argv) {
   }
   injection.unregisterHoldSeconds =
       std::chrono::ceil<std::chrono::seconds>(cfg.maxUnregisterHold).count();
+  if (injection.peerAuth == "token") {
+    if (cfg.sidecarAuth == "none") {
+      log.error(
+          "the injected sidecars would refuse the operator: the injection configuration "
+          "asks for peerAuth token, and --sidecar-auth=none sends them no token");
+      return 2;
+    }
+    if (injection.operatorIdentity.empty()) {
+      injection.operatorIdentity =
+          "system:serviceaccount:" + cfg.podNamespace + ":" + cfg.serviceAccount;
+    }
+  }
   // The ShardMap spec from the informer's cache: the injected sidecar follows its versionLabel,
   // the grace period its handoffTimeout. A pod created before its ShardMap gets the defaults.
   SidecarInjector injector(
@@ -319,13 +344,26 @@ int run(int argc, char** argv) {
       },
       log);
   const AdmissionWebhook admission(injector);
-  std::unique_ptr<http::Server> webhook;
+  // The webhook's server reads its certificate when it starts: when cert-manager renews it, the
+  // watcher starts a fresh server with the new files.
+  std::unique_ptr<RestartableServer> webhook;
+  std::unique_ptr<CertificateWatcher> certificateWatcher;
+  ThreadScheduler certificateScheduler(clock);  // its own thread: a restart may wait 1 s
   if (!cfg.webhookCertFile.empty()) {
-    http::TlsServerOptions tls;
-    tls.certFile = cfg.webhookCertFile;
-    tls.keyFile = cfg.webhookKeyFile;
-    webhook = makeServerOn(cfg.webhookListen, 2, kWebhookLimits, log, std::move(tls));
-    admission.addRoutes(*webhook);
+    webhook = std::make_unique<RestartableServer>(
+        [&cfg, &admission, &log] {
+          http::TlsServerOptions tls;
+          tls.certFile = cfg.webhookCertFile;
+          tls.keyFile = cfg.webhookKeyFile;
+          auto server = makeServerOn(cfg.webhookListen, 2, kWebhookLimits, log, std::move(tls));
+          admission.addRoutes(*server);
+          return server;
+        },
+        log);
+    certificateWatcher = std::make_unique<CertificateWatcher>(
+        certificateScheduler, log,
+        CertificateWatcher::Options{cfg.webhookCertFile, cfg.webhookKeyFile},
+        [&webhook] { return webhook->restart().ok(); });
   }
 
   shardMapInformer.start();
@@ -344,6 +382,7 @@ int run(int argc, char** argv) {
       log.error("cannot start the webhook server", {{"error", s.toString()}});
       return 1;
     }
+    certificateWatcher->start();
   }
   // Only with a synced cache may this replica lead: takeover reads pod health from it.
   while (!shardMapInformer.hasSynced() || !podInformer.hasSynced()) {
@@ -377,6 +416,7 @@ int run(int argc, char** argv) {
   released.get_future().wait_for(cfg.renewDeadline);
   manager.shutdown();
   managerServer->stop(std::chrono::milliseconds(2000));
+  if (certificateWatcher) certificateWatcher->stop();
   if (webhook) webhook->stop();
   podInformer.stop();
   shardMapInformer.stop();

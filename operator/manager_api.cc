@@ -77,10 +77,6 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
                                 "no ShardMap " + ref->toString()));
     return;
   }
-  if (verb == kAssignments) {
-    controller->assignments(std::move(reply));
-    return;
-  }
   if (authenticator_ == nullptr) {
     act(verb, request.body, request.remoteAddress, std::move(controller), *ref, std::move(reply),
         nullptr);
@@ -97,9 +93,17 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
     return;
   }
   authenticator_->authenticate(
-      token, [this, controller = std::move(controller), ref = *ref, reply = std::move(reply),
-              verb = std::string(verb), body = std::move(request.body),
+      token, [this, token, controller = std::move(controller), ref = *ref,
+              reply = std::move(reply), verb = std::string(verb), body = std::move(request.body),
               remote = std::move(request.remoteAddress)](StatusOr<PodIdentity> who) mutable {
+        if (who.status().code() == StatusCode::kUnavailable &&
+            (verb == kRenew || verb == kAssignments)) {
+          // The API server cannot be asked: a renew, or a read of the map, goes on with what the
+          // token itself proves (the pod it was bound to), so that pods keep their shards
+          // through the outage. The controller grants a renew only to a pod its informer holds
+          // and has not seen vanish (docs/decisions/0001-ownership-leases.md).
+          if (auto local = authenticator_->verifyLocally(token); local.ok()) who = std::move(local);
+        }
         if (!who.ok()) {
           if (who.status().code() == StatusCode::kUnauthenticated) {
             refuse(controller, ref, verb, reply, 401, protocol::errors::kUnauthenticated,
@@ -125,6 +129,11 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
 void ManagerApi::act(std::string_view verb, const std::string& body, const std::string& remote,
                      std::shared_ptr<ShardMapController> controller,
                      const protocol::ShardMapRef& ref, Reply reply, const PodIdentity* caller) {
+  if (verb == kAssignments) {
+    // Any pod of the map's namespace may read it (the caller's namespace was checked).
+    controller->assignments(std::move(reply));
+    return;
+  }
   if (Status depth = protocol::checkJsonDepth(body); !depth.ok()) {
     reply(badRequest(depth));
     return;

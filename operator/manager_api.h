@@ -7,7 +7,7 @@
 //   GET  /v1/shardmaps/{namespace}/{name}/assignments
 //
 // register, unregister, notify-unhealthy and renew need the calling pod's projected
-// service-account token (audience "kshard") as a bearer token when an authenticator is given:
+// service-account token (audience "kshard.io/operator") as a bearer token when an authenticator is given:
 // 401 Unauthenticated without a valid one, 403 Forbidden when it belongs to another pod (a pod
 // registers, unregisters and renews only itself) or to another namespace. Refusals are logged and
 // recorded as a Warning Event on the ShardMap, at most once per 5 s for each map and code (with how

@@ -1,5 +1,7 @@
 #include "operator/operator_metrics.h"
 
+#include <algorithm>
+
 namespace kshard::manager {
 namespace {
 
@@ -22,7 +24,10 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& registry)
                               "Shards given to a new owner (unassigned shards placed included)")),
       unassigned_(registry.gauge("kshard_operator_unassigned_shards", "Shards without an owner")),
       pods_(registry.gauge("kshard_operator_pods", "Pods registered with a ShardMap")),
-      podShards_(registry.gauge("kshard_operator_pod_shards", "Shards owned per registered pod")),
+      podShardsMin_(registry.gauge("kshard_operator_pod_shards_min",
+                                   "Fewest shards a registered pod of the ShardMap owns")),
+      podShardsMax_(registry.gauge("kshard_operator_pod_shards_max",
+                                   "Most shards a registered pod of the ShardMap owns")),
       apiRequests_(registry.counter("kshard_operator_api_requests_total",
                                     "Manager API requests by verb and HTTP status code")),
       leader_(
@@ -40,27 +45,23 @@ void OperatorMetrics::observeStatus(const std::string& shardMap,
                                     const sharding::ShardMapStatus& status) {
   unassigned_.with({{"shard_map", shardMap}}).set(status.unassignedCount);
   pods_.with({{"shard_map", shardMap}}).set(static_cast<double>(status.pods.size()));
-  std::lock_guard lock(mu_);
-  std::set<std::string>& series = podSeries_[shardMap];
-  std::set<std::string> now;
-  for (const auto& p : status.pods) {
-    podShards_.with({{"shard_map", shardMap}, {"pod", p.name}}).set(p.shards);
-    now.insert(p.name);
+  if (status.pods.empty()) {
+    podShardsMin_.remove({{"shard_map", shardMap}});
+    podShardsMax_.remove({{"shard_map", shardMap}});
+    return;
   }
-  for (const auto& gone : series) {
-    if (!now.count(gone)) podShards_.remove({{"shard_map", shardMap}, {"pod", gone}});
-  }
-  series = std::move(now);
+  const auto [fewest, most] =
+      std::minmax_element(status.pods.begin(), status.pods.end(),
+                          [](const auto& a, const auto& b) { return a.shards < b.shards; });
+  podShardsMin_.with({{"shard_map", shardMap}}).set(fewest->shards);
+  podShardsMax_.with({{"shard_map", shardMap}}).set(most->shards);
 }
 
 void OperatorMetrics::forget(const std::string& shardMap) {
   unassigned_.remove({{"shard_map", shardMap}});
   pods_.remove({{"shard_map", shardMap}});
-  std::lock_guard lock(mu_);
-  for (const auto& pod : podSeries_[shardMap]) {
-    podShards_.remove({{"shard_map", shardMap}, {"pod", pod}});
-  }
-  podSeries_.erase(shardMap);
+  podShardsMin_.remove({{"shard_map", shardMap}});
+  podShardsMax_.remove({{"shard_map", shardMap}});
 }
 
 void OperatorMetrics::setLeader(bool leader) { leader_.set(leader ? 1 : 0); }

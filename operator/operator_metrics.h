@@ -7,14 +7,16 @@
 //   kshard_operator_shard_moves_total{shard_map}           shards given to a new owner
 //   kshard_operator_unassigned_shards{shard_map}           shards without owner
 //   kshard_operator_pods{shard_map}                        registered pods
-//   kshard_operator_pod_shards{shard_map,pod}              shards per pod
+//   kshard_operator_pod_shards_min{shard_map}              fewest and most shards a registered
+//   kshard_operator_pod_shards_max{shard_map}              pod holds (the balance)
 //   kshard_operator_leader                                 1 while this replica leads
 //   kshard_operator_api_requests_total{verb,code}          manager API requests by HTTP status
+//
+// No series names a pod: /metrics is read by whoever reaches the admin port, and the pods of
+// every tenant's ShardMap would show there (`kubectl describe shardmap` shows a map's pods to
+// those allowed to read it).
 #pragma once
 
-#include <map>
-#include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -29,7 +31,7 @@ class OperatorMetrics {
 
   void roundFinished(const std::string& shardMap, std::string_view result, double seconds,
                      std::int64_t moves);
-  // The gauges of one ShardMap, from its status. Pods no longer registered lose their series.
+  // The gauges of one ShardMap, from its status.
   void observeStatus(const std::string& shardMap, const sharding::ShardMapStatus& status);
   // The ShardMap is gone: drop its gauge series.
   void forget(const std::string& shardMap);
@@ -40,7 +42,6 @@ class OperatorMetrics {
   metrics::Family<metrics::Counter>& moves() { return moves_; }
   metrics::Family<metrics::Gauge>& unassigned() { return unassigned_; }
   metrics::Family<metrics::Gauge>& pods() { return pods_; }
-  metrics::Family<metrics::Gauge>& podShards() { return podShards_; }
   metrics::Family<metrics::Counter>& apiRequests() { return apiRequests_; }
   metrics::Gauge& leader() { return leader_; }
 
@@ -50,12 +51,10 @@ class OperatorMetrics {
   metrics::Family<metrics::Counter>& moves_;
   metrics::Family<metrics::Gauge>& unassigned_;
   metrics::Family<metrics::Gauge>& pods_;
-  metrics::Family<metrics::Gauge>& podShards_;
+  metrics::Family<metrics::Gauge>& podShardsMin_;
+  metrics::Family<metrics::Gauge>& podShardsMax_;
   metrics::Family<metrics::Counter>& apiRequests_;
   metrics::Gauge& leader_;
-
-  std::mutex mu_;
-  std::map<std::string, std::set<std::string>> podSeries_;  // shard map -> pods with a series
 };
 
 }  // namespace kshard::manager

@@ -96,6 +96,16 @@ std::optional<StatusOr<PodIdentity>> TokenReviewAuthenticator::cachedLocked(
   return std::nullopt;
 }
 
+StatusOr<PodIdentity> TokenReviewAuthenticator::verifyLocally(const std::string& token) {
+  if (verifier_ == nullptr) return unavailable("no local verification");
+  auto claims = verifier_->verify(token);
+  if (!claims.ok()) return claims.status();
+  if (claims->podName.empty() || claims->podUid.empty()) {
+    return unauthenticated("the token of " + claims->subject + " is not bound to a pod");
+  }
+  return PodIdentity{claims->namespace_, claims->serviceAccount, claims->podName, claims->podUid};
+}
+
 void TokenReviewAuthenticator::authenticate(const std::string& token, Callback done) {
   if (token.empty()) {
     done(unauthenticated("no bearer token"));

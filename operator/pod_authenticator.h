@@ -1,11 +1,11 @@
 // PodAuthenticator: who is calling the manager API. A sidecar sends its pod's projected
-// service-account token (audience "kshard", mounted by the injector) as a bearer token on
+// service-account token (audience "kshard.io/operator", mounted by the injector) as a bearer token on
 // register, unregister and notify-unhealthy; the operator asks the API server who it belongs to
 // with a TokenReview, once the token has verified locally. A bound token names the pod it was
 // issued for (user.extra "authentication.kubernetes.io/pod-name" and "…/pod-uid"), so the
 // operator can check that a pod registers only itself.
 //
-//   kube::TokenVerifier verifier(issuerKeys, clock, {.audience = "kshard"});
+//   kube::TokenVerifier verifier(issuerKeys, clock, {.audience = "kshard.io/operator"});
 //   TokenReviewAuthenticator auth(api, clock, &verifier);
 //   auth.authenticate(token, [](StatusOr<PodIdentity> who) { ... });
 //
@@ -32,11 +32,12 @@
 #include "base/status.h"
 #include "kube/client.h"
 #include "kube/token_verifier.h"
+#include "protocol/audiences.h"
 
 namespace kshard::manager {
 
-// The audience of the tokens sidecars send to the operator.
-inline constexpr char kTokenAudience[] = "kshard";
+// The audience of the tokens sidecars send to the operator (protocol/audiences.h).
+inline const std::string kTokenAudience(protocol::kOperatorAudience);
 
 struct PodIdentity {
   std::string ns;
@@ -59,6 +60,13 @@ class PodAuthenticator {
   virtual ~PodAuthenticator() = default;
   // Runs `done` once, on any thread (possibly before returning).
   virtual void authenticate(const std::string& token, Callback done) = 0;
+  // What the token itself proves, without the API server: its signature, audience, expiry and
+  // the pod it was bound to, not that the pod still exists. Unavailable when nothing can be
+  // verified locally. For the calls that must go on while the API server is down (renew).
+  virtual StatusOr<PodIdentity> verifyLocally(const std::string& token) {
+    (void)token;
+    return unavailable("no local verification");
+  }
 };
 
 struct TokenReviewOptions {
@@ -86,6 +94,7 @@ class TokenReviewAuthenticator final : public PodAuthenticator {
   TokenReviewAuthenticator(kube::Client& api, Clock& clock, kube::TokenVerifier* verifier,
                            TokenReviewOptions options = {});
   void authenticate(const std::string& token, Callback done) override;
+  StatusOr<PodIdentity> verifyLocally(const std::string& token) override;
   std::size_t reviews() const;  // TokenReviews sent (for tests and metrics)
 
  private:

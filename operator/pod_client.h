@@ -26,10 +26,11 @@ class PodClient {
 
   virtual ~PodClient() = default;
 
-  // GET /v1/ping at `address` ("ip:port"), meant for `target` (a sidecar that is not answers
-  // 409 WrongTarget: FailedPrecondition).
-  virtual void ping(const std::string& address, const protocol::Target& target, Duration timeout,
-                    PingCallback done) = 0;
+  // GET /v1/ping at `address` ("ip:port"), meant for `target`, a pod of `shardMap` ("ns/name",
+  // whose sidecars take only the operator's credentials for that map); a sidecar that is not
+  // the target answers 409 WrongTarget: FailedPrecondition.
+  virtual void ping(const std::string& address, const std::string& shardMap,
+                    const protocol::Target& target, Duration timeout, PingCallback done) = 0;
   // POST /v1/shards/assign, to request.target. `shardCount` bounds the shard ids of the answer.
   virtual void assign(const std::string& address, const protocol::ShardsRequest& request,
                       std::int32_t shardCount, Duration timeout, AssignCallback done) = 0;

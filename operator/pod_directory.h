@@ -26,6 +26,8 @@ namespace kshard::manager {
 inline constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 // Annotation giving the shard count of a ShardMap the operator creates for a pod.
 inline constexpr char kShardsAnnotation[] = "kshard.io/shards";
+// Annotation the injector puts on every pod it injected (operator/sidecar_injector.cc).
+inline constexpr char kInjectedAnnotation[] = "kshard.io/injected";
 
 // The part of a Pod the operator reads.
 struct PodInfo {

@@ -38,6 +38,22 @@ StatusOr<std::int32_t> shardCountForPod(const PodInfo& pod, std::int32_t default
   return n;
 }
 
+Status mayCreateShardMap(const PodInfo& pod, std::size_t shardMaps, std::size_t maxPerNamespace) {
+  if (!pod.annotations.contains(kInjectedAnnotation)) {
+    return failedPrecondition("the pod was not injected by kshard (no " +
+                              std::string(kInjectedAnnotation) +
+                              " annotation): only annotated pods, which the webhook injects, "
+                              "get a ShardMap created for them");
+  }
+  if (shardMaps >= maxPerNamespace) {
+    return failedPrecondition("namespace " + pod.namespace_ + " has " + std::to_string(shardMaps) +
+                              " ShardMaps, the most the operator "
+                              "creates in one (--max-shard-maps-per-namespace); create it "
+                              "yourself if it is meant to exist");
+  }
+  return {};
+}
+
 nlohmann::json newShardMapObject(const std::string& ns, const std::string& name,
                                  std::int32_t shards) {
   return {{"apiVersion", kShardMapResource.apiVersion()},
@@ -131,7 +147,14 @@ void PodProvisioner::ensureShardMap(const PodInfo& pod) {
   const std::string key = pod.namespace_ + "/" + name;
   {
     std::lock_guard lock(mu_);
-    if (!creating_.insert(key).second) return;
+    if (creating_.contains(key)) return;
+    if (Status may = mayCreateShardMap(pod, shardMapsLocked(pod.namespace_),
+                                       options_.maxShardMapsPerNamespace);
+        !may.ok()) {
+      refuseShardMapLocked(pod, name, may.message());
+      return;
+    }
+    creating_.insert(key);
   }
   auto shards = shardCountForPod(pod, options_.defaultShards);
   if (!shards.ok()) {
@@ -159,6 +182,29 @@ void PodProvisioner::ensureShardMap(const PodInfo& pod) {
                    std::lock_guard lock(self->mu_);
                    self->creating_.erase(key);
                  });
+}
+
+std::size_t PodProvisioner::shardMapsLocked(const std::string& ns) const {
+  const std::string prefix = ns + "/";
+  std::size_t n = 0;
+  for (const std::string& key : shardMaps_.store().keys()) {
+    if (key.starts_with(prefix)) ++n;
+  }
+  for (const std::string& key : creating_) {
+    if (key.starts_with(prefix) && !shardMaps_.store().getByKey(key)) ++n;
+  }
+  return n;
+}
+
+void PodProvisioner::refuseShardMapLocked(const PodInfo& pod, const std::string& name,
+                                          const std::string& reason) {
+  if (refused_.size() >= 4096) refused_.clear();
+  if (!refused_.insert(pod.uid).second) return;
+  log_.info("not creating ShardMap",
+            {{"shard_map", pod.namespace_ + "/" + name}, {"pod", pod.name}, {"reason", reason}});
+  kube::ObjectReference ref{"v1", "Pod", pod.namespace_, pod.name, pod.uid, "", ""};
+  events_.record(ref, kube::EventType::kWarning, "ShardMapNotCreated", "CreateShardMap",
+                 "not creating ShardMap " + name + ": " + reason);
 }
 
 void PodProvisioner::syncNamespace(const std::string& ns) {

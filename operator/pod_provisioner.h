@@ -3,7 +3,10 @@
 //
 //   - their ShardMap, when it does not exist: spec.shards from the pod's kshard.io/shards
 //     annotation, else the configured default (300). An invalid annotation creates nothing (the
-//     shard count is immutable; guessing would be permanent) and is reported on the pod.
+//     shard count is immutable; guessing would be permanent) and is reported on the pod. Whoever
+//     may create pods can label one, so creation is bounded: only for pods the webhook injected,
+//     and only while the namespace holds fewer than `maxShardMapsPerNamespace` ShardMaps
+//     (mayCreateShardMap); a refusal is reported on the pod too.
 //   - a RoleBinding in their namespace granting ClusterRole kshard-sidecar (read and watch
 //     ShardMaps) to the ServiceAccounts of the labelled pods there, so their sidecars can watch
 //     their map. Kept level-based: the subjects are recomputed from the pod cache on every change.
@@ -32,6 +35,13 @@ namespace kshard::manager {
 [[nodiscard]] StatusOr<std::int32_t> shardCountForPod(const PodInfo& pod,
                                                       std::int32_t defaultShards);
 
+// Whether the operator may create a ShardMap for `pod` in a namespace that holds `shardMaps`
+// ShardMaps (or has them being created): the pod carries the injector's kshard.io/injected
+// annotation, and the namespace holds fewer than `maxPerNamespace`. FailedPrecondition with the
+// reason otherwise.
+[[nodiscard]] Status mayCreateShardMap(const PodInfo& pod, std::size_t shardMaps,
+                                       std::size_t maxPerNamespace);
+
 // The ShardMap object to create.
 nlohmann::json newShardMapObject(const std::string& ns, const std::string& name,
                                  std::int32_t shards);
@@ -46,6 +56,7 @@ bool roleBindingMatches(const nlohmann::json& existing, const nlohmann::json& de
 struct PodProvisionerOptions {
   bool createShardMaps = true;
   std::int32_t defaultShards = 300;
+  std::size_t maxShardMapsPerNamespace = 20;
   bool manageRbac = true;
   std::string clusterRole = "kshard-sidecar";
   std::string roleBindingName = "kshard-sidecar";
@@ -66,6 +77,10 @@ class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {
 
  private:
   void ensureShardMap(const PodInfo& pod);
+  // ShardMaps of `ns` in the cache, and those being created; under mu_.
+  std::size_t shardMapsLocked(const std::string& ns) const;
+  // Logs and reports on the pod, once per pod (its updates come often); under mu_.
+  void refuseShardMapLocked(const PodInfo& pod, const std::string& name, const std::string& reason);
   void syncNamespace(const std::string& ns);
   void finishNamespace(const std::string& ns);
 
@@ -79,6 +94,7 @@ class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {
   std::mutex mu_;
   bool leading_ = false;
   std::set<std::string> creating_;       // "{ns}/{name}" ShardMaps being created
+  std::set<std::string> refused_;        // uids of pods told their ShardMap is not created
   std::map<std::string, bool> syncing_;  // ns -> dirty again while a sync runs
 };
 

@@ -434,7 +434,7 @@ void ShardMapController::notifyUnhealthy(protocol::NotifyUnhealthyRequest reques
         return;
       }
       d_.pods.ping(
-          address, targetOf(current_.status.pods[static_cast<std::size_t>(*registered)]),
+          address, key_, targetOf(current_.status.pods[static_cast<std::size_t>(*registered)]),
           current_.spec.pingTimeout,
           onStrand<StatusOr<protocol::PingResponse>>(
               [this, name](StatusOr<protocol::PingResponse> r) {
@@ -780,7 +780,7 @@ void ShardMapController::roundPing(std::shared_ptr<Round> round) {
       answered(failedPrecondition("dead; its shards wait for its removal"));
       continue;
     }
-    d_.pods.ping(pod.address, targetOf(pod), current_.spec.pingTimeout, std::move(answered));
+    d_.pods.ping(pod.address, key_, targetOf(pod), current_.spec.pingTimeout, std::move(answered));
   }
 }
 

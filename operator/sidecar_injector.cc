@@ -5,6 +5,7 @@
 
 #include "base/base64.h"
 #include "base/utf8.h"
+#include "protocol/audiences.h"
 #include "protocol/wire.h"
 
 namespace kshard::manager {
@@ -146,6 +147,19 @@ std::string jsonPointerEscape(std::string_view key) {
   return out;
 }
 
+json SidecarInjector::tokenVolume(const std::string& ns, const std::string& shardMap) {
+  const auto token = [](std::string audience, const char* path) {
+    return json{{"serviceAccountToken",
+                 {{"audience", std::move(audience)}, {"expirationSeconds", 3600}, {"path", path}}}};
+  };
+  json volume = json::object();
+  volume["name"] = kTokenVolumeName;
+  volume["projected"]["sources"] =
+      json::array({token(std::string(protocol::kOperatorAudience), kOperatorTokenFile),
+                   token(protocol::peerAudience(ns + "/" + shardMap), kPeerTokenFile)});
+  return volume;
+}
+
 SidecarInjector::SidecarInjector(InjectionConfig config, SpecLookup lookup, Logger logger,
                                  SecretSource secrets)
     : config_(std::move(config)),
@@ -173,7 +187,9 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
       valueEnv("KSHARD_MAX_PENDING_TELLS", std::to_string(config_.maxPendingTells)),
       valueEnv("KSHARD_MAX_PENDING_TELL_BYTES", std::to_string(config_.maxPendingTellBytes)),
       valueEnv("KSHARD_LOG_LEVEL", config_.logLevel),
-      valueEnv("KSHARD_MANAGER_TOKEN_FILE", std::string(kTokenMountPath) + "/token"),
+      valueEnv("KSHARD_MANAGER_TOKEN_FILE",
+               std::string(kTokenMountPath) + "/" + kOperatorTokenFile),
+      valueEnv("KSHARD_PEER_TOKEN_FILE", std::string(kTokenMountPath) + "/" + kPeerTokenFile),
       valueEnv("KSHARD_PEER_AUTH", config_.peerAuth),
   });
   if (config_.peerAuth == "token") {
@@ -211,8 +227,9 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
         // What the "restricted" Pod Security level asks of every container.
         {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
   };
-  // The pod's own token for the operator: bound to this pod, for audience kshard only, so it is
-  // worth nothing to the Kubernetes API and names the pod to the operator's TokenReview.
+  // The pod's own tokens, for the operator and for its peers: bound to this pod, each for one
+  // audience, so they are worth nothing to the Kubernetes API nor to the other party, and name
+  // the pod to whoever checks them. The app container does not get them.
   c["volumeMounts"] = json::array(
       {{{"name", kTokenVolumeName}, {"mountPath", kTokenMountPath}, {"readOnly", true}}});
   if (!config_.resources.empty()) c["resources"] = config_.resources;
@@ -238,6 +255,12 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
     return invalidArgument(
         "kshard cannot tell which ShardMap this pod belongs to: set the annotation "
         "kshard.io/shard-map or the label app.kubernetes.io/name");
+  }
+  // The admission request names the namespace; a pod object may too.
+  const std::string podNamespace =
+      !ns.empty() ? ns : stringAt(pod, {"metadata", "namespace"}).value_or("");
+  if (!protocol::isDnsLabel(podNamespace)) {
+    return invalidArgument("kshard cannot tell which namespace this pod is created in");
   }
   if (!protocol::isDnsSubdomain(shardMap)) {
     // Cut on a character boundary: the message goes into JSON, which must stay UTF-8.
@@ -316,17 +339,11 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
     patch.push_back({{"op", "add"}, {"path", "/spec/containers/-"}, {"value", sidecar}});
   }
 
-  json tokenSource = {
-      {"audience", kTokenAudienceName}, {"expirationSeconds", 3600}, {"path", "token"}};
-  json tokenVolume = json::object();
-  tokenVolume["name"] = kTokenVolumeName;
-  tokenVolume["projected"]["sources"] =
-      json::array({json{{"serviceAccountToken", std::move(tokenSource)}}});
+  const json tokens = tokenVolume(podNamespace, shardMap);
   if (!spec.contains("volumes") || !spec["volumes"].is_array()) {
-    patch.push_back(
-        {{"op", "add"}, {"path", "/spec/volumes"}, {"value", json::array({tokenVolume})}});
+    patch.push_back({{"op", "add"}, {"path", "/spec/volumes"}, {"value", json::array({tokens})}});
   } else {
-    patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", tokenVolume}});
+    patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", tokens}});
   }
 
   // The preStop drain on the app container, with the pod's token; the app's own hook (moved to

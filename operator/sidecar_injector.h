@@ -34,10 +34,13 @@
 namespace kshard::manager {
 
 inline constexpr char kSidecarContainerName[] = "kshard-sidecar";
-// The projected service-account token the sidecar sends to the operator (audience kshard).
+// The sidecar's projected service-account tokens, one per direction (protocol/audiences.h), in
+// one volume mounted into the sidecar only: `operator` (audience kshard.io/operator) for the
+// manager API, `peer` (audience kshard.io/peer/<namespace>/<shard-map>) for the other sidecars.
 inline constexpr char kTokenVolumeName[] = "kshard-token";
 inline constexpr char kTokenMountPath[] = "/var/run/secrets/kshard.io/token";
-inline constexpr char kTokenAudienceName[] = "kshard";
+inline constexpr char kOperatorTokenFile[] = "operator";
+inline constexpr char kPeerTokenFile[] = "peer";
 
 class SidecarInjector {
  public:
@@ -68,6 +71,8 @@ class SidecarInjector {
   nlohmann::json sidecarContainer(const std::string& shardMap, std::int64_t appPort,
                                   const std::string& versionLabel,
                                   nlohmann::json extraEnv) const;
+  // The projected volume of the sidecar's tokens, for a pod of `ns`/`shardMap`.
+  static nlohmann::json tokenVolume(const std::string& ns, const std::string& shardMap);
 
   InjectionConfig config_;
   SpecLookup lookup_;

@@ -69,6 +69,9 @@ inline constexpr std::string_view kUnregisterDeferred = "UnregisterDeferred";
 // 409 to a ping, assign or unassign meant for another pod, or for another process (incarnation)
 // of this pod's sidecar: a command is never applied by a sidecar it was not meant for.
 inline constexpr std::string_view kWrongTarget = "WrongTarget";
+// 409 to an assign or unassign whose epoch lies further past the sidecar's copy of the ShardMap
+// than the operator can have issued (sidecar/peer_api.h, kMaxEpochLead): nothing is applied.
+inline constexpr std::string_view kEpochTooFarAhead = "EpochTooFarAhead";
 }  // namespace errors
 
 // POST /v1/shardmaps/{ns}/{name}/register

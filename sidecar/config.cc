@@ -109,17 +109,24 @@ void SidecarConfig::declare(OptionSet& opts) {
                  "host:port of the operator's manager API, instead of status.manager.",
                  &managerAddress);
   opts.addString("manager-token-file", "KSHARD_MANAGER_TOKEN_FILE",
-                 "File holding this pod's projected service-account token (audience kshard), "
-                 "sent as a bearer token to the manager API (register, unregister, "
-                 "notify-unhealthy) and to other sidecars with forwarded messages; re-read every "
-                 "minute (the kubelet rotates it). Empty: no token is sent.",
+                 "File holding this pod's projected service-account token for the manager API "
+                 "(audience kshard.io/operator), sent as a bearer token on register, unregister, "
+                 "renew, notify-unhealthy and the map poll; re-read every minute (the kubelet "
+                 "rotates it). Empty: no token is sent.",
                  &managerTokenFile);
+  opts.addString("peer-token-file", "KSHARD_PEER_TOKEN_FILE",
+                 "File holding this pod's projected service-account token for the other sidecars "
+                 "of its ShardMap (audience kshard.io/peer/<namespace>/<shard-map>), sent with "
+                 "forwarded messages; re-read every minute. Empty: no token is sent.",
+                 &peerTokenFile);
   opts.addString("peer-auth", "KSHARD_PEER_AUTH",
-                 "How the peer API checks its callers: token (ping/assign/unassign only from "
-                 "the operator's ServiceAccount, forwarded messages only from registered pods of "
-                 "this ShardMap, proven by their projected tokens, verified against the "
-                 "cluster's service-account issuer keys; needs map-source=kube or "
-                 "--issuer-keys-file) or none.",
+                 "How the peer API checks its callers: token (the default: ping, assign and "
+                 "unassign only from the operator's ServiceAccount with a token for this "
+                 "ShardMap's sidecars, forwarded messages only from registered pods of this "
+                 "ShardMap with their peer tokens; verified against the cluster's service-account "
+                 "issuer keys; needs --operator-identity, --peer-token-file, and map-source=kube "
+                 "or --issuer-keys-file) or none (every caller is accepted: only where the pod "
+                 "network is secured otherwise, and for tests).",
                  &peerAuth);
   opts.addString("operator-identity", "KSHARD_OPERATOR_IDENTITY",
                  "With peer-auth=token, the token subject of the operator "
@@ -174,24 +181,26 @@ Status SidecarConfig::validate() const {
     return invalidArgument("--peer-auth: must be token or none");
   }
   if (peerAuth == "token") {
+    // The default: say what is missing, and how to turn it off on purpose.
+    const std::string why =
+        " with --peer-auth=token (the default; --peer-auth=none accepts every caller of the peer "
+        "API, for tests and pod networks secured otherwise)";
     if (mapSource != "kube" && issuerKeysFile.empty()) {
       return invalidArgument(
-          "--peer-auth=token: needs --map-source=kube (the issuer keys come from the API server) "
-          "or --issuer-keys-file");
+          "--issuer-keys-file: required with --map-source=manager" + why +
+          ": the issuer keys come from the API server only with --map-source=kube");
     }
     if (!issuerKeysFile.empty() && issuer.empty()) {
       return invalidArgument("--issuer: required with --issuer-keys-file");
     }
     if (!protocol::isServiceAccountSubject(operatorIdentity)) {
       return invalidArgument(
-          "--operator-identity: must be system:serviceaccount:<namespace>:<name> with "
-          "--peer-auth=token, got \"" +
-          operatorIdentity + "\"");
+          "--operator-identity: must be system:serviceaccount:<namespace>:<name>" + why +
+          ", got \"" + operatorIdentity + "\"");
     }
-    if (managerTokenFile.empty()) {
-      return invalidArgument(
-          "--manager-token-file: required with --peer-auth=token (other sidecars check this "
-          "pod's token)");
+    if (peerTokenFile.empty()) {
+      return invalidArgument("--peer-token-file: required" + why +
+                             ": the other sidecars check this pod's peer token");
     }
   }
   LogLevel l;

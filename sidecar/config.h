@@ -60,11 +60,14 @@ struct SidecarConfig {
   // operator's assignments endpoint; for environments without API access, and tests).
   std::string mapSource = "kube";
   std::string managerAddress;  // overrides status.manager; required with map-source=manager
-  // The pod's projected service-account token (audience kshard) sent to the manager API;
+  // The pod's projected service-account token for the manager API (audience kshard.io/operator);
   // empty: none is sent.
   std::string managerTokenFile;
-  // "token" or "none": see --peer-auth.
-  std::string peerAuth = "none";
+  // The pod's projected token for the other sidecars of its ShardMap (audience
+  // kshard.io/peer/<ns>/<map>), sent with forwarded messages; empty: none is sent.
+  std::string peerTokenFile;
+  // "token" or "none": see --peer-auth. Secure by default: "none" must be asked for.
+  std::string peerAuth = "token";
   std::string operatorIdentity;  // "system:serviceaccount:kshard-system:kshard"
   // With peer-auth=token: the issuer's keys from this JWKS file, and tokens' iss, instead of
   // the API server's OIDC discovery (clusters that distribute them otherwise; benchmarks).

@@ -160,23 +160,30 @@ int run(int argc, char** argv) {
   const auto peerFactory = [&peerClient](const std::string& baseUrl) {
     return peerClient(baseUrl, false);
   };
-  // This pod's projected token (audience kshard), for the manager API and other sidecars.
-  std::function<std::string()> podAuthorization;
+  // This pod's projected tokens, one per direction (protocol/audiences.h): for the manager API,
+  // and for the other sidecars of its ShardMap. Neither is any good to the other party.
+  std::function<std::string()> managerAuthorization;
   if (!cfg.managerTokenFile.empty()) {
-    podAuthorization = kube::bearerHeaderFromFile(cfg.managerTokenFile, SystemClock::instance(),
-                                                  log, "the manager API and the peers");
+    managerAuthorization = kube::bearerHeaderFromFile(cfg.managerTokenFile, SystemClock::instance(),
+                                                      log, "the manager API");
+  }
+  std::function<std::string()> peerAuthorization;
+  if (!cfg.peerTokenFile.empty()) {
+    peerAuthorization =
+        kube::bearerHeaderFromFile(cfg.peerTokenFile, SystemClock::instance(), log, "the peers");
   }
   // Messages to other sidecars go over channels (many on one connection per I/O thread); the
   // manager API stays plain HTTP.
   const bool channels = backend == http::Backend::kBeast && cfg.peerTransport == "channel";
   PeerHttpClient peers(
       [&peerClient, channels](const std::string& baseUrl) { return peerClient(baseUrl, channels); },
-      512, podAuthorization);
+      512, peerAuthorization);
   ManagerClient::Options managerOptions;
   managerOptions.managerOverride = cfg.managerAddress;
   managerOptions.onConfirmed = [&entities](SteadyTime sentAt) { entities.renewLease(sentAt); };
   ManagerClient manager(self, table, peerFactory, scheduler, random,
-                        log.withFields({{"part", "manager"}}), managerOptions, podAuthorization);
+                        log.withFields({{"part", "manager"}}), managerOptions,
+                        managerAuthorization);
   Router router(table, entities, peers, manager, scheduler, random, {self.pod}, metrics,
                 log.withFields({{"part", "router"}}));
   // Registers again after a drain that was undone; set once the registrar exists.
@@ -230,6 +237,7 @@ int run(int argc, char** argv) {
     authorizer =
         std::make_unique<TokenAuthorizer>(*keys, table, SystemClock::instance(), authOptions);
   } else {
+    log.warn("the peer API accepts every caller (--peer-auth=none)");
     authorizer = std::make_unique<AllowAllAuthorizer>();
   }
 
@@ -320,9 +328,9 @@ int run(int argc, char** argv) {
     http::ClientOptions o;
     o.baseUrl = "http://" + cfg.managerAddress;
     o.ioThreads = ioThreads.get();
-    poller = std::make_unique<MapPoller>(makeClientOrDie(backend, o, log), scheduler,
-                                         cfg.mapPollInterval, self, applier,
-                                         log.withFields({{"part", "map-poll"}}));
+    poller = std::make_unique<MapPoller>(
+        makeClientOrDie(backend, o, log), scheduler, cfg.mapPollInterval, self, applier,
+        log.withFields({{"part", "map-poll"}}), managerAuthorization);
     poller->start();
   }
 

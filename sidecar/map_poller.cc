@@ -2,16 +2,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/wire.h"
+
 namespace kshard::sidecar {
 
 MapPoller::MapPoller(std::unique_ptr<http::Client> manager, Scheduler& scheduler, Duration interval,
-                     const Identity& self, MapApplier& applier, Logger logger)
+                     const Identity& self, MapApplier& applier, Logger logger,
+                     std::function<std::string()> authorization)
     : manager_(std::move(manager)),
       scheduler_(scheduler),
       interval_(interval),
       target_("/v1/shardmaps/" + self.shardMap.ns + "/" + self.shardMap.name + "/assignments"),
       applier_(applier),
-      log_(std::move(logger)) {}
+      log_(std::move(logger)),
+      authorization_(std::move(authorization)) {}
 
 MapPoller::~MapPoller() { stop(); }
 
@@ -36,6 +40,9 @@ void MapPoller::poll() {
   req.method = http::Method::kGet;
   req.target = target_;
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(interval_ * 5);
+  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
+    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
+  }
   manager_->send(std::move(req), [this, running = running_](StatusOr<http::Response> r) {
     if (!running->load()) return;
     if (!r.ok() || r->status != 200) {

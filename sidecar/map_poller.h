@@ -1,10 +1,13 @@
 // MapPoller: the alternative source of the sidecar's ShardMap, for environments where the
 // sidecar cannot watch the API: it fetches the map from the operator's manager API
-// (GET /v1/shardmaps/{ns}/{name}/assignments) every poll interval.
+// (GET /v1/shardmaps/{ns}/{name}/assignments) every poll interval, with the pod's token for the
+// manager API (the map lists the pods' addresses, which the operator shows only to its own pods).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "base/logger.h"
 #include "base/scheduler.h"
@@ -16,8 +19,10 @@ namespace kshard::sidecar {
 
 class MapPoller {
  public:
+  // `authorization` gives the Authorization header of each poll ("" or null: none).
   MapPoller(std::unique_ptr<http::Client> manager, Scheduler& scheduler, Duration interval,
-            const Identity& self, MapApplier& applier, Logger logger);
+            const Identity& self, MapApplier& applier, Logger logger,
+            std::function<std::string()> authorization = {});
   ~MapPoller();
 
   void start();
@@ -34,6 +39,7 @@ class MapPoller {
   std::string target_;
   MapApplier& applier_;
   Logger log_;
+  std::function<std::string()> authorization_;
   std::shared_ptr<std::atomic<bool>> running_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<Scheduler::TaskId> next_{0};
 };

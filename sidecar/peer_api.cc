@@ -1,5 +1,6 @@
 #include "sidecar/peer_api.h"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -227,6 +228,18 @@ std::optional<protocol::ShardsRequest> PeerApi::command(const http::Request& req
                {"target_uid", req->target.uid},
                {"target_incarnation", req->target.incarnation}});
     responder.send(std::move(*refusal));
+    return std::nullopt;
+  }
+  const auto mapEpoch = static_cast<protocol::Epoch>(std::max<std::int64_t>(snapshot->epoch, 0));
+  if (req->epoch > mapEpoch && req->epoch - mapEpoch > kMaxEpochLead) {
+    log_.warn("command epoch too far ahead of the map refused",
+              {{"epoch", req->epoch}, {"map_epoch", mapEpoch}});
+    responder.send(sidecarError(
+        409, errors::kEpochTooFarAhead,
+        "epoch " + std::to_string(req->epoch) + " is more than " + std::to_string(kMaxEpochLead) +
+            " past this sidecar's ShardMap (epoch " + std::to_string(mapEpoch) +
+            "): the operator cannot have issued it; sent again once the map caught up, it is "
+            "taken"));
     return std::nullopt;
   }
   return std::move(*req);

@@ -4,10 +4,13 @@
 //   POST /v1/shards/assign              the operator gives shards (idempotent, epoch-fenced)
 //   POST /v1/shards/unassign            the operator takes shards; answers once they are released
 // The operator's three commands name their target (pod, uid, sidecar incarnation): a sidecar
-// answers one meant for anyone else 409 WrongTarget and does nothing.
+// answers one meant for anyone else 409 WrongTarget and does nothing. An assign or unassign whose
+// epoch lies more than kMaxEpochLead past the epoch of this sidecar's copy of the map is answered
+// 409 EpochTooFarAhead and does nothing.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "base/clock.h"
@@ -20,6 +23,19 @@
 #include "sidecar/sidecar_metrics.h"
 
 namespace kshard::sidecar {
+
+// How far past the epoch of its copy of the ShardMap a command's epoch may lie. The operator
+// issues at most the persisted epoch + 1 (an unassign carries the epoch of the write after it),
+// and every persisted epoch is a status write of this map, which the sidecar's watch shows within
+// a second or so. 10,000 writes are more than three minutes of this one map taking the
+// operator's whole API budget (--kube-qps 50): only a copy cut off from the API server for longer
+// lags that far, and then the refused command changes nothing (a refused unassign leaves the
+// shards where they were, a refused assign is sent again by a later round, and the map's own
+// assignment is adopted once the watch catches up). What it prevents: a command with a forged or
+// stolen credential fencing shards beyond any epoch the operator will reach (an unassign at
+// 2^64 - 1 did it for good); the worst is now a fence 10,000 epochs ahead, which the map's epochs
+// pass.
+inline constexpr std::uint64_t kMaxEpochLead = 10'000;
 
 class PeerApi {
  public:

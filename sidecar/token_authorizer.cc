@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "protocol/audiences.h"
 #include "protocol/wire.h"
 
 namespace kshard::sidecar {
@@ -11,22 +12,25 @@ TokenAuthorizer::TokenAuthorizer(IssuerKeys& keys, const RoutingTable& table, co
     : table_(table),
       clock_(clock),
       options_(std::move(options)),
-      verifier_(keys, clock, {options_.audience, options_.maxCachedTokens}) {}
+      operatorTokens_(keys, clock,
+                      {protocol::sidecarAudience(options_.shardMap), options_.maxCachedTokens}),
+      peerTokens_(keys, clock,
+                  {protocol::peerAudience(options_.shardMap), options_.maxCachedTokens}) {}
 
-StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request) {
+StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request,
+                                                  kube::TokenVerifier& verifier) {
   const auto header = request.headers.get(protocol::kAuthorizationHeader);
   const std::string_view token = kube::bearerToken(header.value_or(""));
   if (token.empty()) {
-    return unauthenticated(
-        "no bearer token: the caller must send its projected service-account "
-        "token (audience \"" +
-        options_.audience + "\")");
+    return unauthenticated("no bearer token: the caller must send a service-account token for "
+                           "audience \"" +
+                           verifier.audience() + "\"");
   }
-  return verifier_.verify(token);
+  return verifier.verify(token);
 }
 
 Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
-  auto claims = verify(request);
+  auto claims = verify(request, operatorTokens_);
   if (!claims.ok()) return claims.status();
   if (claims->subject != options_.operatorSubject) {
     return permissionDenied("only " + options_.operatorSubject + " may call this; the token is " +
@@ -36,7 +40,7 @@ Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
 }
 
 Status TokenAuthorizer::authorizePeer(const http::Request& request) {
-  auto claims = verify(request);
+  auto claims = verify(request, peerTokens_);
   if (!claims.ok()) return claims.status();
   if (claims->podName.empty()) {
     return permissionDenied("the token of " + claims->subject + " is not bound to a pod");

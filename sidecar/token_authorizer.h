@@ -1,10 +1,15 @@
-// TokenAuthorizer: the peer API's callers proven by their projected service-account tokens
-// (audience "kshard"), verified locally against the cluster's service-account issuer keys.
+// TokenAuthorizer: the peer API's callers proven by their service-account tokens, verified
+// locally against the cluster's service-account issuer keys. Each kind of caller needs a token
+// whose only audience names this sidecar's ShardMap and the direction (protocol/audiences.h):
 //
 //   - ping, assign, unassign: only the operator's ServiceAccount (`operatorSubject`,
-//     "system:serviceaccount:kshard-system:kshard").
-//   - forwarded messages: only pods of this sidecar's ShardMap, i.e. a token bound to a pod of
-//     this namespace that is registered in the cached ShardMap status (name and uid).
+//     "system:serviceaccount:kshard-system:kshard"), with audience
+//     "kshard.io/sidecar/<ns>/<map>", which the operator mints for this map alone. The operator's
+//     token that a pod of another map receives does not open this one.
+//   - forwarded messages: only pods of this sidecar's ShardMap, i.e. a token with audience
+//     "kshard.io/peer/<ns>/<map>" bound to a pod of this namespace that is registered in the
+//     cached ShardMap status (name and uid). A token of another audience (the one a pod sends the
+//     operator) is refused, so what a peer receives from another cannot be replayed elsewhere.
 //
 // Answers: Unauthenticated (no token, bad signature, expired, wrong audience or issuer),
 // PermissionDenied (a valid token of someone else), Unavailable (cannot tell yet: the keys are not
@@ -41,10 +46,9 @@ using kube::IssuerKeys;
 using kube::IssuerKeySet;
 
 struct TokenAuthorizerOptions {
-  std::string audience = "kshard";
   std::string operatorSubject;  // "system:serviceaccount:<namespace>:<name>"
   std::string ns;               // this pod's namespace
-  std::string shardMap;         // for messages
+  std::string shardMap;         // "<namespace>/<name>": names the audiences the callers need
   std::size_t maxCachedTokens = 4096;
 };
 
@@ -57,15 +61,20 @@ class TokenAuthorizer final : public RequestAuthorizer {
   Status authorizePeer(const http::Request& request) override;
 
   // Verified tokens in the cache, for tests.
-  std::size_t cachedTokens() const { return verifier_.cachedTokens(); }
+  std::size_t cachedTokens() const {
+    return operatorTokens_.cachedTokens() + peerTokens_.cachedTokens();
+  }
 
  private:
-  StatusOr<kube::JwtClaims> verify(const http::Request& request);
+  // The claims of the request's token, checked by `verifier` (one audience).
+  StatusOr<kube::JwtClaims> verify(const http::Request& request, kube::TokenVerifier& verifier);
 
   const RoutingTable& table_;
   const Clock& clock_;
   const TokenAuthorizerOptions options_;
-  kube::TokenVerifier verifier_;  // the cache of verified tokens (kube/token_verifier.h)
+  // Each with its audience and its cache of verified tokens (kube/token_verifier.h).
+  kube::TokenVerifier operatorTokens_;  // "kshard.io/sidecar/<ns>/<map>"
+  kube::TokenVerifier peerTokens_;      // "kshard.io/peer/<ns>/<map>"
 };
 
 }  // namespace kshard::sidecar

@@ -185,11 +185,11 @@ start_sidecar() {  # start_sidecar NAME IP [MANAGER_PORT SHARD_MAP EXTRA_FLAGS..
   sidecar_pids+=($!)
   sidecar_pid[$name]=$!
 }
-start_sidecar b 127.0.0.3
-start_sidecar a 127.0.0.2
+start_sidecar b 127.0.0.3 "$manager_port" datapath --peer-auth=none
+start_sidecar a 127.0.0.2 "$manager_port" datapath --peer-auth=none
 # The authenticated pair: its own ShardMap (D owns every shard) and tokens.
 issuer=https://kshard-bench.invalid
-python3 "$here/tokens.py" "$work" "$issuer" bench bench-c bench-d
+python3 "$here/tokens.py" "$work" "$issuer" bench datapath-auth bench-c bench-d
 auth_manager_port=$(free_port)
 python3 "$here/stub_manager.py" "$auth_manager_port" bench datapath-auth "$shards" bench-d \
   "$work/token-operator" >"$out/manager-auth.log" 2>&1 &
@@ -200,7 +200,7 @@ for name in d c; do
   start_sidecar "$name" "127.0.0.$([[ $name == c ]] && echo 6 || echo 7)" "$auth_manager_port" \
     datapath-auth --peer-auth=token --issuer-keys-file="$work/jwks.json" --issuer="$issuer" \
     --operator-identity=system:serviceaccount:bench:stub-manager \
-    --manager-token-file="$work/token-bench-$name"
+    --peer-token-file="$work/token-bench-$name"
 done
 # The pair over plain HTTP: its own ShardMap, F owns every shard.
 http_manager_port=$(free_port)
@@ -211,7 +211,7 @@ wait_until 10 "the third stub manager listening" \
   curl -fsS "http://127.0.0.1:$http_manager_port/v1/shardmaps/bench/datapath-http/assignments"
 for name in f e; do
   start_sidecar "$name" "127.0.0.$([[ $name == e ]] && echo 8 || echo 9)" "$http_manager_port" \
-    datapath-http --peer-transport=http
+    datapath-http --peer-transport=http --peer-auth=none
 done
 for name in a b c d e f; do
   wait_until 60 "sidecar $name ready" curl -fsS "http://127.0.0.1:${admin_port[$name]}/readyz"

@@ -2,13 +2,15 @@
 """Service-account-like tokens for the data-path benchmark's authenticated sidecar pair.
 
 Makes an RSA key with the openssl command, writes its public key as a JWKS (DIR/jwks.json) and,
-for each POD, an RS256 token as the API server would project it into that pod (audience kshard,
-issuer ISSUER, namespace NAMESPACE, pod name POD and uid uid-<suffix after the last "-">, valid
-for a day) into DIR/token-POD, and DIR/token-operator for the ServiceAccount
-NAMESPACE/stub-manager (not bound to a pod), which the stub manager sends on assign. The sidecars read them with --issuer-keys-file, --issuer and
---manager-token-file, so the benchmark needs no API server.
+for each POD, an RS256 token as the API server would project it into that pod for its peers
+(audience kshard.io/peer/NAMESPACE/SHARD_MAP, issuer ISSUER, namespace NAMESPACE, pod name POD
+and uid uid-<suffix after the last "-">, valid for a day) into DIR/token-POD, and
+DIR/token-operator for the ServiceAccount NAMESPACE/stub-manager (not bound to a pod, audience
+kshard.io/sidecar/NAMESPACE/SHARD_MAP, as the operator mints it), which the stub manager sends on
+assign. The sidecars read them with --issuer-keys-file, --issuer and --peer-token-file, so the
+benchmark needs no API server.
 
-Usage: tokens.py DIR ISSUER NAMESPACE POD...
+Usage: tokens.py DIR ISSUER NAMESPACE SHARD_MAP POD...
 """
 import base64
 import json
@@ -22,7 +24,8 @@ def b64url(data: bytes) -> str:
 
 
 def main():
-    out, issuer, namespace, pods = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    out, issuer, namespace, shard_map, pods = (sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4],
+                                               sys.argv[5:])
     key = f"{out}/key.pem"
     subprocess.run(["openssl", "genrsa", "-out", key, "2048"], check=True, capture_output=True)
     modulus = subprocess.run(["openssl", "rsa", "-in", key, "-noout", "-modulus"], check=True,
@@ -34,7 +37,8 @@ def main():
     now = int(time.time())
     for pod in pods + ["operator"]:
         account = "stub-manager" if pod == "operator" else "bench"
-        claims = {"iss": issuer, "aud": ["kshard"],
+        audience = f"kshard.io/{'sidecar' if pod == 'operator' else 'peer'}/{namespace}/{shard_map}"
+        claims = {"iss": issuer, "aud": [audience],
                   "sub": f"system:serviceaccount:{namespace}:{account}",
                   "iat": now, "nbf": now, "exp": now + 86400,
                   "kubernetes.io": {"namespace": namespace,

@@ -9,7 +9,7 @@
 //  2. one process serving the peer API's control calls (ping, assign, unassign) for every pod, each
 //     on its own loopback address 127.1.x.y:7101, the pod IP written in its status;
 //  3. every pod registers with the operator's manager API, CONCURRENCY at a time, as a sidecar
-//     would, with its own projected token (audience kshard, from a TokenRequest bound to the
+//     would, with its own projected token (audience kshard.io/operator, from a TokenRequest bound to the
 //     pod); then the benchmark watches the ShardMap.
 //
 // Reported: how long the registrations took, the time from the last registration's answer until
@@ -312,7 +312,7 @@ func podName(i int) string { return fmt.Sprintf("stub-%05d", i) }
 func podIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
 
 // createPods creates the pods, writes their status and gets each its projected token for the
-// operator (audience kshard, bound to the pod, as the injector mounts it); it returns their uids
+// operator (audience kshard.io/operator, bound to the pod, as the injector mounts it); it returns their uids
 // and tokens.
 func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]string, []string, error) {
 	uids := make([]string, o.pods)
@@ -359,7 +359,7 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 		}
 		uids[i] = string(created.UID)
 		tr, err := kc.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
-			Audiences:         []string{"kshard"},
+			Audiences:         []string{"kshard.io/operator"},
 			ExpirationSeconds: ptr.To(int64(3600)),
 			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: created.Name, UID: created.UID},
 		}}, metav1.CreateOptions{})
@@ -473,7 +473,9 @@ func startOperator(ctx context.Context, o options) (*operatorProc, error) {
 		"--admin-listen", op.admin,
 		"--lease-namespace", o.namespace, "--watch-namespace", o.namespace}
 	op.cmd = exec.Command(o.operatorBin, append(args, strings.Fields(o.operatorFlags)...)...)
-	op.cmd.Env = append(os.Environ(), "POD_NAME=kshard-operator-scale", "POD_NAMESPACE="+o.namespace)
+	// Its tokens for the sidecars come from the namespace's default ServiceAccount (one per map).
+	op.cmd.Env = append(os.Environ(), "POD_NAME=kshard-operator-scale", "POD_NAMESPACE="+o.namespace,
+		"POD_SERVICE_ACCOUNT=default")
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
 	if err := op.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.operatorBin, err)

@@ -60,6 +60,7 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$sidecar" \
   --shard-map=counter --version=1.0.0 --app-port="$app_port" --api-port="$api_port" \
   --peer-port="$peer_port" --admin-port="$admin_port" --admin-bind-address=127.0.0.1 \
   --map-source=manager --manager-address="127.0.0.1:$manager_port" --map-poll-interval=200ms \
+  --peer-auth=none \
   >"$work/logs/sidecar.log" 2>&1 &
 sidecar_pid=$!
 pids+=("$sidecar_pid")

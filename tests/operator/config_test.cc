@@ -33,8 +33,10 @@ Parsed parse(std::vector<std::string> args, std::map<std::string, std::string> e
   return p;
 }
 
-const std::map<std::string, std::string> kPodEnv{
-    {"POD_NAME", "kshard-operator-7c9-x2"}, {"POD_NAMESPACE", "kshard"}, {"POD_IP", "10.1.0.7"}};
+const std::map<std::string, std::string> kPodEnv{{"POD_NAME", "kshard-operator-7c9-x2"},
+                                                 {"POD_NAMESPACE", "kshard"},
+                                                 {"POD_IP", "10.1.0.7"},
+                                                 {"POD_SERVICE_ACCOUNT", "kshard"}};
 
 TEST(OperatorConfig, IdentityComesFromTheDownwardApiAndDerivesTheAdvertisedAddress) {
   auto p = parse({}, kPodEnv);
@@ -86,13 +88,41 @@ TEST(OperatorConfig, FinalizeChecksConsistency) {
   ASSERT_TRUE(noName.outcome.ok());
   EXPECT_NE(noName.config.finalize().message().find("pod-name"), std::string::npos);
 
-  auto noIp = parse({}, {{"POD_NAME", "op"}, {"POD_NAMESPACE", "kshard"}});
+  auto noIp = parse(
+      {}, {{"POD_NAME", "op"}, {"POD_NAMESPACE", "kshard"}, {"POD_SERVICE_ACCOUNT", "kshard"}});
   ASSERT_TRUE(noIp.outcome.ok());
   EXPECT_NE(noIp.config.finalize().message().find("advertise-address"), std::string::npos);
 
   auto badListen = parse({"--admin-listen=nowhere"}, kPodEnv);
   ASSERT_TRUE(badListen.outcome.ok());
   EXPECT_NE(badListen.config.finalize().message().find("admin-listen"), std::string::npos);
+}
+
+// Issue 29: the operator sent its own projected token to every pod. It now mints per-map tokens
+// from its ServiceAccount by default, and says so when it does not know which that is.
+TEST(OperatorConfig, SidecarTokensComeFromTheOperatorsOwnServiceAccountByDefault) {
+  auto p = parse({}, kPodEnv);
+  ASSERT_TRUE(p.outcome.ok());
+  ASSERT_TRUE(p.config.finalize().ok());
+  EXPECT_EQ(p.config.sidecarAuth, "tokenrequest");
+  EXPECT_EQ(p.config.serviceAccount, "kshard");
+  EXPECT_EQ(p.config.sidecarTokenLifetime, 20min);
+
+  auto env = kPodEnv;
+  env.erase("POD_SERVICE_ACCOUNT");
+  auto unknown = parse({}, env);
+  ASSERT_TRUE(unknown.outcome.ok());
+  const Status s = unknown.config.finalize();
+  EXPECT_NE(s.message().find("--service-account"), std::string::npos) << s.toString();
+  EXPECT_NE(s.message().find("--sidecar-auth=none"), std::string::npos) << s.toString();
+  auto none = parse({"--sidecar-auth=none"}, env);
+  ASSERT_TRUE(none.outcome.ok());
+  EXPECT_TRUE(none.config.finalize().ok());
+
+  auto shortLived = parse({"--sidecar-token-lifetime=5m"}, kPodEnv);
+  ASSERT_FALSE(shortLived.outcome.ok());
+  EXPECT_NE(shortLived.outcome.status().message().find("sidecar-token-lifetime"),
+            std::string::npos);
 }
 
 TEST(OperatorConfig, HelpListsEveryOption) {

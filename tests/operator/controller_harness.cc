@@ -34,6 +34,7 @@ ControllerHarness::Replica& ControllerHarness::addReplica(std::string name) {
   auto r = std::make_unique<Replica>();
   r->name = name;
   r->leadership.leader = false;
+  r->leadership.clock = &scheduler.clock();
   r->deps = std::make_unique<ControllerDeps>(ControllerDeps{
       scheduler, random, store, pods, directory, r->leadership, events, metrics,
       Logger("operator", LogLevel::kDebug,
@@ -69,11 +70,12 @@ void ControllerHarness::loseLease(std::size_t i) {
 }
 
 StubPod& ControllerHarness::startPod(const std::string& name, const std::string& version) {
-  const std::string ip = "10.1.0." + std::to_string(nextIp_++);
+  const int n = nextIp_++;
+  const std::string ip = "10.1.0." + std::to_string(n);
   PodInfo info;
   info.namespace_ = kNamespace;
   info.name = name;
-  info.uid = "uid-" + name + "-" + ip;
+  info.uid = "uid-" + name + "-" + std::to_string(n);
   info.phase = "Running";
   info.podIp = ip;
   info.serviceAccount = "counter";

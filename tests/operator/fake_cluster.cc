@@ -227,8 +227,8 @@ std::optional<Status> wrongTarget(const StubPod& pod, const protocol::Target& ta
 
 }  // namespace
 
-void StubPods::ping(const std::string& address, const protocol::Target& target, Duration timeout,
-                    PingCallback done) {
+void StubPods::ping(const std::string& address, const std::string& /*shardMap*/,
+                    const protocol::Target& target, Duration timeout, PingCallback done) {
   StubPod* pod = byAddress(address);
   if (pod != nullptr) ++pod->pings;
   exchange<StatusOr<protocol::PingResponse>>(

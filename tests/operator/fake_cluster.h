@@ -124,8 +124,8 @@ class StubPods final : public PodClient {
   // Starts an entity on `shard` of `pod` (delivers one message).
   bool touch(const std::string& pod, sharding::ShardId shard, std::string id);
 
-  void ping(const std::string& address, const protocol::Target& target, Duration timeout,
-            PingCallback done) override;
+  void ping(const std::string& address, const std::string& shardMap, const protocol::Target& target,
+            Duration timeout, PingCallback done) override;
   void assign(const std::string& address, const protocol::ShardsRequest& request,
               std::int32_t shardCount, Duration timeout, AssignCallback done) override;
   void unassign(const std::string& address, const protocol::ShardsRequest& request,
@@ -182,11 +182,17 @@ class FakeLeadership final : public Leadership {
  public:
   bool isLeader() const override { return leader; }
   std::string holder() const override { return holderName; }
-  std::optional<SteadyTime> lastRenewal() const override { return renewedAt; }
+  // A leader on `clock` renews the Lease all the time, unless `renewing` is false (frozen).
+  std::optional<SteadyTime> lastRenewal() const override {
+    if (leader && renewing && clock != nullptr) return clock->now();
+    return renewedAt;
+  }
   bool deposed() const override { return deposedFlag; }
   bool leader = true;
   std::string holderName;
   std::optional<SteadyTime> renewedAt;
+  const Clock* clock = nullptr;
+  bool renewing = true;
   bool deposedFlag = false;
 };
 

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
+#include <mutex>
 #include <thread>
 
 #include "base/scheduler.h"
@@ -15,6 +17,7 @@
 #include "metrics/prometheus_registry.h"
 #include "operator/operator_metrics.h"
 #include "operator/shard_map_controller.h"
+#include "protocol/audiences.h"
 #include "sidecar/peer_api.h"
 #include "sidecar/request_authorizer.h"
 #include "sidecar/routing_table.h"
@@ -129,8 +132,9 @@ TEST(HttpPodClient, AssignThenPingShowsTheShardsAndTheIdentity) {
   });
   ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
   EXPECT_TRUE(assigned->refused.empty());
-  auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { client.ping(pod.address, targetOf("counter-0"), 2s, done); });
+  auto ping = await<StatusOr<protocol::PingResponse>>([&](auto done) {
+    client.ping(pod.address, "demo/counter", targetOf("counter-0"), 2s, done);
+  });
   ASSERT_TRUE(ping.ok()) << ping.status().toString();
   EXPECT_EQ(ping->pod, "counter-0");
   EXPECT_EQ(ping->uid, "uid-counter-0");
@@ -139,7 +143,10 @@ TEST(HttpPodClient, AssignThenPingShowsTheShardsAndTheIdentity) {
   EXPECT_EQ(client.clients(), 1u);  // one keep-alive client per pod address
 }
 
-TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
+// Issue 29: the operator sent one token (audience kshard) to every pod, and every sidecar took it.
+// Now the call carries the credentials for the target's ShardMap, and a sidecar takes only its
+// own map's.
+TEST(HttpPodClient, SendsTheTokenOfTheTargetsShardMapWhichOnlyThatMapsSidecarsTake) {
   const std::string issuer = "https://kubernetes.default.svc.cluster.local";
   const auto signer = kube::JwtSigner::generate("ES256", "k1");
   sidecar::FixedIssuerKeys keys;
@@ -153,14 +160,28 @@ TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
   const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-  const auto tokenOf = [&](const std::string& ns, const std::string& sa) {
-    return "Bearer " + signer.sign(kube::serviceAccountClaims(issuer, "kshard", ns, sa, sa + "-0",
+  // What TokenRequest gives the operator's ServiceAccount (or a pod's) for an audience.
+  const auto tokenOf = [&](const std::string& ns, const std::string& sa,
+                           const std::string& audience) {
+    return "Bearer " + signer.sign(kube::serviceAccountClaims(issuer, audience, ns, sa, sa + "-0",
                                                               "uid", now, now + 600));
   };
-  const auto assign = [&](HttpPodClient& client) {
-    return await<StatusOr<protocol::AssignResponse>>([&](auto done) {
-      client.assign(pod.address, shards(3, {1, 2}), 30, 2s, done);
-    });
+  std::vector<std::string> asked;  // the maps whose credentials the client asked for
+  std::mutex mu;
+  const auto credentialsOf = [&](const std::string& ns, const std::string& sa) {
+    return [&, ns, sa](const std::string& map, std::function<void(StatusOr<std::string>)> done) {
+      {
+        std::lock_guard lock(mu);
+        asked.push_back(map);
+      }
+      done(tokenOf(ns, sa, protocol::sidecarAudience(map)));
+    };
+  };
+  const auto assign = [&](HttpPodClient& client, const std::string& map = "demo/counter") {
+    auto request = shards(3, {1, 2});
+    request.shardMap = map;
+    return await<StatusOr<protocol::AssignResponse>>(
+        [&](auto done) { client.assign(pod.address, request, 30, 2s, done); });
   };
 
   HttpPodClient anonymous(beastClients());
@@ -168,25 +189,84 @@ TEST(HttpPodClient, SendsTheOperatorsTokenWhichASidecarWithPeerAuthRequires) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("HTTP 401 Unauthenticated"), std::string::npos)
       << refused.status().toString();
-  HttpPodClient aPod(beastClients(), 2s, [&] { return tokenOf("demo", "counter"); });
+  HttpPodClient aPod(beastClients(), 2s, credentialsOf("demo", "counter"));
   auto forbidden = assign(aPod);
   ASSERT_FALSE(forbidden.ok());
   EXPECT_NE(forbidden.status().message().find("HTTP 403 Forbidden"), std::string::npos)
       << forbidden.status().toString();
+  // The operator's token for another map, which that map's pods receive, opens nothing here.
+  HttpPodClient otherMapsToken(
+      beastClients(), 2s, [&](const std::string&, std::function<void(StatusOr<std::string>)> d) {
+        d(tokenOf("kshard-system", "kshard", protocol::sidecarAudience("demo/other")));
+      });
+  auto replayed = assign(otherMapsToken);
+  ASSERT_FALSE(replayed.ok());
+  EXPECT_NE(replayed.status().message().find("HTTP 401 Unauthenticated"), std::string::npos)
+      << replayed.status().toString();
   EXPECT_TRUE(pod.registry.ownedShards().empty()) << "a refused assign changed the ownership";
 
-  HttpPodClient theOperator(beastClients(), 2s, [&] { return tokenOf("kshard-system", "kshard"); });
+  HttpPodClient theOperator(beastClients(), 2s, credentialsOf("kshard-system", "kshard"));
   auto assigned = assign(theOperator);
   ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
-  auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { theOperator.ping(pod.address, targetOf("counter-0"), 2s, done); });
+  auto ping = await<StatusOr<protocol::PingResponse>>([&](auto done) {
+    theOperator.ping(pod.address, "demo/counter", targetOf("counter-0"), 2s, done);
+  });
   ASSERT_TRUE(ping.ok()) << ping.status().toString();
   EXPECT_EQ(ping->shards, "1-2");
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(asked, std::vector<std::string>(asked.size(), "demo/counter"));
+  }
   auto unassign = await<Status>([&](auto done) {
     aPod.unassign(pod.address, shards(4, {1, 2}), 2s, done);
   });
   EXPECT_FALSE(unassign.ok());
   EXPECT_EQ(pod.registry.ownedShards().size(), 2u) << "a refused unassign changed the ownership";
+}
+
+TEST(HttpPodClient, ACallWhoseCredentialsCannotBeHadFailsUnsent) {
+  PeerPod pod("counter-0", 30, 5s);
+  HttpPodClient client(beastClients(), 2s,
+                       [](const std::string&, std::function<void(StatusOr<std::string>)> done) {
+                         done(unavailable("the API server is away"));
+                       });
+  auto assigned = await<StatusOr<protocol::AssignResponse>>(
+      [&](auto done) { client.assign(pod.address, shards(3, {1}), 30, 2s, done); });
+  ASSERT_FALSE(assigned.ok());
+  EXPECT_EQ(assigned.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(assigned.status().message().find("demo/counter"), std::string::npos)
+      << assigned.status().toString();
+  EXPECT_TRUE(pod.registry.ownedShards().empty());
+  EXPECT_EQ(client.clients(), 0u) << "a connection was opened for a call without credentials";
+}
+
+// Issue 29: an unassign at epoch 2^64 - 1 fenced every shard for good: no assign could pass it.
+TEST(HttpPodClient, AnEpochFurtherAheadThanTheOperatorCanHaveIssuedIsRefused) {
+  PeerPod pod("counter-0", 30, 5s);  // its copy of the map is at epoch 0
+  HttpPodClient client(beastClients());
+  for (std::uint64_t epoch :
+       {std::numeric_limits<std::uint64_t>::max(), sidecar::kMaxEpochLead + 1}) {
+    auto request = shards(0, {1, 2});
+    request.epoch = epoch;
+    Status s = await<Status>([&](auto done) { client.unassign(pod.address, request, 2s, done); });
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << epoch;
+    EXPECT_NE(s.message().find("409 EpochTooFarAhead"), std::string::npos) << s.toString();
+    auto assign = request;
+    auto refused = await<StatusOr<protocol::AssignResponse>>(
+        [&](auto done) { client.assign(pod.address, assign, 30, 2s, done); });
+    EXPECT_FALSE(refused.ok()) << epoch;
+  }
+  // Nothing was fenced: the operator's assign at its own epoch is taken.
+  auto assigned = await<StatusOr<protocol::AssignResponse>>([&](auto done) {
+    client.assign(pod.address, shards(3, {1, 2}), 30, 2s, done);
+  });
+  ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
+  EXPECT_TRUE(assigned->refused.empty()) << assigned->refused.toString();
+  // The bound itself is taken.
+  auto request = shards(0, {1});
+  request.epoch = sidecar::kMaxEpochLead;
+  EXPECT_TRUE(
+      await<Status>([&](auto done) { client.unassign(pod.address, request, 2s, done); }).ok());
 }
 
 TEST(HttpPodClient, AnAssignOlderThanAnUnassignIsRefusedAsStale) {
@@ -221,7 +301,7 @@ TEST(HttpPodClient, ACommandMeantForAnotherPodOrSidecarProcessIsRefused) {
     EXPECT_NE(assigned.status().message().find("409 WrongTarget"), std::string::npos)
         << assigned.status().toString();
     auto ping = await<StatusOr<protocol::PingResponse>>(
-        [&](auto done) { client.ping(pod.address, other, 2s, done); });
+        [&](auto done) { client.ping(pod.address, "demo/counter", other, 2s, done); });
     EXPECT_FALSE(ping.ok()) << "a ping for " << other.pod << "/" << other.incarnation;
   }
   EXPECT_TRUE(pod.registry.ownedShards().empty()) << "a command for another target was applied";
@@ -257,10 +337,9 @@ TEST(HttpPodClient, AClosedPortIsAnError) {
     port = gone.server->port();
   }
   HttpPodClient client(beastClients());
-  auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) {
-        client.ping("127.0.0.1:" + std::to_string(port), targetOf("gone"), 1s, done);
-      });
+  auto ping = await<StatusOr<protocol::PingResponse>>([&](auto done) {
+    client.ping("127.0.0.1:" + std::to_string(port), "demo/counter", targetOf("gone"), 1s, done);
+  });
   EXPECT_FALSE(ping.ok());
   EXPECT_TRUE(ping.status().code() == StatusCode::kUnavailable ||
               ping.status().code() == StatusCode::kDeadlineExceeded)
@@ -280,9 +359,10 @@ TEST(HttpPodClient, ASilentPodTimesOut) {
   ASSERT_TRUE(server->start().ok());
   HttpPodClient client(beastClients());
   const auto start = std::chrono::steady_clock::now();
-  auto ping = await<StatusOr<protocol::PingResponse>>(
-      [&](auto done) { client.ping("127.0.0.1:" + std::to_string(server->port()), targetOf("x"), 300ms,
-                  done); });
+  auto ping = await<StatusOr<protocol::PingResponse>>([&](auto done) {
+    client.ping("127.0.0.1:" + std::to_string(server->port()), "demo/counter", targetOf("x"), 300ms,
+                done);
+  });
   EXPECT_EQ(ping.status().code(), StatusCode::kDeadlineExceeded) << ping.status().toString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   {

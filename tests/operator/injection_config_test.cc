@@ -32,7 +32,8 @@ resources:
   EXPECT_EQ(cfg->gracePeriodMarginSeconds, 20);
   EXPECT_EQ(cfg->resources["requests"]["memory"], "32Mi");
   EXPECT_TRUE(cfg->nativeSidecar);
-  EXPECT_EQ(cfg->peerAuth, "none");
+  EXPECT_EQ(cfg->peerAuth, "token") << "injected sidecars check their callers unless told not to";
+  EXPECT_EQ(cfg->operatorIdentity, "") << "empty: the operator's own";
   auto secured = parseInjectionConfig(
       "peerAuth: token\noperatorIdentity: system:serviceaccount:kshard-system:kshard\n");
   ASSERT_TRUE(secured.ok()) << secured.status().toString();
@@ -57,9 +58,9 @@ TEST(InjectionConfigTest, ErrorsNameTheField) {
             "resources: must be a mapping");
   EXPECT_EQ(parseInjectionConfig("peerAuth: maybe").status().message(),
             "peerAuth: must be token or none");
-  EXPECT_EQ(parseInjectionConfig("peerAuth: token").status().message(),
-            "operatorIdentity: must be system:serviceaccount:<namespace>:<name> with peerAuth "
-            "token");
+  EXPECT_EQ(parseInjectionConfig("operatorIdentity: kshard").status().message(),
+            "operatorIdentity: must be system:serviceaccount:<namespace>:<name>, or empty for "
+            "this operator's own");
   EXPECT_FALSE(
       parseInjectionConfig("peerAuth: token\noperatorIdentity: system:serviceaccount:Bad:x").ok());
   EXPECT_FALSE(parseInjectionConfig("[").ok());

@@ -151,12 +151,21 @@ class FakeAuthenticator final : public PodAuthenticator {
  public:
   void authenticate(const std::string& token, Callback done) override {
     ++calls;
-    if (token == "api-down") return done(unavailable("the API server did not answer"));
+    if (token == "api-down" || local.count(token) > 0) {
+      return done(unavailable("the API server did not answer"));
+    }
     auto it = identities.find(token);
     if (it == identities.end()) return done(Status(StatusCode::kUnauthenticated, "invalid token"));
     done(it->second);
   }
+  StatusOr<PodIdentity> verifyLocally(const std::string& token) override {
+    auto it = local.find(token);
+    if (it == local.end()) return Status(StatusCode::kUnauthenticated, "invalid token");
+    return it->second;
+  }
   std::map<std::string, PodIdentity> identities;
+  // Tokens the API server cannot review now, and what they prove by themselves.
+  std::map<std::string, PodIdentity> local;
   int calls = 0;
 };
 
@@ -269,14 +278,40 @@ TEST_F(AuthenticatedManagerApiTest, NotifyNeedsATokenOfThatNamespace) {
             202);
 }
 
-TEST_F(AuthenticatedManagerApiTest, AnApiServerThatCannotReviewIs503AndAssignmentsNeedNoToken) {
+TEST_F(AuthenticatedManagerApiTest, AnApiServerThatCannotReviewIs503) {
   http::Response r = registerA("Bearer api-down");
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_NE(r.body.find("retry"), std::string::npos) << r.body;
   EXPECT_TRUE(h_.stored().status.pods.empty());
   h_.run(100ms);
   EXPECT_EQ(h_.events.count("Unavailable"), 0) << "an API outage is not the caller's fault";
-  EXPECT_EQ(callOn(authed_, "assignments", "demo", "counter", "").status, 200);
+}
+
+// The map names every pod, its uid and address: not for other tenants.
+TEST_F(AuthenticatedManagerApiTest, AssignmentsNeedATokenOfTheMapsNamespace) {
+  http::Response r = callOn(authed_, "assignments", "demo", "counter", "");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(callOn(authed_, "assignments", "demo", "counter", "", "Bearer forged").status, 401);
+  r = callOn(authed_, "assignments", "demo", "counter", "", "Bearer token-other-ns");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find(a_->uid), std::string::npos) << r.body;
+  EXPECT_EQ(callOn(authed_, "assignments", "demo", "counter", "", "Bearer token-b").status, 200);
+}
+
+// Pods keep their ownership leases through an API server outage: a renew goes on with what the
+// token proves by itself; nothing else does.
+TEST_F(AuthenticatedManagerApiTest, ARenewGoesOnWithTheTokenAloneWhileTheApiServerIsDown) {
+  ASSERT_EQ(registerA("Bearer token-a").status, 200);
+  auth_.local["down-a"] = {"demo", "counter", "a", a_->uid};
+  auth_.local["down-b"] = {"demo", "counter", "b", b_->uid};
+  const std::string renewA = protocol::encode(protocol::Target{a_->name, a_->uid, "inc"});
+  http::Response r = callOn(authed_, "renew", "demo", "counter", renewA, "Bearer down-a");
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Still only as itself, and a token that does not verify is still refused.
+  EXPECT_EQ(callOn(authed_, "renew", "demo", "counter", renewA, "Bearer down-b").status, 403);
+  EXPECT_EQ(callOn(authed_, "renew", "demo", "counter", renewA, "Bearer api-down").status, 503);
+  // Register needs the API server's word.
+  EXPECT_EQ(registerA("Bearer down-a").status, 503);
 }
 
 // The manager API in front of the real authenticator, whose API server counts TokenReviews: a
@@ -299,7 +334,7 @@ TEST_F(ManagerApiTest, AFloodOfBogusTokensMakesNoTokenReview) {
   ManagerApi authed(manager_, leadership_, h_.metrics, h_.scheduler.clock(), quiet(), &auth);
   StubPod& a = h_.startPod("a");
   const std::string body =
-      protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1"});
+      protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1", "inc"});
   const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                h_.scheduler.clock().wallNow().time_since_epoch())
                                .count();

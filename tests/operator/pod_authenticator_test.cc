@@ -16,7 +16,7 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 json reviewOf(const std::string& username, const std::string& pod, const std::string& uid,
-              json audiences = json::array({"kshard"})) {
+              json audiences = json::array({"kshard.io/operator"})) {
   json user = {{"username", username}, {"groups", json::array({"system:serviceaccounts"})}};
   if (!pod.empty()) {
     user["extra"] = {{"authentication.kubernetes.io/pod-name", json::array({pod})},
@@ -29,7 +29,7 @@ json reviewOf(const std::string& username, const std::string& pod, const std::st
 
 TEST(IdentityFromTokenReview, APodBoundServiceAccountTokenNamesThePod) {
   auto id = identityFromTokenReview(
-      reviewOf("system:serviceaccount:demo:counter", "counter-0", "u-1"), "kshard");
+      reviewOf("system:serviceaccount:demo:counter", "counter-0", "u-1"), "kshard.io/operator");
   ASSERT_TRUE(id.ok()) << id.status().toString();
   EXPECT_EQ(*id, (PodIdentity{"demo", "counter", "counter-0", "u-1"}));
 }
@@ -45,14 +45,14 @@ TEST(IdentityFromTokenReview, AnythingElseIsUnauthenticatedWithTheReason) {
       {json::object(), "no status"},
       {reviewOf("system:serviceaccount:demo:counter", "counter-0", "u-1",
                 json::array({"https://kubernetes.default.svc"})),
-       "audience \"kshard\""},
+       "audience \"kshard.io/operator\""},
       {reviewOf("alice", "", ""), "belongs to alice"},
       {reviewOf("system:serviceaccount:demo", "counter-0", "u-1"), "malformed"},
       {reviewOf("system:serviceaccount::counter", "counter-0", "u-1"), "malformed"},
       {reviewOf("system:serviceaccount:demo:counter", "", ""), "not bound to a pod"},
   };
   for (const auto& c : cases) {
-    auto id = identityFromTokenReview(c.review, "kshard");
+    auto id = identityFromTokenReview(c.review, "kshard.io/operator");
     ASSERT_FALSE(id.ok()) << c.review.dump();
     EXPECT_EQ(id.status().code(), StatusCode::kUnauthenticated) << c.review.dump();
     EXPECT_NE(id.status().message().find(c.reason), std::string::npos)
@@ -62,7 +62,7 @@ TEST(IdentityFromTokenReview, AnythingElseIsUnauthenticatedWithTheReason) {
 
 TEST(IdentityFromTokenReview, AnApiServerWithoutAudiencesInItsAnswerIsAccepted) {
   auto id = identityFromTokenReview(
-      reviewOf("system:serviceaccount:demo:counter", "counter-0", "u-1", json()), "kshard");
+      reviewOf("system:serviceaccount:demo:counter", "counter-0", "u-1", json()), "kshard.io/operator");
   EXPECT_TRUE(id.ok()) << id.status().toString();
 }
 
@@ -110,7 +110,7 @@ TEST_F(TokenReviewAuthenticatorTest, ReviewsATokenOnceAndCachesTheIdentityForIts
   auto id = authenticate("good");
   ASSERT_TRUE(id.ok()) << id.status().toString();
   EXPECT_EQ(id->pod, "counter-0");
-  EXPECT_EQ(lastAudiences_, json::array({"kshard"}));
+  EXPECT_EQ(lastAudiences_, json::array({"kshard.io/operator"}));
   ASSERT_EQ(transport_.requestCount(), 1u);
   EXPECT_EQ(transport_.requests()[0].target, "/apis/authentication.k8s.io/v1/tokenreviews");
   EXPECT_TRUE(authenticate("good").ok());
@@ -169,7 +169,7 @@ class LocallyVerifiedAuthenticatorTest : public TokenReviewAuthenticatorTest {
     return std::chrono::duration_cast<std::chrono::seconds>(clock_.wallNow().time_since_epoch())
         .count();
   }
-  std::string token(const kube::JwtSigner& signer, std::string audience = "kshard",
+  std::string token(const kube::JwtSigner& signer, std::string audience = "kshard.io/operator",
                     std::string pod = "counter-0", std::int64_t ttl = 3600) const {
     return signer.sign(kube::serviceAccountClaims(kIssuer, audience, "demo", "counter", pod,
                                                   pod.empty() ? "" : "u-1", now(), now() + ttl));
@@ -179,7 +179,7 @@ class LocallyVerifiedAuthenticatorTest : public TokenReviewAuthenticatorTest {
   kube::JwtSigner signer_ = kube::JwtSigner::generate("ES256", "k1");
   kube::JwtSigner stranger_ = kube::JwtSigner::generate("ES256", "k2");
   kube::FixedIssuerKeys keys_;
-  kube::TokenVerifier verifier_{keys_, clock_, {.audience = "kshard"}};
+  kube::TokenVerifier verifier_{keys_, clock_, {.audience = "kshard.io/operator"}};
   TokenReviewAuthenticator local_{client_, clock_, &verifier_};
 };
 
@@ -188,8 +188,8 @@ TEST_F(LocallyVerifiedAuthenticatorTest, AFloodOfTokensThatDoNotVerifyMakesNoTok
       {"not-a-jwt", "not a JWT"},
       {token(stranger_), "unknown key"},
       {token(signer_, "https://kubernetes.default.svc"), "audience"},
-      {token(signer_, "kshard", "counter-0", -3600), "expired"},
-      {token(signer_, "kshard", ""), "not bound to a pod"},
+      {token(signer_, "kshard.io/operator", "counter-0", -3600), "expired"},
+      {token(signer_, "kshard.io/operator", ""), "not bound to a pod"},
   };
   for (int round = 0; round < 200; ++round) {
     for (const auto& [t, reason] : bogus) {
@@ -219,7 +219,7 @@ TEST_F(LocallyVerifiedAuthenticatorTest, ATokenThatVerifiesIsStillReviewedByTheA
 
 TEST_F(LocallyVerifiedAuthenticatorTest, KeysNotLoadedYetAreUnavailableNotARefusal) {
   kube::FixedIssuerKeys none;
-  kube::TokenVerifier verifier(none, clock_, {.audience = "kshard"});
+  kube::TokenVerifier verifier(none, clock_, {.audience = "kshard.io/operator"});
   TokenReviewAuthenticator auth(client_, clock_, &verifier);
   std::optional<StatusOr<PodIdentity>> out;
   auth.authenticate(token(signer_), [&](StatusOr<PodIdentity> r) { out = std::move(r); });

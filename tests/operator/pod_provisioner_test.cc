@@ -29,6 +29,21 @@ TEST(ShardCountForPod, InvalidAnnotationIsAnErrorNotTheDefault) {
   }
 }
 
+// Issue 29: any pod labelled kshard.io/shard-map=<anything> made the operator create that
+// ShardMap, without bound.
+TEST(MayCreateShardMap, OnlyForInjectedPodsAndBelowTheCapOfTheNamespace) {
+  const PodInfo injected = podWith({{kInjectedAnnotation, "native-sidecar"}});
+  EXPECT_TRUE(mayCreateShardMap(injected, 0, 20).ok());
+  EXPECT_TRUE(mayCreateShardMap(injected, 19, 20).ok());
+  const Status full = mayCreateShardMap(injected, 20, 20);
+  EXPECT_EQ(full.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(full.message().find("--max-shard-maps-per-namespace"), std::string::npos)
+      << full.message();
+  const Status labelled = mayCreateShardMap(podWith({}), 0, 20);
+  EXPECT_EQ(labelled.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(labelled.message().find("kshard.io/injected"), std::string::npos) << labelled.message();
+}
+
 TEST(NewShardMapObject, IsAShardMapWithTheShardCount) {
   auto obj = newShardMapObject("demo", "counter", 600);
   EXPECT_EQ(obj["apiVersion"], "kshard.io/v1alpha1");

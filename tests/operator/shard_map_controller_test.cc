@@ -834,9 +834,16 @@ TEST(ShardMapController, MetricsCountRoundsMovesAndApiState) {
   EXPECT_EQ(h.moves(), 45.0);  // 30 placed on a, then 15 balanced onto b
   EXPECT_GE(h.rebalances("moved"), 2.0);
   const std::string text = h.registry.exposition();
-  EXPECT_NE(text.find("kshard_operator_pod_shards{pod=\"a\",shard_map=\"demo/counter\"} 15"),
+  EXPECT_NE(text.find("kshard_operator_pod_shards_min{shard_map=\"demo/counter\"} 15"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("kshard_operator_pod_shards_max{shard_map=\"demo/counter\"} 15"),
+            std::string::npos)
+      << text;
+  // Issue 29: /metrics named every tenant's pods.
+  for (const char* pod : {"\"a\"", "\"b\"", "uid-a", "10.1.0."}) {
+    EXPECT_EQ(text.find(pod), std::string::npos) << pod << " in\n" << text;
+  }
   EXPECT_NE(text.find("kshard_operator_unassigned_shards{shard_map=\"demo/counter\"} 0"),
             std::string::npos);
   EXPECT_NE(text.find("kshard_operator_rebalance_duration_seconds_count"), std::string::npos);

@@ -73,7 +73,9 @@ TEST_F(SidecarInjectorTest, InjectsANativeSidecarWithTheDownwardApiEnvironment) 
   EXPECT_EQ(pod["spec"]["containers"].size(), 1u) << "a native sidecar is not a regular container";
 }
 
-TEST_F(SidecarInjectorTest, MountsAPodBoundTokenForTheOperatorOnlyIntoTheSidecar) {
+// Issue 29: one token (audience kshard) went to the operator and to every peer, so a peer could
+// replay it to the operator (e.g. to unregister the pod). Each direction now has its own.
+TEST_F(SidecarInjectorTest, MountsOnePodBoundTokenPerDirectionOnlyIntoTheSidecar) {
   json withVolume = annotatedPod();
   withVolume["spec"]["volumes"] = json::array({{{"name", "data"}, {"emptyDir", json::object()}}});
   for (const json& in : {annotatedPod(), withVolume}) {
@@ -83,13 +85,18 @@ TEST_F(SidecarInjectorTest, MountsAPodBoundTokenForTheOperatorOnlyIntoTheSidecar
       if (v["name"] == "kshard-token") volume = &v;
     }
     ASSERT_NE(volume, nullptr) << pod["spec"].dump();
-    const json& source = (*volume)["projected"]["sources"][0]["serviceAccountToken"];
-    EXPECT_EQ(source["audience"], "kshard");
-    EXPECT_EQ(source["path"], "token");
-    EXPECT_EQ(source["expirationSeconds"], 3600);
+    const json& sources = (*volume)["projected"]["sources"];
+    ASSERT_EQ(sources.size(), 2u);
+    EXPECT_EQ(sources[0]["serviceAccountToken"], (json{{"audience", "kshard.io/operator"},
+                                                       {"path", "operator"},
+                                                       {"expirationSeconds", 3600}}));
+    EXPECT_EQ(sources[1]["serviceAccountToken"], (json{{"audience", "kshard.io/peer/demo/counter"},
+                                                       {"path", "peer"},
+                                                       {"expirationSeconds", 3600}}));
     EXPECT_EQ(pod["spec"]["volumes"].size(), in["spec"].value("volumes", json::array()).size() + 1);
     const json& sc = pod["spec"]["initContainers"][0];
-    EXPECT_EQ(env(sc, "KSHARD_MANAGER_TOKEN_FILE"), "/var/run/secrets/kshard.io/token/token");
+    EXPECT_EQ(env(sc, "KSHARD_MANAGER_TOKEN_FILE"), "/var/run/secrets/kshard.io/token/operator");
+    EXPECT_EQ(env(sc, "KSHARD_PEER_TOKEN_FILE"), "/var/run/secrets/kshard.io/token/peer");
     ASSERT_EQ(sc["volumeMounts"].size(), 1u);
     EXPECT_EQ(sc["volumeMounts"][0]["name"], "kshard-token");
     EXPECT_EQ(sc["volumeMounts"][0]["readOnly"], true);
@@ -99,16 +106,26 @@ TEST_F(SidecarInjectorTest, MountsAPodBoundTokenForTheOperatorOnlyIntoTheSidecar
 }
 
 TEST_F(SidecarInjectorTest, TellsTheSidecarWhoTheOperatorIsWhenPeerAuthIsOn) {
-  EXPECT_EQ(
-      env(inject(injector(), annotatedPod())["spec"]["initContainers"][0], "KSHARD_PEER_AUTH"),
-      "none");
   InjectionConfig cfg;
-  cfg.peerAuth = "token";
   cfg.operatorIdentity = "system:serviceaccount:kshard-system:kshard";
   const json pod = inject(injector(cfg), annotatedPod());
   const json& sc = pod["spec"]["initContainers"][0];
-  EXPECT_EQ(env(sc, "KSHARD_PEER_AUTH"), "token");
+  EXPECT_EQ(env(sc, "KSHARD_PEER_AUTH"), "token") << "peer authentication is on by default";
   EXPECT_EQ(env(sc, "KSHARD_OPERATOR_IDENTITY"), "system:serviceaccount:kshard-system:kshard");
+  cfg.peerAuth = "none";
+  EXPECT_EQ(
+      env(inject(injector(cfg), annotatedPod())["spec"]["initContainers"][0], "KSHARD_PEER_AUTH"),
+      "none");
+}
+
+TEST_F(SidecarInjectorTest, APodWhoseNamespaceIsUnknownIsRefused) {
+  json pod = annotatedPod();
+  pod["metadata"].erase("namespace");
+  const auto patch = injector().patchFor(pod, "");
+  ASSERT_FALSE(patch.ok());
+  EXPECT_NE(patch.status().message().find("namespace"), std::string::npos)
+      << patch.status().toString();
+  EXPECT_TRUE(injector().patchFor(annotatedPod(), "").ok()) << "the pod's own namespace counts";
 }
 
 TEST_F(SidecarInjectorTest, AddsTheDrainPreStopAndAGracePeriodThatCoversTheHandoff) {

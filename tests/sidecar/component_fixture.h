@@ -560,7 +560,10 @@ class SidecarComponentTest : public ::testing::Test {
                   "--admin-bind-address=127.0.0.1", "--map-source=manager",
                   "--manager-address=" + operator_.address(), "--map-poll-interval=100ms",
                   "--max-concurrent-stops=" + std::to_string(kMaxConcurrentStops),
-                  "--peer-transport=" + peerTransport()};
+                  "--peer-transport=" + peerTransport(),
+                  // No API server for the issuer keys here: the fixture's stub operator sends
+                  // no credentials (tests/sidecar/token_authorizer_test.cc covers them).
+                  "--peer-auth=none"};
       for (const auto& arg : extraArgs()) sc->argv.push_back(arg);
       launch(*sc);
       sc->api = client("127.0.0.1:" + std::to_string(sc->apiPort));

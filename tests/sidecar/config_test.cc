@@ -11,6 +11,7 @@
 namespace kshard::sidecar {
 namespace {
 
+// Identity only, with the peer API's authentication turned off on purpose.
 SidecarConfig valid() {
   SidecarConfig c;
   c.podName = "counter-0";
@@ -18,6 +19,7 @@ SidecarConfig valid() {
   c.podUid = "uid-0";
   c.podIp = "10.0.0.1";
   c.shardMap = "counter";
+  c.peerAuth = "none";
   return c;
 }
 
@@ -25,7 +27,8 @@ SidecarConfig withTokenAuth() {
   SidecarConfig c = valid();
   c.peerAuth = "token";
   c.operatorIdentity = "system:serviceaccount:kshard-system:kshard";
-  c.managerTokenFile = "/var/run/secrets/kshard.io/token/token";
+  c.managerTokenFile = "/var/run/secrets/kshard.io/token/operator";
+  c.peerTokenFile = "/var/run/secrets/kshard.io/token/peer";
   return c;
 }
 
@@ -56,8 +59,19 @@ TEST(SidecarConfig, TokenAuthNeedsTheOperatorsIdentityAndThePodsToken) {
     EXPECT_NE(errorOf(c).find("--operator-identity"), std::string::npos) << bad;
   }
   SidecarConfig c = withTokenAuth();
-  c.managerTokenFile.clear();
-  EXPECT_NE(errorOf(c).find("--manager-token-file: required"), std::string::npos) << errorOf(c);
+  c.peerTokenFile.clear();
+  EXPECT_NE(errorOf(c).find("--peer-token-file: required"), std::string::npos) << errorOf(c);
+}
+
+// Issue 29: the binary accepted every caller of the peer API unless told otherwise.
+TEST(SidecarConfig, PeerAuthIsTokenByDefaultAndSaysWhatIsMissing) {
+  SidecarConfig c = valid();
+  c.peerAuth = SidecarConfig{}.peerAuth;
+  EXPECT_EQ(c.peerAuth, "token");
+  const std::string error = errorOf(c);
+  EXPECT_NE(error.find("--operator-identity"), std::string::npos) << error;
+  EXPECT_NE(error.find("--peer-auth=none"), std::string::npos)
+      << "the error does not say how to turn it off: " << error;
 }
 
 TEST(SidecarConfig, TokenAuthWithoutTheApiNeedsAKeysFileAndItsIssuer) {

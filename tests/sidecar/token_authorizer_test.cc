@@ -16,6 +16,9 @@ using namespace std::chrono_literals;
 
 const std::string kIssuer = "https://kubernetes.default.svc.cluster.local";
 const std::string kOperator = "system:serviceaccount:kshard-system:kshard";
+// What the callers of demo/counter's sidecars need (protocol/audiences.h).
+const std::string kOperatorAudience = "kshard.io/sidecar/demo/counter";
+const std::string kPeerAudience = "kshard.io/peer/demo/counter";
 
 void setKeys(FixedIssuerKeys& keys, const kube::JwtSigner& signer) {
   keys.set(kIssuer, std::move(*kube::JwkSet::parse(signer.jwks())));
@@ -40,13 +43,20 @@ class TokenAuthorizerTest : public ::testing::Test {
         .count();
   }
   std::string podToken(const std::string& pod, const std::string& uid,
-                       const std::string& ns = "demo", std::int64_t ttl = 3600) const {
-    return signer_.sign(kube::serviceAccountClaims(kIssuer, "kshard", ns, "counter", pod, uid,
-                                                   now(), now() + ttl));
+                       const std::string& ns = "demo", std::int64_t ttl = 3600,
+                       const json& audience = kPeerAudience) const {
+    json claims =
+        kube::serviceAccountClaims(kIssuer, "", ns, "counter", pod, uid, now(), now() + ttl);
+    claims["aud"] = audience;
+    return signer_.sign(claims);
   }
-  std::string operatorToken(std::int64_t ttl = 3600) const {
-    json claims = kube::serviceAccountClaims(kIssuer, "kshard", "kshard-system", "kshard",
-                                             "kshard-operator-0", "op-uid", now(), now() + ttl);
+  // As the operator mints it with TokenRequest: not bound to a pod.
+  std::string operatorToken(std::int64_t ttl = 3600,
+                            const json& audience = kOperatorAudience) const {
+    json claims = kube::serviceAccountClaims(kIssuer, "", "kshard-system", "kshard", "", "", now(),
+                                             now() + ttl);
+    claims["kubernetes.io"].erase("pod");
+    claims["aud"] = audience;
     return signer_.sign(claims);
   }
 
@@ -60,7 +70,9 @@ class TokenAuthorizerTest : public ::testing::Test {
 
 TEST_F(TokenAuthorizerTest, OnlyTheOperatorMayPingAssignAndUnassign) {
   EXPECT_TRUE(auth_.authorizeOperator(withToken(operatorToken())).ok());
-  const Status pod = auth_.authorizeOperator(withToken(podToken("counter-0", "counter-0-uid")));
+  // A pod's token for the operator's audience of this map (any tenant may mint its own).
+  const Status pod = auth_.authorizeOperator(
+      withToken(podToken("counter-0", "counter-0-uid", "demo", 3600, kOperatorAudience)));
   EXPECT_EQ(pod.code(), StatusCode::kPermissionDenied);
   EXPECT_NE(pod.message().find("system:serviceaccount:demo:counter"), std::string::npos)
       << pod.message();
@@ -69,8 +81,38 @@ TEST_F(TokenAuthorizerTest, OnlyTheOperatorMayPingAssignAndUnassign) {
   // Signed by a key the cluster does not have, under the same kid.
   const auto forger = kube::JwtSigner::generate("ES256", "k1");
   const std::string forged = forger.sign(kube::serviceAccountClaims(
-      kIssuer, "kshard", "kshard-system", "kshard", "x", "y", now(), now() + 60));
+      kIssuer, kOperatorAudience, "kshard-system", "kshard", "x", "y", now(), now() + 60));
   EXPECT_EQ(auth_.authorizeOperator(withToken(forged)).code(), StatusCode::kUnauthenticated);
+}
+
+// Issue 29: the operator's one token opened every sidecar, and every pod it pinged received it.
+TEST_F(TokenAuthorizerTest, TheOperatorsTokenForAnotherShardMapOpensNothingHere) {
+  for (const char* other : {"kshard.io/sidecar/demo/other", "kshard.io/sidecar/other/counter",
+                            "kshard", "kshard.io/operator", "kshard.io/peer/demo/counter"}) {
+    const Status s = auth_.authorizeOperator(withToken(operatorToken(3600, other)));
+    EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << other;
+  }
+  // One that another map's sidecars would take too.
+  const Status both = auth_.authorizeOperator(withToken(
+      operatorToken(3600, json::array({kOperatorAudience, "kshard.io/sidecar/demo/other"}))));
+  EXPECT_EQ(both.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(both.message().find("only"), std::string::npos) << both.message();
+}
+
+// A pod's token for the manager API, which a peer receives in no message, and a peer's token,
+// which the operator would take from nobody, are each good for their own direction only.
+TEST_F(TokenAuthorizerTest, EachDirectionNeedsItsOwnAudienceEvenFromTheCache) {
+  const std::string peer = podToken("counter-1", "counter-1-uid");
+  ASSERT_TRUE(auth_.authorizePeer(withToken(peer)).ok());
+  ASSERT_EQ(auth_.cachedTokens(), 1u);
+  EXPECT_EQ(auth_.authorizeOperator(withToken(peer)).code(), StatusCode::kUnauthenticated)
+      << "a cached peer token was taken for an operator call";
+  const std::string manager =
+      podToken("counter-1", "counter-1-uid", "demo", 3600, "kshard.io/operator");
+  EXPECT_EQ(auth_.authorizePeer(withToken(manager)).code(), StatusCode::kUnauthenticated);
+  const std::string otherMap =
+      podToken("counter-1", "counter-1-uid", "demo", 3600, "kshard.io/peer/demo/other");
+  EXPECT_EQ(auth_.authorizePeer(withToken(otherMap)).code(), StatusCode::kUnauthenticated);
 }
 
 TEST_F(TokenAuthorizerTest, OnlyRegisteredPodsOfTheSameShardMapMayForward) {
@@ -82,7 +124,7 @@ TEST_F(TokenAuthorizerTest, OnlyRegisteredPodsOfTheSameShardMapMayForward) {
   EXPECT_EQ(auth_.authorizePeer(withToken(podToken("counter-1", "counter-1-uid", "other"))).code(),
             StatusCode::kPermissionDenied);
   // The operator's token is not bound to a registered pod of this map.
-  EXPECT_EQ(auth_.authorizePeer(withToken(operatorToken())).code(),
+  EXPECT_EQ(auth_.authorizePeer(withToken(operatorToken(3600, kPeerAudience))).code(),
             StatusCode::kPermissionDenied);
   // Not (yet) in this sidecar's copy of the status: the sender is told to retry.
   const Status unknown = auth_.authorizePeer(withToken(podToken("counter-2", "counter-2-uid")));
@@ -91,8 +133,8 @@ TEST_F(TokenAuthorizerTest, OnlyRegisteredPodsOfTheSameShardMapMayForward) {
                                          {"counter-2", ""}}));
   EXPECT_TRUE(auth_.authorizePeer(withToken(podToken("counter-2", "counter-2-uid"))).ok());
   // A token without a pod binding.
-  json unbound = kube::serviceAccountClaims(kIssuer, "kshard", "demo", "counter", "", "", now(),
-                                            now() + 60);
+  json unbound = kube::serviceAccountClaims(kIssuer, kPeerAudience, "demo", "counter", "", "",
+                                            now(), now() + 60);
   unbound["kubernetes.io"].erase("pod");
   EXPECT_EQ(auth_.authorizePeer(withToken(signer_.sign(unbound))).code(),
             StatusCode::kPermissionDenied);
@@ -142,7 +184,7 @@ TEST_F(TokenAuthorizerTest, RotatedKeysDropTheCacheAndAnUnknownKeyAsksForARefres
   EXPECT_EQ(keys_.refreshRequests(), 1);
   EXPECT_EQ(auth_.cachedTokens(), 0u);
   const std::string fresh = rotated.sign(kube::serviceAccountClaims(
-      kIssuer, "kshard", "demo", "counter", "counter-0", "counter-0-uid", now(), now() + 60));
+      kIssuer, kPeerAudience, "demo", "counter", "counter-0", "counter-0-uid", now(), now() + 60));
   EXPECT_TRUE(auth_.authorizePeer(withToken(fresh)).ok());
 }
 
@@ -214,6 +256,39 @@ TEST_F(ApiServerIssuerKeysTest, LoadsTheIssuerAndKeysAndRefreshesOnRotation) {
   // Unchanged keys keep their generation (the authorizer's cache stays).
   scheduler_.advance(300s);
   EXPECT_EQ(keys.current()->generation, second->generation);
+  keys.stop();
+}
+
+// Issue 29: a token naming an unknown key, sent to every sidecar, made each fetch the keys every
+// 10 s for as long as it lasted. Refreshes that find nothing new now back off to the periodic rate.
+TEST_F(ApiServerIssuerKeysTest, UnknownKeyRefreshesBackOffWhileTheyFindNothingNew) {
+  ApiServerIssuerKeys keys(
+      client_, scheduler_, logger_,
+      {.refreshEvery = 300s, .minRefreshGap = 10s, .retryAfterFailure = 2s, .maxRetryDelay = 30s});
+  keys.start();
+  ASSERT_TRUE(keys.waitLoaded(5s));
+  std::vector<int> gaps;  // seconds between the fetches a flood of unknown keys causes
+  int since = 0;
+  std::size_t requests = transport_.requestCount();
+  for (int second = 1; second <= 1000 && gaps.size() < 7; ++second) {
+    keys.refreshSoon();  // every second, a token with an unknown key
+    scheduler_.advance(1s);
+    ++since;
+    if (transport_.requestCount() != requests) {
+      requests = transport_.requestCount();
+      gaps.push_back(since);
+      since = 0;
+    }
+  }
+  EXPECT_EQ(gaps, (std::vector<int>{10, 20, 40, 80, 160, 300, 300}));
+  // A real rotation resets the gap.
+  jwks_ = kube::JwtSigner::generate("RS256", "k2").jwks();
+  scheduler_.advance(300s);  // the periodic refresh finds it
+  ASSERT_EQ(keys.current()->keys.keyIds(), std::vector<std::string>{"k2"});
+  requests = transport_.requestCount();
+  keys.refreshSoon();
+  scheduler_.advance(10s);
+  EXPECT_EQ(transport_.requestCount(), requests + 2) << "the gap did not start over";
   keys.stop();
 }
 

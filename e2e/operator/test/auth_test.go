@@ -13,9 +13,10 @@ import (
 )
 
 // The manager API takes register, unregister and notify-unhealthy only with the calling pod's own
-// projected token (audience kshard): the stub pods register with theirs, while calls without a
-// token, with a token for another audience or with another pod's token are refused, change
-// nothing, and leave a Warning Event on the ShardMap.
+// projected token (audience kshard.io/operator): the stub pods register with theirs, while calls
+// without a token, with a token for another audience (the API server's, or the pod's peer token)
+// or with another pod's token are refused, change nothing, and leave a Warning Event on the
+// ShardMap.
 func TestManagerApiTakesOnlyThePodsOwnToken(t *testing.T) {
 	c := clients(t)
 	ns := testNamespace(t, c, "op-auth")
@@ -66,8 +67,10 @@ func TestManagerApiTakesOnlyThePodsOwnToken(t *testing.T) {
 		{"unregister without a token", "unregister", unregisterA, "", 401, "no bearer token"},
 		{"unregister with a token for the Kubernetes API's audience", "unregister", unregisterA,
 			tokenFor(a, "https://kubernetes.default.svc.cluster.local"), 401, ""},
-		{"unregister of pod a with pod b's token", "unregister", unregisterA, tokenFor(b, "kshard"), 403, "only itself"},
-		{"register of pod a with pod b's token", "register", registerA, tokenFor(b, "kshard"), 403, "only itself"},
+		{"unregister with pod a's token for its peers", "unregister", unregisterA,
+			tokenFor(a, "kshard.io/peer/"+ns+"/"+sm), 401, ""},
+		{"unregister of pod a with pod b's token", "unregister", unregisterA, tokenFor(b, "kshard.io/operator"), 403, "only itself"},
+		{"register of pod a with pod b's token", "register", registerA, tokenFor(b, "kshard.io/operator"), 403, "only itself"},
 		{"notify-unhealthy without a token", "notify-unhealthy", fmt.Sprintf(`{"pod":%q}`, a.Name), "", 401, "no bearer token"},
 		{"a forged token", "unregister", unregisterA, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", 401, ""},
 	}
@@ -85,7 +88,7 @@ func TestManagerApiTakesOnlyThePodsOwnToken(t *testing.T) {
 		t.Errorf("refused calls changed the map: epoch %d -> %d, %d pods registered", before.Epoch, after.Epoch, len(after.Pods))
 	}
 	// Pod a's own token is accepted: the call goes through (a re-register keeps its shards).
-	if status, body := httpPostAs(url("register"), registerA, tokenFor(a, "kshard")); status != 200 {
+	if status, body := httpPostAs(url("register"), registerA, tokenFor(a, "kshard.io/operator")); status != 200 {
 		t.Errorf("register of pod a with its own token: got %d %s, want 200", status, body)
 	}
 	waitFor(t, 30*time.Second, "Warning Events Unauthenticated and Forbidden on the ShardMap", func() (bool, string) {

@@ -207,7 +207,10 @@ func startOperatorAt(t *testing.T, name, leaseNamespace, watchNamespace, manager
 		"--lease-namespace", leaseNamespace, "--watch-namespace", watchNamespace,
 		"--log-level", "debug"}
 	op.cmd = exec.Command(env(t, "KSHARD_OPERATOR_BIN"), append(args, extra...)...)
-	op.cmd.Env = append(os.Environ(), "POD_NAME="+name, "POD_NAMESPACE="+leaseNamespace)
+	// The operator mints its tokens for the sidecars from the namespace's default ServiceAccount
+	// (the stub pods do not check them; the chart's e2e/security suite does).
+	op.cmd.Env = append(os.Environ(), "POD_NAME="+name, "POD_NAMESPACE="+leaseNamespace,
+		"POD_SERVICE_ACCOUNT=default")
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
 	if err := op.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -38,13 +38,15 @@ func stubDeployment(name, sm, version string, replicas int32, managers []string)
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				// The injector's marker: the operator creates a missing ShardMap only for such pods.
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels,
+					Annotations: map[string]string{"kshard.io/injected": "container"}},
 				Spec: v1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(30)),
 					// What the sidecar injector mounts: the pod's token for the operator.
 					Volumes: []v1.Volume{{Name: "kshard-token", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
 						Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{
-							Audience: "kshard", ExpirationSeconds: ptr.To(int64(3600)), Path: "token"}}}}}}},
+							Audience: "kshard.io/operator", ExpirationSeconds: ptr.To(int64(3600)), Path: "operator"}}}}}}},
 					Containers: []v1.Container{{
 						Name:  "stub-sidecar",
 						Image: stubImage,
@@ -54,7 +56,7 @@ func stubDeployment(name, sm, version string, replicas int32, managers []string)
 							fieldEnv("KSHARD_VERSION", "metadata.labels['app.kubernetes.io/version']"),
 							{Name: "KSHARD_SHARD_MAP", Value: sm},
 							{Name: "KSHARD_MANAGERS", Value: strings.Join(managers, ",")},
-							{Name: "KSHARD_MANAGER_TOKEN_FILE", Value: "/var/run/secrets/kshard.io/token/token"},
+							{Name: "KSHARD_MANAGER_TOKEN_FILE", Value: "/var/run/secrets/kshard.io/token/operator"},
 						},
 						VolumeMounts: []v1.VolumeMount{{Name: "kshard-token", MountPath: "/var/run/secrets/kshard.io/token", ReadOnly: true}},
 						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
@@ -284,7 +286,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	}
 	realPod := st.Pods[0]
 	tr, err := c.cs.CoreV1().ServiceAccounts(ns).CreateToken(bg(), "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
-		Audiences:      []string{"kshard"},
+		Audiences:      []string{"kshard.io/operator"},
 		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: realPod.Name, UID: types.UID(realPod.UID)},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -334,7 +336,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	// Pods labelled for a ShardMap that does not exist: the leader creates it, with the shard
 	// count of their kshard.io/shards annotation, and they register.
 	auto := stubDeployment("auto", "auto", "1.0.0", 2, managers)
-	auto.Spec.Template.Annotations = map[string]string{"kshard.io/shards": "24"}
+	auto.Spec.Template.Annotations["kshard.io/shards"] = "24"
 	if _, err := c.cs.AppsV1().Deployments(ns).Create(bg(), auto, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -157,8 +157,9 @@ func withBearer(headers map[string]string, token string) map[string]string {
 	return out
 }
 
-// peerTokens returns projected tokens (audience kshard) of the operator's ServiceAccount and of
-// the counter pod's, the latter bound to that pod: what the operator and a registered sidecar
+// peerTokens returns tokens of the operator's ServiceAccount (audience
+// kshard.io/sidecar/<ns>/counter, as the operator mints it) and of the counter pod's (audience
+// kshard.io/peer/<ns>/counter, bound to that pod): what the operator and a registered sidecar
 // send on the peer API.
 func (s *suite) peerTokens(c sc, podName string) (operator, pod string) {
 	c.Helper()
@@ -175,8 +176,10 @@ func (s *suite) peerTokens(c sc, podName string) (operator, pod string) {
 	if p == nil {
 		c.fatalf("counter pod %s is gone", podName)
 	}
-	operator = s.token(c, s.cfg.kshardNS, serviceAccountOf(&d.Spec.Template.Spec), nil)
+	operator = s.token(c, s.cfg.kshardNS, serviceAccountOf(&d.Spec.Template.Spec),
+		"kshard.io/sidecar/"+s.cfg.counterNS+"/"+counterName, nil)
 	pod = s.token(c, s.cfg.counterNS, serviceAccountOf(&p.Spec),
+		"kshard.io/peer/"+s.cfg.counterNS+"/"+counterName,
 		&authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID})
 	return operator, pod
 }
@@ -188,13 +191,13 @@ func serviceAccountOf(spec *v1.PodSpec) string {
 	return spec.ServiceAccountName
 }
 
-func (s *suite) token(c sc, ns, serviceAccount string, bound *authv1.BoundObjectReference) string {
+func (s *suite) token(c sc, ns, serviceAccount, audience string, bound *authv1.BoundObjectReference) string {
 	c.Helper()
 	seconds := int64(600)
 	ctx, cancel := apiCtx()
 	defer cancel()
 	tr, err := s.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, serviceAccount, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
-		Audiences: []string{"kshard"}, ExpirationSeconds: &seconds, BoundObjectRef: bound}}, metav1.CreateOptions{})
+		Audiences: []string{audience}, ExpirationSeconds: &seconds, BoundObjectRef: bound}}, metav1.CreateOptions{})
 	if err != nil {
 		c.fatalf("a token of %s/%s: %v", ns, serviceAccount, err)
 	}
@@ -352,10 +355,11 @@ func (s *suite) badSidecarRequests(c sc) int {
 	} {
 		n += expectValidationRefusal(c, "sidecar peer API, "+r.what, r.method, peer+r.path, r.headers, r.body)
 	}
-	// The authentication in front: a well-formed assign without a token, or with a pod's.
+	// The authentication in front: a well-formed assign without a token, or with the token a pod
+	// sends its peers (another audience than the operator's for this map: 401).
 	assign := []byte(`{"shardMap":"` + s.cfg.counterNS + `/` + counterName + `","epoch":1,"shards":"1"}`)
 	n += expectStatus(c, "sidecar peer API, assign without a token", "POST", peer+"/v1/shards/assign", nil, assign, http.StatusUnauthorized)
-	n += expectStatus(c, "sidecar peer API, assign with a pod's token", "POST", peer+"/v1/shards/assign", forward(nil), assign, http.StatusForbidden)
+	n += expectStatus(c, "sidecar peer API, assign with a pod's peer token", "POST", peer+"/v1/shards/assign", forward(nil), assign, http.StatusUnauthorized)
 	// Too large: 413, or the connection closed before the whole body was sent.
 	big := bytes.Repeat([]byte("x"), 5<<20)
 	if code, reply, err := httpDo("POST", peer+"/v1/peer/entities/counter/"+id, forward(nil), big); err == nil && (code < 400 || code > 499) {
@@ -415,8 +419,9 @@ func (s *suite) badManagerRequests(c sc) int {
 			return false, err.Error()
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Sprintf("GET %s answered %d", url, resp.StatusCode)
+		// A follower answers 503 NotLeader before anything else; the leader asks for a token.
+		if resp.StatusCode != http.StatusUnauthorized {
+			return false, fmt.Sprintf("GET %s answered %d, not the leader's 401", url, resp.StatusCode)
 		}
 		m = got
 		return true, ""

@@ -7,7 +7,7 @@
 // Environment: POD_NAME, POD_NAMESPACE, POD_UID, POD_IP (downward API), KSHARD_SHARD_MAP (the
 // ShardMap's name), KSHARD_MANAGERS (comma-separated host:port of the operator replicas; a
 // follower's 503 names the leader), KSHARD_VERSION (the version label), KSHARD_MANAGER_TOKEN_FILE
-// (the pod's projected token, audience kshard, sent as a bearer token).
+// (the pod's projected token, audience kshard.io/operator, sent as a bearer token).
 //
 // Besides the peer API: GET /healthz, and GET /debug/stats with the counts of calls received.
 package main
@@ -210,7 +210,7 @@ func (s *stub) call(verb string, body any) (int, string, error) {
 			return 0, "", err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		// The pod's projected token (audience kshard), re-read on every call: the kubelet rotates it.
+		// The pod's projected token (audience kshard.io/operator), re-read on every call: the kubelet rotates it.
 		if file := os.Getenv("KSHARD_MANAGER_TOKEN_FILE"); file != "" {
 			if token, err := os.ReadFile(file); err == nil {
 				req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))

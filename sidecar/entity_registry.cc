@@ -98,7 +98,8 @@ void EntityRegistry::scheduleLocked(Duration delay, std::function<void()> task,
   if (slot) *slot = *id;
 }
 
-std::vector<ShardId> EntityRegistry::assign(const std::vector<ShardId>& shards, Epoch epoch) {
+std::vector<ShardId> EntityRegistry::assign(const std::vector<ShardId>& shards, Epoch epoch,
+                                            bool fromMap) {
   std::vector<ShardId> refused;
   std::lock_guard lock(mu_);
   for (ShardId s : shards) {
@@ -110,7 +111,8 @@ std::vector<ShardId> EntityRegistry::assign(const std::vector<ShardId>& shards, 
     }
     // Epoch fence: an unassign as of a newer epoch was processed, so this assign was sent
     // before it and arrives late. Taking the shard would make two owners.
-    if (auto f = fences_.find(s); f != fences_.end() && epoch < f->second) {
+    if (auto f = fences_.find(s);
+        f != fences_.end() && (epoch < f->second || (fromMap && epoch == f->second))) {
       refused.push_back(s);
       continue;
     }

@@ -144,7 +144,13 @@ class EntityRegistry {
   // Takes ownership of `shards` at `epoch`. Idempotent. Returns the shards refused because an
   // unassign at a newer epoch was already processed (a delayed, stale assign). A shard that is
   // being handed off is taken back: its remaining entities stay active here.
-  std::vector<ShardId> assign(const std::vector<ShardId>& shards, Epoch epoch);
+  //
+  // `fromMap`: the assignment was read from the ShardMap (watched or polled), not commanded. It
+  // must then be newer than any unassign processed: an unassign at epoch F tells this pod to let
+  // go as of F, and a map written at F may still name this pod as the owner (the operator
+  // releases a pod before it persists its removal), while a command at F was sent after it.
+  std::vector<ShardId> assign(const std::vector<ShardId>& shards, Epoch epoch,
+                              bool fromMap = false);
 
   // Releases `shards` as of `epoch` (see the epoch fencing above): refuses new messages for them,
   // lets accepted ones finish, stops their entities, and calls `done` once all are released or

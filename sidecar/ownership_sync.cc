@@ -28,7 +28,7 @@ OwnershipSyncResult syncOwnership(const RoutingSnapshot& map, const protocol::Ta
     }
   }
   if (!mine.empty()) {
-    const auto refused = registry.assign(mine, epoch);
+    const auto refused = registry.assign(mine, epoch, /*fromMap=*/true);
     result.adopted = mine.size() - refused.size();
   }
   return result;

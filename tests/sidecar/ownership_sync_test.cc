@@ -81,5 +81,23 @@ TEST_F(OwnershipSyncTest, AdoptionRespectsEpochFences) {
   EXPECT_FALSE(registry_.owns(1));
 }
 
+// The operator releases a vanished pod (unassign at the epoch its removal will persist at, e+1)
+// before it writes that removal; a round in between may write e+1 with the pod still named. The
+// pod's watch must not take the shards back from that map: a command at e+1 may, a map may not.
+TEST_F(OwnershipSyncTest, AMapAtTheEpochOfAnUnassignDoesNotGiveTheShardsBack) {
+  ASSERT_THAT(registry_.assign({1, 2}, 4), IsEmpty());
+  registry_.unassign({1, 2}, 5, std::chrono::seconds(1), [](std::vector<ShardId>) {});
+  scheduler_.runDue();
+  ASSERT_FALSE(registry_.owns(1));
+  auto r = syncOwnership(snapshotOf(makeMap(4, 5, {{"p1", "1-2"}})), kP1, registry_);
+  EXPECT_EQ(r.adopted, 0u);
+  EXPECT_THAT(registry_.ownedShards(), IsEmpty());
+  // A newer map does give them back, and so does a command at the unassign's epoch.
+  r = syncOwnership(snapshotOf(makeMap(4, 6, {{"p1", "1"}})), kP1, registry_);
+  EXPECT_EQ(r.adopted, 1u);
+  EXPECT_THAT(registry_.assign({2}, 5), IsEmpty());
+  EXPECT_THAT(registry_.ownedShards(), ElementsAre(1, 2));
+}
+
 }  // namespace
 }  // namespace kshard::sidecar

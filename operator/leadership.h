@@ -27,8 +27,8 @@ class Leadership {
 };
 
 // Whether this replica may still confirm pods' ownership leases (the renew call of the manager
-// API): while it leads, and for `grace` after its last renewal of the Lease unless another
-// replica has taken it. The grace keeps pods serving through an API server outage, during which
+// API): for `grace` after its last renewal of the Lease, unless another replica has taken it
+// (whether or not the leading flag is still set: it may be stale after a freeze). The grace keeps pods serving through an API server outage, during which
 // no replica can lead (nor move a shard); a replica that takes the Lease over counts it in its
 // wait before it moves the shards of a pod that vanished (docs/reliability.md).
 bool mayConfirmOwnership(const Leadership& leadership, SteadyTime now, Duration grace);

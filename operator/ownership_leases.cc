@@ -5,8 +5,10 @@
 namespace kshard::manager {
 
 bool mayConfirmOwnership(const Leadership& leadership, SteadyTime now, Duration grace) {
-  if (leadership.isLeader()) return true;
   const auto renewed = leadership.lastRenewal();
+  // The leading flag is cleared by the elector's own timer: a replica frozen past its term may
+  // answer a renew before that timer runs. Its last renewal of the Lease bounds it either way.
+  if (leadership.isLeader()) return !renewed.has_value() || now < *renewed + grace;
   return renewed.has_value() && !leadership.deposed() && now < *renewed + grace;
 }
 

@@ -1094,7 +1094,7 @@ void ShardMapController::doRegister(std::shared_ptr<RegisterBatch> batch, int at
         // A new incarnation starts afresh; a restarted sidecar is reachable again. The register
         // confirms its ownership lease (the sidecar counts it from its request's start).
         runtime_[request.pod] = PodRuntime{};
-        grants_[request.pod + "/" + request.uid] = d_.scheduler.clock().now();
+        recordGrant(request.pod, request.uid);
         reply(epochResponse(current_.status.epoch));
         if (outcome.sameUid) {
           resend.push_back(request.pod);

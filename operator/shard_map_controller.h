@@ -210,6 +210,8 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   // What removeDead may do with a dead pod now (shard_map_controller_leases.cc).
   enum class Removal { kNow, kLater };
   Removal removal(const sharding::RegisteredPod& pod, const std::optional<PodInfo>& observed);
+  // A register or renew confirmed the pod's ownership lease now.
+  void recordGrant(const std::string& pod, const std::string& uid);
   // The dead pod's sidecar may still run: asks it to release its shards (an unassign), so that
   // they need not wait for its lease. A success queues the pod's removal again.
   void releaseDeadPod(const sharding::RegisteredPod& pod);
@@ -291,6 +293,9 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   SteadyTime termStart_{};
   std::map<std::string, SteadyTime> grants_;
   std::map<std::string, SteadyTime> deathSeen_;
+  // Pods whose sidecar spoke (registered or renewed) while the informer showed every container
+  // terminated: that status predates a restart the kubelet could not report, and confirms no end.
+  std::set<std::string> staleTermination_;
   std::set<std::string> released_;
   std::set<std::string> releasing_;
   std::map<std::string, Scheduler::TaskId> removalChecks_;  // by pod name

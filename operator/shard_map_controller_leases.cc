@@ -37,22 +37,35 @@ void ShardMapController::renew(protocol::Target target, Reply reply) {
                              pod.incarnation + ", not " + target.incarnation));
       return;
     }
-    // A pod found dead (its object gone or replaced) is never confirmed again: the wait for its
-    // lease to run out must not be extended by the pod itself.
+    // A pod found dead (its object gone or replaced, in the informer's view) is never confirmed
+    // again: the wait for its lease to run out must not be extended by the pod itself. (While
+    // the API server is down, the manager API lets a renew through on the token alone: this is
+    // what stops a pod whose object is gone.)
     const std::string key = leaseKey(pod.name, pod.uid);
     const auto cached = d_.directory.cached(ref_.ns, pod.name);
-    if (deathSeen_.count(key) || (cached && cached->uid != pod.uid)) {
+    if (deathSeen_.count(key) || !cached || cached->uid != pod.uid) {
       reply(refusedRenew(404, protocol::errors::kPodNotAlive,
                          "pod " + pod.name + " (uid " + pod.uid + ") is gone"));
       return;
     }
     // Recorded before the answer: the sidecar counts its lease from when it sent this call, so
     // no later than now.
-    grants_[key] = now;
+    recordGrant(pod.name, pod.uid);
     reply(http::Response::json(
         200, protocol::encode(protocol::EpochResponse{
                  static_cast<protocol::Epoch>(current_.status.epoch), std::nullopt})));
   });
+}
+
+void ShardMapController::recordGrant(const std::string& pod, const std::string& uid) {
+  const std::string key = leaseKey(pod, uid);
+  grants_[key] = d_.scheduler.clock().now();
+  const auto cached = d_.directory.cached(ref_.ns, pod);
+  if (cached && cached->uid == uid && cached->containersTerminated) {
+    staleTermination_.insert(key);
+  } else {
+    staleTermination_.erase(key);
+  }
 }
 
 ShardMapController::Removal ShardMapController::removal(const sharding::RegisteredPod& pod,
@@ -62,7 +75,7 @@ ShardMapController::Removal ShardMapController::removal(const sharding::Register
   const Duration lease = current_.spec.ownershipLease;
   // The kubelet said that nothing of the pod runs, for good.
   const std::optional<PodInfo> last = observed ? observed : d_.directory.finalState(ref_.ns, pod.uid);
-  if (last && terminationConfirmed(*last)) return Removal::kNow;
+  if (last && terminationConfirmed(*last) && !staleTermination_.count(key)) return Removal::kNow;
   // Its sidecar answered an unassign of all its shards: they are released.
   if (released_.count(key)) return Removal::kNow;
   if (observed) {
@@ -144,6 +157,7 @@ void ShardMapController::forgetLeases() {
   const auto gone = [&](const std::string& key) { return registered.count(key) == 0; };
   std::erase_if(grants_, [&](const auto& e) { return gone(e.first); });
   std::erase_if(deathSeen_, [&](const auto& e) { return gone(e.first); });
+  std::erase_if(staleTermination_, gone);
   std::erase_if(released_, gone);
 }
 

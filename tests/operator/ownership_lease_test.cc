@@ -83,6 +83,21 @@ TEST(OwnershipLease, AReplicaThatLostTheLeaseRenewsOnlyForItsGraceUntilSomeoneEl
   EXPECT_EQ(renew(h, a).status, 503) << "renewed while another replica may lead";
 }
 
+// A leader frozen past its term thaws with its leading flag still set (the elector's timer that
+// clears it has not run yet): its last renewal of the Lease decides, not the flag.
+TEST(OwnershipLease, AThawedLeaderWithAStaleFlagDoesNotRenew) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a"});
+  StubPod& a = *h.pods.find("a");
+  auto& leadership = h.replica().leadership;
+  EXPECT_EQ(renew(h, a).status, 200);
+  leadership.renewedAt = h.scheduler.clock().now();
+  leadership.renewing = false;
+  h.scheduler.manualClock().advance(graceWithoutApi(30s) + 1s);  // frozen: nothing ran
+  ASSERT_TRUE(leadership.isLeader());
+  EXPECT_EQ(renew(h, a).status, 503) << "a stale leader renewed past its last Lease renewal's grace";
+}
+
 TEST(OwnershipLease, AVanishedPodWhoseSidecarAnswersReleasesItsShardsAtOnce) {
   ControllerHarness h(30);
   startBalanced(h, {"a", "b"});
@@ -168,6 +183,27 @@ TEST(OwnershipLease, APodWhoseEndTheKubeletConfirmedLosesItsShardsAtOnce) {
   h.killPod("a");  // the kubelet reported every container terminated, then the object went
   ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 5s))
       << "a confirmed end did not move the shards at once";
+}
+
+// The kubelet reported every container terminated, restarted them, and could not report that
+// (its node lost the API server); the restarted sidecar renewed. When the object then goes (the
+// pod garbage collector after the Node is deleted), its last status says terminated, but the
+// sidecar spoke since: that is no confirmation, and the shards wait for the lease.
+TEST(OwnershipLease, ATerminatedStatusOlderThanTheSidecarsLastRenewConfirmsNothing) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& a = *h.pods.find("a");
+  const std::size_t held = storedShards(h, "a");
+  ASSERT_GT(held, 0u);
+  h.directory.find("a")->containersTerminated = true;
+  ASSERT_EQ(renew(h, a).status, 200);
+  a.pingFault = a.assignFault = a.unassignFault = a.renewFault = Fault::kDropRequest;
+  h.directory.erase("a");  // the final state: terminating, every container terminated
+  h.controller().podChanged("a");
+  h.run(20s);
+  EXPECT_EQ(storedShards(h, "a"), held) << "a stale status moved the shards while the lease ran";
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 60s))
+      << "the shards did not move once the lease had surely run out";
 }
 
 TEST(OwnershipLease, AFinishedPodWithoutConfirmationKeepsItsShardsWhileItsObjectExists) {

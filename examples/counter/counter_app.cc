@@ -124,33 +124,25 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
     return;
   }
   auto it = active_.find(id);
-  if (it == active_.end()) {
-    auto loaded = store_.load(id);
-    if (!loaded.ok()) {
-      responder.send(error(500, "StoreUnavailable", loaded.status().message()));
+  // A copy held from an older epoch may be stale: the shard may have been elsewhere meanwhile
+  // (a stop that overtook a late message leaves such a copy). Every increment is saved, so the
+  // store has the newest value: load it again.
+  if (it == active_.end() || it->second.epoch < epoch) {
+    auto claimed = claim(id, epoch);
+    if (!claimed.ok()) {
+      const bool fenced = claimed.status().code() == StatusCode::kFailedPrecondition;
+      responder.send(error(fenced ? 409 : 500, fenced ? "Fenced" : "StoreUnavailable",
+                           claimed.status().message()));
       return;
     }
-    // The activation claims the epoch in the store before anything else: a previous owner that
-    // still writes (a call it took before its lease ran out) is refused from now on, instead of
-    // overwriting what this owner does.
-    if (loaded->epoch > epoch) {
-      responder.send(error(409, "Fenced",
-                           "a newer owner (epoch " + std::to_string(loaded->epoch) +
-                               ") has this counter"));
-      return;
+    if (it == active_.end()) {
+      it = active_.emplace(id, Active{*claimed, epoch}).first;
+      writeEvent("activate", id, shard, epoch, it->second.value);
+    } else {
+      it->second = Active{*claimed, epoch};
     }
-    if (loaded->epoch < epoch) {
-      if (Status s = store_.save(id, {loaded->value, epoch}); !s.ok()) {
-        const int status = s.code() == StatusCode::kFailedPrecondition ? 409 : 500;
-        responder.send(error(status, status == 409 ? "Fenced" : "StoreUnavailable", s.message()));
-        return;
-      }
-    }
-    it = active_.emplace(id, Active{loaded->value, epoch}).first;
-    writeEvent("activate", id, shard, epoch, it->second.value);
   }
   Active& a = it->second;
-  a.epoch = std::max(a.epoch, epoch);
   if (op == "increment") {
     // Saved before answering, with the epoch as fencing token: an acknowledged increment
     // survives the pod, and a pod that lost the shard cannot overwrite the new owner's state.
@@ -165,6 +157,22 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
   const json out = {{"id", id}, {"value", a.value}, {"pod", options_.pod}, {"epoch", a.epoch}};
   lock.unlock();
   responder.send(http::Response::json(200, out.dump()));
+}
+
+StatusOr<std::int64_t> CounterApp::claim(const std::string& id, std::uint64_t epoch) {
+  auto loaded = store_.load(id);
+  if (!loaded.ok()) return loaded.status();
+  // The epoch is claimed in the store before anything else: a previous owner that still writes
+  // (a call it took before its lease ran out) is refused from now on, instead of overwriting
+  // what this owner does.
+  if (loaded->epoch > epoch) {
+    return failedPrecondition("a newer owner (epoch " + std::to_string(loaded->epoch) +
+                              ") has this counter");
+  }
+  if (loaded->epoch < epoch) {
+    if (Status s = store_.save(id, {loaded->value, epoch}); !s.ok()) return s;
+  }
+  return loaded->value;
 }
 
 void CounterApp::onStop(http::Request request, http::Responder responder) {

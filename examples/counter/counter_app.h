@@ -55,6 +55,9 @@ class CounterApp {
   };
   void onMessage(http::Request request, http::Responder responder);
   void onStop(http::Request request, http::Responder responder);
+  // Loads counter `id` and claims `epoch` for it in the store: its value, FailedPrecondition
+  // when a newer owner claimed it, another error when the store failed. Under mu_.
+  StatusOr<std::int64_t> claim(const std::string& id, std::uint64_t epoch);
   void onReset(const http::Request& request, http::Responder responder);
   // The refusal of a callback sent by another sidecar process than the one of the last reset,
   // or nullopt. Under mu_.

@@ -155,6 +155,19 @@ TEST_F(CounterAppTest, StaleOwnerIsFencedByTheEpoch) {
   EXPECT_EQ(store_.load("c2")->value, 100);
 }
 
+// A copy this app kept although its shard went elsewhere (a stop that overtook a late message
+// re-activated it) must not be carried on when the shard comes back at a newer epoch: what the
+// other owner saved meanwhile is read again.
+TEST_F(CounterAppTest, ACopyHeldFromAnOlderEpochIsReadAgainFromTheStore) {
+  ASSERT_EQ(post("/kshard/entities/counter/c6", R"({"op":"increment"})", 3)->status, 200);
+  ASSERT_TRUE(store_.save("c6", {50, 4}).ok());  // another owner, at epoch 4
+  auto r = post("/kshard/entities/counter/c6", R"({"op":"increment"})", 5);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["value"], 51) << "the stale copy went on";
+  EXPECT_EQ(store_.load("c6")->value, 51);
+  EXPECT_EQ(store_.load("c6")->epoch, 5u);
+}
+
 TEST_F(CounterAppTest, RejectsBadInput) {
   EXPECT_EQ(post("/kshard/entities/counter/c3", "{nope")->status, 400);
   EXPECT_EQ(post("/kshard/entities/counter/c3", R"({"op":"explode"})")->status, 400);

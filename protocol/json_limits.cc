@@ -9,6 +9,9 @@ Status checkJsonDepth(std::string_view text, std::size_t maxDepth) {
   bool inString = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
+    // nlohmann's parser stops at a NUL byte: the end of the input outside a string, an error
+    // inside one. Nothing after it is parsed, so nothing after it counts.
+    if (c == '\0') break;
     if (inString) {
       if (c == '\\') {
         ++i;  // the escaped character, whatever it is, does not end the string

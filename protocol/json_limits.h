@@ -21,7 +21,8 @@ inline constexpr std::size_t kMaxJsonDepth = 64;
 // InvalidArgument, naming the byte offset, when `text` opens more than `maxDepth` arrays and
 // objects inside one another. Brackets inside strings do not count (escapes are followed). It
 // does not validate: malformed text is left to the parser, which can then nest no deeper than
-// `maxDepth` before it fails, since it reads what this reads up to its first error.
+// `maxDepth` before it fails, since it reads what this reads up to its first error. Like the
+// parser, it reads nothing after a NUL byte.
 [[nodiscard]] Status checkJsonDepth(std::string_view text, std::size_t maxDepth = kMaxJsonDepth);
 
 }  // namespace kshard::protocol

@@ -27,6 +27,14 @@ TEST(CheckJsonDepthTest, BracketsInStringsDoNotCountAndEscapesAreFollowed) {
   EXPECT_FALSE(checkJsonDepth(R"(["\\", [[]]])", 2).ok());
 }
 
+// The parser ends the input at a NUL byte (found by fuzz/json_depth_fuzz.cc): what follows is
+// never parsed, so it does not count.
+TEST(CheckJsonDepthTest, NothingAfterANulByteCounts) {
+  const std::string text = std::string(R"(["x"])") + '\0' + "[[[[";
+  EXPECT_TRUE(checkJsonDepth(text, 1).ok());
+  EXPECT_FALSE(checkJsonDepth(std::string("[[") + '\0', 1).ok());
+}
+
 TEST(CheckJsonDepthTest, FourMebibytesOfOpeningBracketsStopAtTheLimit) {
   const std::string deep(4u << 20, '[');
   const Status s = checkJsonDepth(deep);

@@ -28,6 +28,11 @@ inline constexpr std::string_view kOwnerHeader = "Kshard-Owner";
 // process sent, still queued in the app when the reset came, would start an entity that the
 // sidecar does not know of.
 inline constexpr std::string_view kIncarnationHeader = "Kshard-Incarnation";
+// On the app's message and stop callbacks: the message's turn number, increasing over every
+// message a sidecar process delivers; on a stop, the number of the entity's last message. An app
+// refuses a message whose number is not above that of the stop it last answered for the entity:
+// the message reached it after the stop, though it was sent before (its answer was given up).
+inline constexpr std::string_view kTurnHeader = "Kshard-Turn";
 // A client's key for one logical request, passed through unchanged to the app, which may use it
 // to recognise a retry of a request it already applied (kshard never retries a message that may
 // have reached the app; a caller that retries after OutcomeUnknown should send one).

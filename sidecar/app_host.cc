@@ -69,15 +69,17 @@ void AppHost::deliver(Message message, Epoch epoch,
   req.method = http::Method::kPost;
   req.target = entityCallbackPath(message.key);
   req.headers = std::move(message.headers);
-  req.headers.reserve(req.headers.wire().size() + kMessageFieldsBytes + incarnation_.size() + 24);
+  req.headers.reserve(req.headers.wire().size() + kMessageFieldsBytes + incarnation_.size() + 60);
   addMessageFields(req.headers, message.shard, epoch, message.mode);
   if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
+  if (message.turn != 0) req.headers.addParsed(protocol::kTurnHeader, std::to_string(message.turn));
   req.body = std::move(message.body);
   req.timeout = *timeout;
   client_.send(std::move(req), std::move(done));
 }
 
-void AppHost::stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) {
+void AppHost::stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
+                   std::function<void(Status)> done) {
   const auto timeout = budget(stopTimeout_);
   if (!timeout) {
     done(unavailable("the ownership lease has run out: stop not sent"));
@@ -88,6 +90,7 @@ void AppHost::stop(const EntityKey& key, ShardId shard, std::function<void(Statu
   req.target = entityCallbackPath(key) + "/stop";
   req.headers.set(std::string(protocol::kShardHeader), std::to_string(shard));
   if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
+  if (lastTurn != 0) req.headers.addParsed(protocol::kTurnHeader, std::to_string(lastTurn));
   req.timeout = *timeout;
   client_.send(std::move(req), [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) {

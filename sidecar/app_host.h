@@ -33,7 +33,8 @@ class AppHost final : public EntityHost {
 
   void deliver(Message message, Epoch epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
-  void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) override;
+  void stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
+            std::function<void(Status)> done) override;
 
   // Asks the app to stop every entity it holds: a sidecar that (re)starts does not know which
   // entities its app still runs from before, so it asks this before it takes any shard.

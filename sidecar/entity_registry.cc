@@ -304,6 +304,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
           if (tell) e.tellBytes = static_cast<std::uint32_t>(message.body.size());
           direct = &e;
           directEpoch = sit->second.epoch;
+          message.turn = e.lastTurn = ++turns_;
         } else {
           e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done)});
           if (!e.busy) startNextLocked(e, actions);
@@ -370,6 +371,7 @@ void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
   markBusyLocked(e);
   if (!next.done) e.tellBytes = static_cast<std::uint32_t>(next.message.body.size());
   const Epoch epoch = shards_.at(e.shard).epoch;
+  next.message.turn = e.lastTurn = ++turns_;
   out.push_back([this, entity = &e, epoch, next = std::move(next)]() mutable {
     startTurn(*entity, epoch, std::move(next.message), std::move(next.done));
   });
@@ -492,8 +494,8 @@ void EntityRegistry::sendStopLocked(Entity& e, Actions& out) {
     });
     return;
   }
-  out.push_back([this, key = *e.key, shard = e.shard] {
-    host_.stop(key, shard, [this, key](Status st) { onStopped(key, std::move(st)); });
+  out.push_back([this, key = *e.key, shard = e.shard, turn = e.lastTurn] {
+    host_.stop(key, shard, turn, [this, key](Status st) { onStopped(key, std::move(st)); });
   });
 }
 

@@ -74,6 +74,8 @@ struct Message {
   EntityKey key;
   ShardId shard = 0;
   DeliveryMode mode = DeliveryMode::kAsk;
+  // Its turn number (protocol::kTurnHeader), set by the registry when it goes to the app.
+  std::uint64_t turn = 0;
   // Passed on to the app (content type and the like): only fields passThroughHeaders keeps.
   http::Headers headers;
   std::string body;
@@ -86,8 +88,10 @@ class EntityHost {
   // Delivers one message; `epoch` is the fencing token of this pod's ownership of the shard.
   virtual void deliver(Message message, Epoch epoch,
                        UniqueFunction<void(StatusOr<http::Response>&&)> done) = 0;
-  // Stops an entity; OK once its state is safe.
-  virtual void stop(const EntityKey& key, ShardId shard, std::function<void(Status)> done) = 0;
+  // Stops an entity; OK once its state is safe. `lastTurn`: the turn number of the last message
+  // sent to it (a message of a lower or equal number reaching the app later is refused there).
+  virtual void stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
+                    std::function<void(Status)> done) = 0;
 };
 
 // Why a message was not accepted. The sender retries kNotOwned and kDraining elsewhere or later.
@@ -246,6 +250,7 @@ class EntityRegistry {
     // Stop calls that failed in a row (capped), for the retry's backoff; 0 once the app answers
     // a message.
     std::uint8_t stopFailures = 0;
+    std::uint64_t lastTurn = 0;  // the turn number of its last message (Message::turn)
     SteadyTime lastActive{};
     Entity* prev = nullptr;
     Entity* next = nullptr;
@@ -351,6 +356,7 @@ class EntityRegistry {
   std::size_t stopsAtApp_ = 0;
   // Tells accepted and not yet answered by the app (in mailboxes or at the app), and their bytes.
   std::size_t pendingTells_ = 0;
+  std::uint64_t turns_ = 0;  // the last turn number given (Message::turn)
   std::size_t pendingTellBytes_ = 0;
   // An app that is down fails every entity's stop and every tell: at most one "entity stop
   // failed" and one "tell delivery failed" line per 5 s, each with the failures it stands for.

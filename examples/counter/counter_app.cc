@@ -14,6 +14,7 @@ namespace {
 
 // The sidecar process that sends a callback (the app contract, docs/openapi/sidecar.yaml).
 constexpr std::string_view kIncarnationHeader = "Kshard-Incarnation";
+constexpr std::string_view kTurnHeader = "Kshard-Turn";
 
 http::Response error(int status, std::string_view code, std::string_view message) {
   return http::Response::error(status, code, message);
@@ -123,6 +124,12 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
     responder.send(std::move(*stale));
     return;
   }
+  const std::uint64_t turn = headerNumber(request, kTurnHeader);
+  if (auto late = lateMessage(id, turn)) {
+    lock.unlock();
+    responder.send(std::move(*late));
+    return;
+  }
   auto it = active_.find(id);
   // A copy held from an older epoch may be stale: the shard may have been elsewhere meanwhile
   // (a stop that overtook a late message leaves such a copy). Every increment is saved, so the
@@ -137,12 +144,14 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
     }
     if (it == active_.end()) {
       it = active_.emplace(id, Active{*claimed, epoch}).first;
+      stopped_.erase(id);  // from now on, the active counter's turn is the bound
       writeEvent("activate", id, shard, epoch, it->second.value);
     } else {
-      it->second = Active{*claimed, epoch};
+      it->second = Active{*claimed, epoch, it->second.turn};
     }
   }
   Active& a = it->second;
+  a.turn = std::max(a.turn, turn);
   if (op == "increment") {
     // Saved before answering, with the epoch as fencing token: an acknowledged increment
     // survives the pod, and a pod that lost the shard cannot overwrite the new owner's state.
@@ -184,6 +193,7 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
     responder.send(std::move(*stale));
     return;
   }
+  recordStop(id, headerNumber(request, kTurnHeader));
   auto it = active_.find(id);
   if (it != active_.end()) {
     if (Status s = stopLocked(it, shard); !s.ok()) {
@@ -202,6 +212,7 @@ void CounterApp::onReset(const http::Request& request, http::Responder responder
   // any other process than the resetting one are refused from now on (staleSender).
   std::unique_lock lock(mu_);
   resetBy_ = std::string(request.headers.get(kIncarnationHeader).value_or(""));
+  stopped_.clear();  // turn numbers start over with the new sidecar process
   const std::size_t held = active_.size();
   for (auto it = active_.begin(); it != active_.end();) {
     auto next = std::next(it);
@@ -223,6 +234,36 @@ std::optional<http::Response> CounterApp::staleSender(const http::Request& reque
   return error(409, "StaleSidecar",
                "sent by sidecar process " + std::string(*from) + ", not " + resetBy_ +
                    ", the one that reset this app");
+}
+
+std::optional<http::Response> CounterApp::lateMessage(const std::string& id,
+                                                      std::uint64_t turn) const {
+  if (turn == 0) return std::nullopt;  // a sidecar that does not number its messages
+  std::uint64_t bound = 0;
+  if (auto a = active_.find(id); a != active_.end()) {
+    bound = a->second.turn;
+  } else if (auto s = stopped_.find(id); s != stopped_.end()) {
+    bound = s->second.turn;
+  }
+  if (turn > bound) return std::nullopt;
+  return error(409, "LateMessage",
+               "turn " + std::to_string(turn) + " of counter " + id +
+                   " came after turn or stop " + std::to_string(bound) + " was handled");
+}
+
+void CounterApp::recordStop(const std::string& id, std::uint64_t turn) {
+  if (turn == 0) return;
+  const SteadyTime now = clock_.now();
+  // A late message comes within the sidecar's budget for it (at most its ownership lease);
+  // older records are dropped once there are many.
+  constexpr std::size_t kMostKept = 100000;
+  constexpr auto kKeptFor = std::chrono::minutes(10);
+  if (stopped_.size() >= kMostKept) {
+    std::erase_if(stopped_, [&](const auto& e) { return now - e.second.at > kKeptFor; });
+  }
+  Stopped& s = stopped_[id];
+  s.turn = std::max(s.turn, turn);
+  s.at = now;
 }
 
 Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard) {

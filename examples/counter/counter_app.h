@@ -52,6 +52,12 @@ class CounterApp {
   struct Active {
     std::int64_t value = 0;
     std::uint64_t epoch = 0;
+    std::uint64_t turn = 0;  // the last message's turn number (Kshard-Turn)
+  };
+  // A counter's last stop: the turn number it named, and when.
+  struct Stopped {
+    std::uint64_t turn = 0;
+    SteadyTime at{};
   };
   void onMessage(http::Request request, http::Responder responder);
   void onStop(http::Request request, http::Responder responder);
@@ -62,6 +68,11 @@ class CounterApp {
   // The refusal of a callback sent by another sidecar process than the one of the last reset,
   // or nullopt. Under mu_.
   std::optional<http::Response> staleSender(const http::Request& request) const;
+  // The refusal of a message older than one this app already handled or stopped for counter
+  // `id`, or nullopt. Under mu_.
+  std::optional<http::Response> lateMessage(const std::string& id, std::uint64_t turn) const;
+  // Records the stop of `id` as of `turn`. Under mu_.
+  void recordStop(const std::string& id, std::uint64_t turn);
   // Saves the counter and forgets it (the stop callback's work); an error when it could not be
   // saved (it stays active). Under mu_.
   Status stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard);
@@ -77,6 +88,9 @@ class CounterApp {
   int eventFd_ = -1;
   mutable std::mutex mu_;
   std::map<std::string, Active> active_;
+  // Stops answered, by counter: a message of a turn not above the stop's was sent before it and
+  // came late (its answer given up); it is refused, not allowed to start the counter again.
+  std::map<std::string, Stopped> stopped_;
   std::string resetBy_;  // the incarnation of the sidecar process of the last reset
 };
 

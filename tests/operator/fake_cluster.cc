@@ -95,7 +95,7 @@ void StubHost::deliver(sidecar::Message message, sidecar::Epoch,
   done(http::Response{200, {}, "ok"});
 }
 
-void StubHost::stop(const sidecar::EntityKey& key, sidecar::ShardId,
+void StubHost::stop(const sidecar::EntityKey& key, sidecar::ShardId, std::uint64_t,
                     std::function<void(Status)> done) {
   scheduler_.runAfter(stopLatency, [this, id = key.id, done] {
     active_.erase(id);

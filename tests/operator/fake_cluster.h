@@ -72,7 +72,7 @@ class StubHost final : public sidecar::EntityHost {
   explicit StubHost(Scheduler& scheduler) : scheduler_(scheduler) {}
   void deliver(sidecar::Message message, sidecar::Epoch epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
-  void stop(const sidecar::EntityKey& key, sidecar::ShardId shard,
+  void stop(const sidecar::EntityKey& key, sidecar::ShardId shard, std::uint64_t lastTurn,
             std::function<void(Status)> done) override;
   // Shards with at least one entity started and not yet stopped.
   std::set<sidecar::ShardId> activeShards() const;

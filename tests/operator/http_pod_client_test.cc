@@ -46,7 +46,7 @@ class SlowStopHost final : public sidecar::EntityHost {
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
     done(http::Response{200, {}, "ok"});
   }
-  void stop(const sidecar::EntityKey&, sidecar::ShardId,
+  void stop(const sidecar::EntityKey&, sidecar::ShardId, std::uint64_t,
             std::function<void(Status)> done) override {
     scheduler_.runAfter(stopDelay, [done] { done({}); });
   }

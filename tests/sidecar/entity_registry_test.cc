@@ -176,6 +176,31 @@ TEST_F(EntityRegistryTest, TellBytesBeyondTheBoundAreRefusedButOneLargeTellAlone
   host.completeDelivery();
 }
 
+// Every message goes out with a turn number, increasing over all entities; a stop names the
+// entity's last one, so that the app can refuse a message that reaches it after the stop.
+TEST_F(EntityRegistryTest, MessagesAreNumberedAndAStopNamesTheLastOne) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  registry_.deliver(msg("b", 7), out_.callback());
+  ASSERT_EQ(host_.deliveries.size(), 2u);
+  const std::uint64_t a1 = host_.deliveries[0].message.turn;
+  const std::uint64_t b1 = host_.deliveries[1].message.turn;
+  EXPECT_GT(a1, 0u);
+  EXPECT_GT(b1, a1);
+  host_.completeDelivery();
+  registry_.deliver(msg("a", 7), out_.callback());
+  ASSERT_EQ(host_.deliveries.size(), 2u);
+  const std::uint64_t a2 = host_.deliveries[1].message.turn;
+  EXPECT_GT(a2, b1);
+  host_.completeDelivery();
+  host_.completeDelivery();
+  scheduler_.advance(seconds(60));
+  ASSERT_EQ(host_.stops.size(), 2u);
+  for (const auto& stop : host_.stops) {
+    EXPECT_EQ(stop.lastTurn, stop.key.id == "a" ? a2 : b1) << stop.key.id;
+  }
+}
+
 TEST_F(EntityRegistryTest, PassivatesAfterIdleTimeout) {
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   registry_.deliver(msg("a", 7), out_.callback());

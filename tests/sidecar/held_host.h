@@ -20,14 +20,16 @@ class HeldHost : public EntityHost {
   struct Stop {
     EntityKey key;
     std::function<void(Status)> done;
+    std::uint64_t lastTurn = 0;
   };
 
   void deliver(Message message, Epoch epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
     deliveries.push_back({std::move(message), epoch, std::move(done)});
   }
-  void stop(const EntityKey& key, ShardId, std::function<void(Status)> done) override {
-    stops.push_back({key, std::move(done)});
+  void stop(const EntityKey& key, ShardId, std::uint64_t lastTurn,
+            std::function<void(Status)> done) override {
+    stops.push_back({key, std::move(done), lastTurn});
   }
 
   // Answers the oldest held delivery with `status` and the message body echoed back.

@@ -37,13 +37,14 @@ void ShardMapController::renew(protocol::Target target, Reply reply) {
                              pod.incarnation + ", not " + target.incarnation));
       return;
     }
-    // A pod found dead (its object gone or replaced, in the informer's view) is never confirmed
-    // again: the wait for its lease to run out must not be extended by the pod itself. (While
+    // A pod found dead (its object gone, replaced or finished, in the informer's view) is never
+    // confirmed again: the wait for its lease to run out must not be extended by the pod itself. (While
     // the API server is down, the manager API lets a renew through on the token alone: this is
     // what stops a pod whose object is gone.)
     const std::string key = leaseKey(pod.name, pod.uid);
     const auto cached = d_.directory.cached(ref_.ns, pod.name);
-    if (deathSeen_.count(key) || !cached || cached->uid != pod.uid) {
+    if (deathSeen_.count(key) || !cached || cached->uid != pod.uid || cached->phase == "Failed" ||
+        cached->phase == "Succeeded") {
       reply(refusedRenew(404, protocol::errors::kPodNotAlive,
                          "pod " + pod.name + " (uid " + pod.uid + ") is gone"));
       return;
@@ -75,10 +76,13 @@ ShardMapController::Removal ShardMapController::removal(const sharding::Register
   const Duration lease = current_.spec.ownershipLease;
   // The kubelet said that nothing of the pod runs, for good.
   const std::optional<PodInfo> last = observed ? observed : d_.directory.finalState(ref_.ns, pod.uid);
-  if (last && terminationConfirmed(*last) && !staleTermination_.count(key)) return Removal::kNow;
+  const bool confirmed = last && terminationConfirmed(*last);
+  if (confirmed && !staleTermination_.count(key)) return Removal::kNow;
   // Its sidecar answered an unassign of all its shards: they are released.
   if (released_.count(key)) return Removal::kNow;
-  if (observed) {
+  // A confirmation older than the sidecar's last word is waited out like a vanishing: the pod
+  // gets no renewal any more (deathSeen_), and its lease runs out.
+  if (observed && !confirmed) {
     // Finished, not confirmed, and the object still exists: the API server still takes its
     // token, so its lease may be renewed. Looked at again later.
     scheduleRemovalCheck(pod.name, now + lease);

@@ -206,6 +206,22 @@ TEST(OwnershipLease, ATerminatedStatusOlderThanTheSidecarsLastRenewConfirmsNothi
       << "the shards did not move once the lease had surely run out";
 }
 
+// The same stale status on an object that stays (a Failed pod is kept): its shards move once the
+// lease has surely run out, not never.
+TEST(OwnershipLease, AStaleConfirmationOnAKeptObjectIsWaitedOutLikeAVanishing) {
+  ControllerHarness h(30);
+  startBalanced(h, {"a", "b"});
+  StubPod& a = *h.pods.find("a");
+  h.directory.find("a")->containersTerminated = true;
+  ASSERT_EQ(renew(h, a).status, 200);
+  a.pingFault = a.assignFault = a.unassignFault = a.renewFault = Fault::kDropRequest;
+  h.directory.find("a")->phase = "Failed";
+  h.controller().podChanged("a");
+  EXPECT_EQ(renew(h, a).status, 404) << "a finished pod's lease was renewed";
+  ASSERT_TRUE(h.runUntil([&] { return storedShards(h, "b") == 30; }, 120s))
+      << "the shards of a pod with a stale confirmation never moved";
+}
+
 TEST(OwnershipLease, AFinishedPodWithoutConfirmationKeepsItsShardsWhileItsObjectExists) {
   ControllerHarness h(30);
   startBalanced(h, {"a", "b"});

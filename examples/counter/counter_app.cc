@@ -193,8 +193,11 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
     responder.send(std::move(*stale));
     return;
   }
-  recordStop(id, headerNumber(request, kTurnHeader));
   auto it = active_.find(id);
+  // The bound is the newer of the stop's turn and the last one handled (a stop the sidecar gave
+  // up on may come after a newer message).
+  recordStop(id, std::max(headerNumber(request, kTurnHeader),
+                          it == active_.end() ? 0 : it->second.turn));
   if (it != active_.end()) {
     if (Status s = stopLocked(it, shard); !s.ok()) {
       lock.unlock();
@@ -211,11 +214,18 @@ void CounterApp::onReset(const http::Request& request, http::Responder responder
   // sidecar's previous process) finishes first, and its counter is saved with it. Callbacks of
   // any other process than the resetting one are refused from now on (staleSender).
   std::unique_lock lock(mu_);
-  resetBy_ = std::string(request.headers.get(kIncarnationHeader).value_or(""));
-  stopped_.clear();  // turn numbers start over with the new sidecar process
+  std::string from(request.headers.get(kIncarnationHeader).value_or(""));
+  if (from != resetBy_) {
+    // Turn numbers start over with a new sidecar process. (A reset the same process repeats,
+    // e.g. after its first one timed out, keeps what it knows.)
+    stopped_.clear();
+    stopOrder_.clear();
+  }
+  resetBy_ = std::move(from);
   const std::size_t held = active_.size();
   for (auto it = active_.begin(); it != active_.end();) {
     auto next = std::next(it);
+    recordStop(it->first, it->second.turn);
     if (Status s = stopLocked(it, ""); !s.ok()) {
       lock.unlock();
       responder.send(error(500, "StoreUnavailable", s.message()));
@@ -254,16 +264,18 @@ std::optional<http::Response> CounterApp::lateMessage(const std::string& id,
 void CounterApp::recordStop(const std::string& id, std::uint64_t turn) {
   if (turn == 0) return;
   const SteadyTime now = clock_.now();
-  // A late message comes within the sidecar's budget for it (at most its ownership lease);
-  // older records are dropped once there are many.
-  constexpr std::size_t kMostKept = 100000;
+  // A late message comes within the sidecar's budget for it (at most its ownership lease):
+  // records older than kKeptFor go, oldest first, a few at each stop.
   constexpr auto kKeptFor = std::chrono::minutes(10);
-  if (stopped_.size() >= kMostKept) {
-    std::erase_if(stopped_, [&](const auto& e) { return now - e.second.at > kKeptFor; });
+  while (!stopOrder_.empty() && now - stopOrder_.front().first > kKeptFor) {
+    auto s = stopped_.find(stopOrder_.front().second);
+    if (s != stopped_.end() && s->second.at == stopOrder_.front().first) stopped_.erase(s);
+    stopOrder_.pop_front();
   }
   Stopped& s = stopped_[id];
   s.turn = std::max(s.turn, turn);
   s.at = now;
+  stopOrder_.emplace_back(now, id);
 }
 
 Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard) {

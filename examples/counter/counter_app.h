@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,7 @@ class CounterApp {
   // Stops answered, by counter: a message of a turn not above the stop's was sent before it and
   // came late (its answer given up); it is refused, not allowed to start the counter again.
   std::map<std::string, Stopped> stopped_;
+  std::deque<std::pair<SteadyTime, std::string>> stopOrder_;  // stopped_'s records, oldest first
   std::string resetBy_;  // the incarnation of the sidecar process of the last reset
 };
 

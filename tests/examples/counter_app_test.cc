@@ -192,6 +192,13 @@ TEST_F(CounterAppTest, AMessageThatComesAfterItsEntitysStopIsRefused) {
   ASSERT_EQ(send("/kshard/entities/counter/c7", 9)->status, 200);  // a new turn: welcome
   EXPECT_EQ(send("/kshard/entities/counter/c7", 8)->status, 409) << "an older turn was taken";
   EXPECT_EQ(store_.load("c7")->value, 2);
+  // A stop the sidecar gave up on, coming after turn 9 was handled, keeps 9 as the bound.
+  ASSERT_EQ(send("/kshard/entities/counter/c7/stop", 6)->status, 200);
+  EXPECT_EQ(send("/kshard/entities/counter/c7", 7)->status, 409);
+  // A reset repeated by the same sidecar process keeps the bounds.
+  ASSERT_EQ(send("/kshard/reset", 0)->status, 200);
+  EXPECT_EQ(send("/kshard/entities/counter/c7", 9)->status, 409);
+  EXPECT_EQ(send("/kshard/entities/counter/c7", 10)->status, 200);
 }
 
 TEST_F(CounterAppTest, RejectsBadInput) {

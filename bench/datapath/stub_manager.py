@@ -2,8 +2,8 @@
 """The manager API for the data-path benchmark: one ShardMap whose every shard belongs to OWNER.
 
 Serves, for ShardMap NAMESPACE/NAME, what kshard-sidecar --map-source=manager calls:
-POST .../register|unregister|notify-unhealthy and GET .../assignments. Every pod that registers
-is listed in the map; when OWNER registers, the map is persisted at a new epoch with all SHARDS
+POST .../register|unregister|renew|notify-unhealthy and GET .../assignments. Every pod that
+registers is listed in the map; when OWNER registers, the map is persisted at a new epoch with all SHARDS
 shards on it (write-ahead, as the operator does) and only then assigned on its peer API. Every
 other pod holds nothing, so each message sent through it is forwarded to OWNER. The map's
 entityIdleTimeout is long, so that no entity is stopped while the benchmark runs.
@@ -58,8 +58,12 @@ def shard_map():
     }
 
 
-def assign_all(address, epoch):
+def assign_all(target, epoch):
+    address = target["address"]
+    # Addressed to the registered process: the sidecar refuses a command for another.
     body = json.dumps({"shardMap": f"{NAMESPACE}/{NAME}", "epoch": epoch,
+                       "pod": target["pod"], "uid": target["uid"],
+                       "incarnation": target.get("incarnation", ""),
                        "shards": f"1-{SHARDS}"}).encode()
     headers = {"Content-Type": "application/json"}
     if TOKEN:
@@ -112,7 +116,8 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["pods"] = [p for p in STATE["pods"] if p["name"] != body["pod"]]
                 STATE["pods"].append({"name": body["pod"], "uid": body["uid"],
                                       "address": body["address"],
-                                      "version": body.get("version", "")})
+                                      "version": body.get("version", ""),
+                                      "incarnation": body.get("incarnation", "")})
                 STATE["epoch"] += 1
                 epoch = STATE["epoch"]
                 if body["pod"] == OWNER:
@@ -120,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
                                              "shards": f"1-{SHARDS}"}]
             self._send(200, {"epoch": epoch})
             if body["pod"] == OWNER:
-                threading.Thread(target=assign_all, args=(body["address"], epoch)).start()
+                threading.Thread(target=assign_all, args=(body, epoch)).start()
         elif verb == "unregister":
             with LOCK:
                 STATE["pods"] = [p for p in STATE["pods"] if p["name"] != body["pod"]]
@@ -128,6 +133,16 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["epoch"] += 1
                 epoch = STATE["epoch"]
             self._send(200, {"epoch": epoch})
+        elif verb == "renew":
+            # The ownership lease: confirmed for the registered process of a listed pod.
+            with LOCK:
+                known = any(p["name"] == body.get("pod") and p["uid"] == body.get("uid") and
+                            p["incarnation"] == body.get("incarnation") for p in STATE["pods"])
+                epoch = STATE["epoch"]
+            if known:
+                self._send(200, {"epoch": epoch})
+            else:
+                self._error(404, "PodNotAlive", "not registered: " + json.dumps(body))
         elif verb == "notify-unhealthy":
             self._send(202, {"accepted": True})
         else:

@@ -304,7 +304,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
           if (tell) e.tellBytes = static_cast<std::uint32_t>(message.body.size());
           direct = &e;
           directEpoch = sit->second.epoch;
-          message.turn = e.lastTurn = ++turns_;
+          message.turn = nextTurnLocked(e);
         } else {
           e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done)});
           if (!e.busy) startNextLocked(e, actions);
@@ -367,11 +367,13 @@ void EntityRegistry::markBusyLocked(Entity& e) {
   idle_.remove(e);
 }
 
+std::uint64_t EntityRegistry::nextTurnLocked(Entity& e) { return e.lastTurn = ++turns_; }
+
 void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
   markBusyLocked(e);
   if (!next.done) e.tellBytes = static_cast<std::uint32_t>(next.message.body.size());
   const Epoch epoch = shards_.at(e.shard).epoch;
-  next.message.turn = e.lastTurn = ++turns_;
+  next.message.turn = nextTurnLocked(e);
   out.push_back([this, entity = &e, epoch, next = std::move(next)]() mutable {
     startTurn(*entity, epoch, std::move(next.message), std::move(next.done));
   });

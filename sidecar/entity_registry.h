@@ -289,6 +289,8 @@ class EntityRegistry {
   void startTurnLocked(Entity& e, Pending next, Actions& out);
   // Hands a turn's message to the app, under no lock; the entity is busy (it stays in entities_).
   void startTurn(Entity& e, Epoch epoch, Message message, DeliveryCallback done);
+  // The turn number of the entity's next message (Message::turn), recorded as its last.
+  std::uint64_t nextTurnLocked(Entity& e);
   void onDelivered(Entity& e, DeliveryCallback done, StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);
   void afterStopLocked(const EntityKey& key, Entity& e, const Status& result, Actions& out);

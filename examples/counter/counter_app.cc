@@ -20,6 +20,12 @@ http::Response error(int status, std::string_view code, std::string_view message
   return http::Response::error(status, code, message);
 }
 
+// The answer to a store call that failed: 409 Fenced when a newer owner has the counter.
+http::Response storeFailure(const Status& s) {
+  if (s.code() == StatusCode::kFailedPrecondition) return error(409, "Fenced", s.message());
+  return error(500, "StoreUnavailable", s.message());
+}
+
 std::uint64_t headerNumber(const http::Request& r, std::string_view name) {
   std::uint64_t n = 0;
   if (auto v = r.headers.get(name)) std::from_chars(v->data(), v->data() + v->size(), n);
@@ -137,9 +143,7 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
   if (it == active_.end() || it->second.epoch < epoch) {
     auto claimed = claim(id, epoch);
     if (!claimed.ok()) {
-      const bool fenced = claimed.status().code() == StatusCode::kFailedPrecondition;
-      responder.send(error(fenced ? 409 : 500, fenced ? "Fenced" : "StoreUnavailable",
-                           claimed.status().message()));
+      responder.send(storeFailure(claimed.status()));
       return;
     }
     if (it == active_.end()) {
@@ -157,8 +161,7 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
     // survives the pod, and a pod that lost the shard cannot overwrite the new owner's state.
     const CounterState next{a.value + by, a.epoch};
     if (Status s = store_.save(id, next); !s.ok()) {
-      const int status = s.code() == StatusCode::kFailedPrecondition ? 409 : 500;
-      responder.send(error(status, status == 409 ? "Fenced" : "StoreUnavailable", s.message()));
+      responder.send(storeFailure(s));
       return;
     }
     a.value = next.value;

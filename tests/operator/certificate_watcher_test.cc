@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 namespace kshard::manager {
 namespace {
@@ -32,8 +35,14 @@ class CertificateWatcherTest : public ::testing::Test {
     std::remove(key_.c_str());
   }
 
-  const std::string cert_ = ::testing::TempDir() + "/watcher-tls.crt";
-  const std::string key_ = ::testing::TempDir() + "/watcher-tls.key";
+  // ctest runs each test in its own process, two at a time: every test needs files of its own.
+  static std::string pathFor(const char* suffix) {
+    return ::testing::TempDir() + "/watcher-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + suffix;
+  }
+
+  const std::string cert_ = pathFor(".crt");
+  const std::string key_ = pathFor(".key");
   ManualScheduler scheduler_;
   std::optional<CertificateWatcher> watcher_;
   int changes_ = 0;

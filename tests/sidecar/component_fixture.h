@@ -531,7 +531,9 @@ class SidecarComponentTest : public ::testing::Test {
     ++sc.starts;
     sc.process = std::make_unique<Subprocess>(
         sc.argv, std::map<std::string, std::string>{},
-        ::testing::TempDir() + "/sidecar-" + sc.pod + "-" + std::to_string(sc.starts) + ".log");
+        ::testing::TempDir() + "/sidecar-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" + sc.pod + "-" +
+            std::to_string(sc.starts) + ".log");
   }
   // SIGKILLs the sidecar process alone (its app keeps running, as after an OOM kill of the
   // sidecar's container) and starts it again.

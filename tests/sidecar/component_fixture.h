@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <map>
@@ -526,13 +527,18 @@ class SidecarComponentTest : public ::testing::Test {
   // Changes to the stub operator's ShardMap before the sidecars start.
   virtual void configureMap(sharding::ShardMapSpec&) {}
 
+  // The running test's name as a file name part (a parameterized test's has a '/').
+  static std::string testFileName() {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    return name;
+  }
   // Starts (again) the sidecar process of `sc` with its flags; its log goes to a file per start.
   void launch(Sidecar& sc) {
     ++sc.starts;
     sc.process = std::make_unique<Subprocess>(
         sc.argv, std::map<std::string, std::string>{},
-        ::testing::TempDir() + "/sidecar-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" + sc.pod + "-" +
+        ::testing::TempDir() + "/sidecar-" + testFileName() + "-" + sc.pod + "-" +
             std::to_string(sc.starts) + ".log");
   }
   // SIGKILLs the sidecar process alone (its app keeps running, as after an OOM kill of the

@@ -211,11 +211,15 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   // Applies the request's route's own body limit (RouteOptions) once its head is read: false when
   // the request was refused 413 from its Content-Length.
   bool applyRouteBodyLimit();
+  // Asks ServerOptions::admit about the request's head: false when it was refused unread.
+  bool admitHead();
   void dispatchRequest(std::shared_ptr<Session> self);
   // Writes out_ (an answer), then reads the next request or closes.
   void writeMessage(bool close);
   void onWritten(const beast::error_code& ec, bool close);
   void sendError(int status, std::string_view code, std::string_view message);
+  // Answers a request whose body was not read, then ends the connection.
+  void refuseUnread(Response&& response);
   void pumpStream();
   void onStreamWritten(const beast::error_code& ec);
   void endRequest(bool close);
@@ -397,6 +401,7 @@ void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> sel
     return;
   }
   if (core_.router.hasBodyLimits() && !applyRouteBodyLimit()) return;
+  if (core_.options.admit && !admitHead()) return;
   if (parser_->is_done()) {
     dispatchRequest(std::move(self));
     return;
@@ -458,6 +463,18 @@ bool Session::applyRouteBodyLimit() {
   }
   parser_->body_limit(bodyLimit_);  // a chunked body stops there
   return true;
+}
+
+bool Session::admitHead() {
+  const std::optional<Method> method = parser_->method();
+  if (!method) return true;  // answered 501 once read
+  Request& head = parser_->get();
+  head.method = *method;
+  head.remoteAddress = remote_;
+  std::optional<Response> refusal = core_.options.admit(head);
+  if (!refusal) return true;
+  refuseUnread(std::move(*refusal));
+  return false;
 }
 
 void Session::onReadError(const beast::error_code& ec) {
@@ -608,6 +625,10 @@ void Session::endRequest(bool close) {
 }
 
 void Session::sendError(int status, std::string_view code, std::string_view message) {
+  refuseUnread(Response::error(status, code, message));
+}
+
+void Session::refuseUnread(Response&& response) {
   // Framing may be lost (a body we did not read), so the connection ends after this answer.
   ++seq_;
   state_ = State::kHandling;
@@ -615,7 +636,7 @@ void Session::sendError(int status, std::string_view code, std::string_view mess
   keepAlive_ = false;
   version_ = parser_ && parser_->is_header_done() ? parser_->version() : 11;
   head_ = false;
-  answer(seq_, Response::error(status, code, message));
+  answer(seq_, std::move(response));
 }
 
 void Session::lingerClose() {

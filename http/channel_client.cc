@@ -42,10 +42,17 @@ struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
     for (std::size_t i = 0; i < io().loops(); ++i) {
       slots.push_back(std::make_unique<Slot>(io().connectionExecutor(i)));
     }
-    upgradeRequest =
-        "GET " + std::string(channel::kPath) + " HTTP/1.1\r\nHost: " + origin.hostHeader +
-        "\r\nUser-Agent: " + options.userAgent +
-        "\r\nConnection: Upgrade\r\nUpgrade: " + std::string(channel::kProtocol) + "\r\n\r\n";
+  }
+
+  // The request that asks for a channel, with the caller's credential of the moment.
+  std::string upgradeRequest() const {
+    std::string out = "GET " + std::string(channel::kPath) + " HTTP/1.1\r\nHost: " +
+                      origin.hostHeader + "\r\nUser-Agent: " + options.userAgent;
+    if (options.channelAuthorization) {
+      out += "\r\nAuthorization: " + options.channelAuthorization();
+    }
+    out += "\r\nConnection: Upgrade\r\nUpgrade: " + std::string(channel::kProtocol) + "\r\n\r\n";
+    return out;
   }
 
   IoThreads::Impl& io() { return own ? own->impl() : options.ioThreads->impl(); }
@@ -61,7 +68,6 @@ struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
 
   const ClientOptions options;
   const Origin origin;
-  std::string upgradeRequest;
   std::atomic<bool> fallback{false};
   std::atomic<bool> closing{false};
   std::atomic<std::uint64_t> opened{0};
@@ -158,7 +164,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
     beast::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
     state_ = State::kUpgrading;
-    net::async_write(socket_, net::buffer(core_.upgradeRequest),
+    upgrade_ = core_.upgradeRequest();
+    net::async_write(socket_, net::buffer(upgrade_),
                      [self = shared_from_this()](const beast::error_code& e, std::size_t) {
                        if (self->state_ != State::kUpgrading) return;
                        if (e) {
@@ -199,10 +206,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     const std::string_view head = data.substr(0, headEnd + 2);
     const int status = statusOf(head);
-    if (status == 503) {
-      // A server that speaks channels and is stopping: nothing was sent, the requests may go
-      // elsewhere; a later channel to it is tried again.
-      const Status s = unavailable(what() + ": the server is stopping");
+    if (status == 503 || status == 401 || status == 403) {
+      // A server that speaks channels and is stopping, or that did not admit this caller (yet):
+      // nothing was sent, the requests may go elsewhere; a later channel to it is tried again.
+      const Status s = unavailable(what() + ": the server did not open a channel: " +
+                                   std::string(head.substr(0, head.find("\r\n"))));
       end(s, s);
       return;
     }
@@ -607,6 +615,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::size_t skip_ = 0;  // bytes of a frame nobody waits for, still to discard
   std::string out_;       // request frames to write next
   std::string writing_;   // being written
+  std::string upgrade_;   // the upgrade request, while it is written
   struct FrameEnd {
     std::uint64_t id;
     std::size_t end;  // offset just past the frame, in out_ or writing_

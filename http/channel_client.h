@@ -7,9 +7,12 @@
 // order. Plain HTTP pays a write, a read and a wait per request on each side instead.
 //
 // A channel opens on first use and closes after idleTimeout without requests. While it opens,
-// requests wait for it (within their deadline and connectTimeout). When the origin answers the
-// upgrade with anything but 101 (an older server), or the origin is https or a host name, the
-// client sends every request as plain HTTP (a BeastClient with the same options) from then on.
+// requests wait for it (within their deadline and connectTimeout). The upgrade request carries
+// ClientOptions::channelAuthorization. An answer 401, 403 or 503 to it fails the requests that
+// waited as not sent (Unavailable), and a later request tries a channel again. When the origin
+// answers the upgrade with anything else but 101 (an older server), or the origin is https or a
+// host name, the client sends every request as plain HTTP (a BeastClient with the same options)
+// from then on.
 // Streams (openStream) always go as plain HTTP.
 //
 // Errors, as the Beast client's: Unavailable when no connection could be made or the request was

@@ -65,6 +65,10 @@ struct ClientOptions {
   // there. cpprestsdk ignores it.
   IoThreads* ioThreads = nullptr;
   TlsClientOptions tls;
+  // ChannelClient only: the Authorization header of each channel's upgrade request, asked for
+  // when the channel opens (a renewed token goes out from the next one); none: no header. A
+  // server that admits callers before it reads them (ServerOptions::admit) wants one.
+  std::function<std::string()> channelAuthorization;
 };
 
 // A response whose body arrives over time (Kubernetes watches).

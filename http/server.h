@@ -149,6 +149,14 @@ struct ServerOptions {
   // allocated for it. cpprestsdk cannot bound them (its listener accepts on its own).
   std::size_t maxConnections = 4096;
   std::size_t maxConnectionsPerPeer = 0;
+  // Beast only: checked once a request's head is read, before its body is read or anything is
+  // done for it, a channel's upgrade request included (the frames of an admitted channel are not
+  // checked again: their requests reach the routes, which check what they need). A Response
+  // refuses the request unread and ends the connection; none lets it on. For checks that need
+  // no body, authentication first: a caller it refuses costs the server the head alone, never a
+  // body of maxBodyBytes. The head has its method, target, headers and remoteAddress.
+  // cpprestsdk ignores it (its routes still check every request, after its body).
+  std::function<std::optional<Response>(const Request& head)> admit;
   // Where the adapter reports what it cannot answer to anyone (a handler that threw, a failed
   // write). None: such events are dropped silently.
   std::optional<Logger> logger;

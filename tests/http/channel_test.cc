@@ -645,9 +645,47 @@ TEST(ChannelTest, AStoppingServersRefusalFailsTheRequestsAsNotSentWithoutGivingU
   const auto r = client->sendSync(post("/x", ""));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find("the server is stopping"), std::string::npos)
+  EXPECT_NE(r.status().message().find("did not open a channel: HTTP/1.1 503"), std::string::npos)
       << r.status().toString();
   EXPECT_TRUE(client->usesChannels()) << "a 503 is not a server without channels";
+}
+
+// A server that admits its callers from their heads (ServerOptions::admit) opens a channel only
+// for an upgrade with a credential it takes. Its refusal fails the request as not sent, and is no
+// sign of a server without channels.
+TEST(ChannelTest, TheUpgradeCarriesTheCallersCredentialAndARefusalKeepsChannels) {
+  std::atomic<int> admitted{0};
+  ServerOptions so;
+  so.admit = [&admitted](const Request& head) -> std::optional<Response> {
+    if (head.headers.get("authorization") != std::optional<std::string_view>("Bearer good")) {
+      return Response::error(401, "Unauthenticated", "who are you");
+    }
+    ++admitted;
+    return std::nullopt;
+  };
+  ChannelServer s(so);
+  ASSERT_TRUE(s.start());
+
+  ClientOptions stranger;
+  stranger.channelAuthorization = [] { return std::string("Bearer guessed"); };
+  auto refused = channelClient(s.port(), stranger);
+  const auto r = refused->sendSync(post("/echo", "x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().toString();
+  EXPECT_NE(r.status().message().find("401"), std::string::npos) << r.status().toString();
+  EXPECT_TRUE(refused->usesChannels()) << "a refused caller is no server without channels";
+
+  ClientOptions friendly;
+  friendly.threads = 1;
+  friendly.channelAuthorization = [] { return std::string("Bearer good"); };
+  auto client = channelClient(s.port(), friendly);
+  for (int i = 0; i < 3; ++i) {
+    const auto ok = client->sendSync(post("/echo", "hello " + std::to_string(i)));
+    ASSERT_TRUE(ok.ok()) << ok.status().toString();
+    EXPECT_EQ(ok->body, "hello " + std::to_string(i));
+  }
+  EXPECT_EQ(client->channelsOpened(), 1u);
+  EXPECT_EQ(admitted.load(), 1) << "the frames of an admitted channel are not admitted again";
 }
 
 TEST(ChannelTest, TheServerExplainsWhatARequestForAChannelLacks) {

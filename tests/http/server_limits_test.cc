@@ -9,8 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -208,6 +210,55 @@ TEST(ServerLimitsTest, ConnectionsBeyondThePerPeerCapAreClosedAndOtherPeersServe
   Peer other(server.port(), "127.0.0.3");
   EXPECT_TRUE(served(other));
   server.stop();
+}
+
+// ServerOptions::admit: a request it refuses is answered from its head alone. Its body is not
+// waited for, nor held, and no handler sees it; a channel's upgrade is admitted like any request.
+TEST(ServerLimitsTest, ARequestTheAdmissionRefusesIsAnsweredBeforeItsBodyIsSent) {
+  std::mutex mu;
+  std::vector<std::string> heads;  // what the admission saw: "method target from"
+  std::atomic<int> handled{0};
+  ServerOptions o;
+  o.admit = [&](const Request& head) -> std::optional<Response> {
+    {
+      std::lock_guard lock(mu);
+      heads.push_back(std::string(methodName(head.method)) + " " + head.target + " " +
+                      head.remoteAddress.substr(0, head.remoteAddress.find(':')));
+    }
+    if (head.headers.get("authorization") == std::optional<std::string_view>("Bearer good")) {
+      return std::nullopt;
+    }
+    return Response::error(401, "Unauthenticated", "who are you");
+  };
+  TestServer s(o, true);
+  s.server.route(Method::kPost, "/take", [&](Request r, Responder res) {
+    ++handled;
+    res.send(textResponse("took " + std::to_string(r.body.size())));
+  });
+  ASSERT_TRUE(s.server.start().ok());
+
+  Peer stranger(s.server.port(), "127.0.0.2");
+  ASSERT_TRUE(stranger.send("POST /take HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n"));
+  EXPECT_TRUE(stranger.readUntil("who are you")) << "no answer before the body was sent";
+  EXPECT_TRUE(stranger.drainUntilClosed(Clock::now() + kWait))
+      << "the connection goes on, though its body was never read";
+  EXPECT_EQ(handled.load(), 0);
+
+  Peer upgrade(s.server.port(), "127.0.0.2");
+  ASSERT_TRUE(upgrade.send(kUpgrade));
+  EXPECT_TRUE(upgrade.readUntil("401 ")) << "a channel was opened for a caller the server refuses";
+  EXPECT_TRUE(upgrade.drainUntilClosed(Clock::now() + kWait));
+
+  Peer friendly(s.server.port());
+  ASSERT_TRUE(friendly.send(
+      "POST /take HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Length: 5\r\n\r\n"
+      "hello"));
+  EXPECT_TRUE(friendly.readUntil("took 5"));
+  EXPECT_EQ(handled.load(), 1);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(heads, (std::vector<std::string>{"POST /take 127.0.0.2", "GET /v1/channel 127.0.0.2",
+                                             "POST /take 127.0.0.1"}));
+  s.server.stop();
 }
 
 // A peer that sends frames as fast as the server takes them and never reads its answers: the

@@ -50,6 +50,11 @@ constexpr int kExitFailure = 1;
 // Idle keep-alive connections a sidecar keeps to the app and to each peer. Idle connections close
 // after the client's idle timeout, so a burst does not hold them for long.
 constexpr std::size_t kMaxIdleConnections = 1024;
+// Connections from one address to the peer API. A sidecar sends over a channel per I/O thread
+// (and plain HTTP only with --peer-transport=http, up to its requests in flight), the operator
+// over a few: 512 leave room for bursts, and keep what one address can make this sidecar hold
+// before it is authenticated to 512 heads (at most 64 KiB each).
+constexpr std::size_t kMaxPeerConnectionsPerAddress = 512;
 
 std::unique_ptr<http::Client> makeClientOrDie(http::Backend backend, http::ClientOptions options,
                                               const Logger& log, bool channels = false) {
@@ -146,20 +151,6 @@ int run(int argc, char** argv) {
   appHost.setDeadline([&entities] { return entities.appDeadline(); });
   RoutingTable table;
 
-  const auto peerClient = [backend, &cfg, &log, io = ioThreads.get()](const std::string& baseUrl,
-                                                                      bool channels) {
-    http::ClientOptions o;
-    o.baseUrl = baseUrl;
-    o.connectTimeout = std::chrono::seconds(2);
-    o.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
-    o.userAgent = "kshard-sidecar";
-    o.ioThreads = io;
-    o.maxConnections = kMaxIdleConnections;
-    return makeClientOrDie(backend, o, log, channels);
-  };
-  const auto peerFactory = [&peerClient](const std::string& baseUrl) {
-    return peerClient(baseUrl, false);
-  };
   // This pod's projected tokens, one per direction (protocol/audiences.h): for the manager API,
   // and for the other sidecars of its ShardMap. Neither is any good to the other party.
   std::function<std::string()> managerAuthorization;
@@ -172,6 +163,21 @@ int run(int argc, char** argv) {
     peerAuthorization =
         kube::bearerHeaderFromFile(cfg.peerTokenFile, SystemClock::instance(), log, "the peers");
   }
+  const auto peerClient = [backend, &cfg, &log, &peerAuthorization, io = ioThreads.get()](
+                              const std::string& baseUrl, bool channels) {
+    http::ClientOptions o;
+    o.channelAuthorization = peerAuthorization;
+    o.baseUrl = baseUrl;
+    o.connectTimeout = std::chrono::seconds(2);
+    o.maxResponseBytes = static_cast<std::size_t>(cfg.maxBodyBytes) * 4;
+    o.userAgent = "kshard-sidecar";
+    o.ioThreads = io;
+    o.maxConnections = kMaxIdleConnections;
+    return makeClientOrDie(backend, o, log, channels);
+  };
+  const auto peerFactory = [&peerClient](const std::string& baseUrl) {
+    return peerClient(baseUrl, false);
+  };
   // Messages to other sidecars go over channels (many on one connection per I/O thread); the
   // manager API stays plain HTTP.
   const bool channels = backend == http::Backend::kBeast && cfg.peerTransport == "channel";
@@ -268,15 +274,18 @@ int run(int argc, char** argv) {
                 {static_cast<std::size_t>(cfg.maxIdBytes)});
   appApi.addRoutes(*appServer);
 
+  PeerApi peerApi(self, entities, table, *authorizer, metrics, scheduler.clock(),
+                  log.withFields({{"part", "peer-api"}}),
+                  {static_cast<std::size_t>(cfg.maxIdBytes)});
   http::ServerOptions peerOptions = base;
   peerOptions.host = cfg.peerBindAddress.empty() ? cfg.podIp : cfg.peerBindAddress;
   peerOptions.port = static_cast<std::uint16_t>(cfg.peerPort);
   // Other sidecars may send over channels whatever this one's --peer-transport.
   peerOptions.acceptChannels = true;
+  // Callers are authenticated before their bodies are read; one address holds at most a share.
+  peerOptions.admit = [&peerApi](const http::Request& head) { return peerApi.admit(head); };
+  peerOptions.maxConnectionsPerPeer = kMaxPeerConnectionsPerAddress;
   auto peerServer = http::makeServer(backend, peerOptions);
-  PeerApi peerApi(self, entities, table, *authorizer, metrics, scheduler.clock(),
-                  log.withFields({{"part", "peer-api"}}),
-                  {static_cast<std::size_t>(cfg.maxIdBytes)});
   peerApi.addRoutes(*peerServer);
 
   http::ServerOptions adminOptions;

@@ -73,6 +73,15 @@ void PeerApi::addRoutes(http::Server& server) {
       [this](http::Request r, http::Responder res) { unassign(std::move(r), std::move(res)); });
 }
 
+std::optional<http::Response> PeerApi::admit(const http::Request& head) {
+  const std::string_view path = head.path();
+  const bool fromOperator = path == "/v1/ping" || path.starts_with("/v1/shards/");
+  const Status s = fromOperator ? authorizer_.authorizeOperator(head)
+                                : authorizer_.authorizePeer(head);
+  if (s.ok()) return std::nullopt;
+  return authorizationError(s);
+}
+
 void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
   const SteadyTime start = clock_.now();
   if (Status s = authorizer_.authorizePeer(request); !s.ok()) {

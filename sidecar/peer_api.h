@@ -48,6 +48,12 @@ class PeerApi {
           Options options);
 
   void addRoutes(http::Server& server);
+  // The peer server's admission (http::ServerOptions::admit): the caller is authenticated from
+  // the request's head, before its body is read, so that no one without a credential for this
+  // map makes the sidecar hold a body. The operator's commands need the operator's token; the
+  // forwarded messages and the channels that carry them, a peer's. The routes check again (a
+  // cached token costs a lookup), as a channel's frames are not admitted one by one.
+  std::optional<http::Response> admit(const http::Request& head);
 
  private:
   // Both by rvalue reference: the message passes through without a move per layer.

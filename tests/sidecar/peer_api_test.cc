@@ -1,0 +1,95 @@
+// PeerApi::admit: the peer server authenticates its callers from their requests' heads, before
+// any body is read, with the credential each path needs.
+#include "sidecar/peer_api.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "metrics/prometheus_registry.h"
+#include "tests/sidecar/held_host.h"
+
+namespace kshard::sidecar {
+namespace {
+
+// Takes the operator's calls with "Bearer operator", the peers' with "Bearer peer", and says
+// which check each head went through.
+class RecordingAuthorizer final : public RequestAuthorizer {
+ public:
+  Status authorizeOperator(const http::Request& request) override {
+    checks.push_back("operator " + request.target);
+    return check(request, "Bearer operator");
+  }
+  Status authorizePeer(const http::Request& request) override {
+    checks.push_back("peer " + request.target);
+    return check(request, "Bearer peer");
+  }
+  std::vector<std::string> checks;
+
+ private:
+  static Status check(const http::Request& request, std::string_view wanted) {
+    const auto got = request.headers.get("authorization");
+    if (!got) return unauthenticated("no token");
+    if (*got == "Bearer later") return unavailable("not yet in this sidecar's view");
+    if (*got != wanted) return permissionDenied("someone else");
+    return {};
+  }
+};
+
+class PeerApiAdmitTest : public ::testing::Test {
+ protected:
+  std::optional<http::Response> admit(http::Method method, std::string target,
+                                      std::string token = "") {
+    http::Request head;
+    head.method = method;
+    head.target = std::move(target);
+    if (!token.empty()) head.headers.add("Authorization", token);
+    return api_.admit(head);
+  }
+
+  Logger quiet_{"t", LogLevel::kError, [](std::string_view) {}};
+  ManualScheduler scheduler_;
+  testing::HeldHost host_;
+  EntityRegistry registry_{host_, scheduler_, {}, quiet_};
+  RoutingTable table_;
+  metrics::PrometheusRegistry metricsRegistry_;
+  SidecarMetrics metrics_{metricsRegistry_};
+  RecordingAuthorizer authorizer_;
+  PeerApi api_{Identity{}, registry_, table_, authorizer_, metrics_, scheduler_.clock(), quiet_,
+               {}};
+};
+
+TEST_F(PeerApiAdmitTest, EachPathNeedsTheCredentialOfItsCaller) {
+  EXPECT_FALSE(admit(http::Method::kGet, "/v1/ping", "Bearer operator"));
+  EXPECT_FALSE(admit(http::Method::kPost, "/v1/shards/assign", "Bearer operator"));
+  EXPECT_FALSE(admit(http::Method::kPost, "/v1/shards/unassign?x=1", "Bearer operator"));
+  EXPECT_FALSE(admit(http::Method::kPost, "/v1/peer/entities/counter/a", "Bearer peer"));
+  EXPECT_FALSE(admit(http::Method::kGet, "/v1/channel", "Bearer peer"));
+  EXPECT_EQ(authorizer_.checks,
+            (std::vector<std::string>{"operator /v1/ping", "operator /v1/shards/assign",
+                                      "operator /v1/shards/unassign?x=1",
+                                      "peer /v1/peer/entities/counter/a", "peer /v1/channel"}));
+}
+
+TEST_F(PeerApiAdmitTest, ARefusalIsTheAnswerTheRoutesWouldGive) {
+  const auto none = admit(http::Method::kPost, "/v1/peer/entities/counter/a");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  const auto peerAsOperator = admit(http::Method::kPost, "/v1/shards/unassign", "Bearer peer");
+  ASSERT_TRUE(peerAsOperator);
+  EXPECT_EQ(peerAsOperator->status, 403);
+  const auto operatorAsPeer = admit(http::Method::kGet, "/v1/channel", "Bearer operator");
+  ASSERT_TRUE(operatorAsPeer);
+  EXPECT_EQ(operatorAsPeer->status, 403);
+  const auto notYet = admit(http::Method::kGet, "/v1/channel", "Bearer later");
+  ASSERT_TRUE(notYet);
+  EXPECT_EQ(notYet->status, 503) << "the sender tries again";
+  // Any other path is a peer's: nobody without a credential learns what the server has.
+  const auto other = admit(http::Method::kGet, "/metrics");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 401);
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

@@ -400,6 +400,12 @@ void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> sel
     onReadError(ec);
     return;
   }
+  if (!parser_->method()) {
+    // No route takes it: answered at once, its body never read.
+    sendError(501, "NotImplemented",
+              "method " + std::string(parser_->methodText()) + " is not supported");
+    return;
+  }
   if (core_.router.hasBodyLimits() && !applyRouteBodyLimit()) return;
   if (core_.options.admit && !admitHead()) return;
   if (parser_->is_done()) {
@@ -452,9 +458,8 @@ std::string bodyTooLarge(std::size_t limit) {
 }
 
 bool Session::applyRouteBodyLimit() {
-  const std::optional<Method> method = parser_->method();
-  if (!method) return true;  // answered 501 once read
-  const std::optional<std::size_t> limit = core_.router.bodyLimit(*method, parser_->get().target);
+  const std::optional<std::size_t> limit =
+      core_.router.bodyLimit(*parser_->method(), parser_->get().target);
   if (!limit || *limit >= bodyLimit_) return true;
   bodyLimit_ = *limit;
   if (const auto length = parser_->content_length(); length && *length > bodyLimit_) {
@@ -466,10 +471,8 @@ bool Session::applyRouteBodyLimit() {
 }
 
 bool Session::admitHead() {
-  const std::optional<Method> method = parser_->method();
-  if (!method) return true;  // answered 501 once read
   Request& head = parser_->get();
-  head.method = *method;
+  head.method = *parser_->method();
   head.remoteAddress = remote_;
   std::optional<Response> refusal = core_.options.admit(head);
   if (!refusal) return true;
@@ -505,16 +508,10 @@ void Session::dispatchRequest(std::shared_ptr<Session> self) {
   version_ = parser_->version();
   watchdog_.never();  // the handler may take its time; the write has its own deadline
 
-  const std::optional<Method> method = parser_->method();
+  const Method method = *parser_->method();  // onHeader answered the others
   head_ = method == Method::kHead;
-  if (!method) {
-    answer(seq_,
-           Response::error(501, "NotImplemented",
-                           "method " + std::string(parser_->methodText()) + " is not supported"));
-    return;
-  }
   Request request = std::move(parser_->get());
-  request.method = *method;
+  request.method = method;
   request.remoteAddress = remote_;
   if (core_.options.acceptChannels && request.path() == channel::kPath) {
     if (stopping_) {

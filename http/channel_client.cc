@@ -198,7 +198,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
     const std::size_t headEnd = data.find("\r\n\r\n");
     if (headEnd == std::string_view::npos) {
       if (data.size() > kUpgradeAnswerLimit) {
-        refused();
+        refused(/*forGood=*/true);
         return;
       }
       readUpgradeAnswer();
@@ -206,16 +206,21 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     const std::string_view head = data.substr(0, headEnd + 2);
     const int status = statusOf(head);
-    if (status == 503 || status == 401 || status == 403) {
-      // A server that speaks channels and is stopping, or that did not admit this caller (yet):
-      // nothing was sent, the requests may go elsewhere; a later channel to it is tried again.
-      const Status s = unavailable(what() + ": the server did not open a channel: " +
-                                   std::string(head.substr(0, head.find("\r\n"))));
+    if (status == 503) {
+      // A server that speaks channels and is stopping: nothing was sent, the requests may go
+      // elsewhere; a later channel to it is tried again.
+      const Status s = unavailable(what() + ": the server is stopping");
       end(s, s);
       return;
     }
+    if (status == 401 || status == 403) {
+      // A server that speaks channels and did not admit this caller: its requests go as plain
+      // HTTP, where each gets the server's own answer, and a later one tries a channel again.
+      refused(/*forGood=*/false);
+      return;
+    }
     if (status != 101 || !upgradesTo(head, channel::kProtocol)) {
-      refused();
+      refused(/*forGood=*/true);
       return;
     }
     in_.consume(headEnd + 4);
@@ -259,9 +264,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
     return false;
   }
 
-  // The origin does not speak channels: its requests, and every later one, go as plain HTTP.
-  void refused() {
-    core_.fallBack();
+  // The origin refused the channel: its requests go as plain HTTP, and every later one too when
+  // `forGood` (an origin that does not speak channels).
+  void refused(bool forGood) {
+    if (forGood) core_.fallBack();
     state_ = State::kEnded;
     closeSocket();
     timer_.cancel();

@@ -8,11 +8,12 @@
 //
 // A channel opens on first use and closes after idleTimeout without requests. While it opens,
 // requests wait for it (within their deadline and connectTimeout). The upgrade request carries
-// ClientOptions::channelAuthorization. An answer 401, 403 or 503 to it fails the requests that
-// waited as not sent (Unavailable), and a later request tries a channel again. When the origin
-// answers the upgrade with anything else but 101 (an older server), or the origin is https or a
-// host name, the client sends every request as plain HTTP (a BeastClient with the same options)
-// from then on.
+// ClientOptions::channelAuthorization. An answer 503 (a server that stops) fails the requests
+// that waited as not sent (Unavailable); 401 or 403 (a server that did not admit the caller)
+// sends them as plain HTTP, to get the server's own answer. Either way a later request tries a
+// channel again. When the origin answers the upgrade with anything else but 101 (an older
+// server), or the origin is https or a host name, the client sends every request as plain HTTP
+// (a BeastClient with the same options) from then on.
 // Streams (openStream) always go as plain HTTP.
 //
 // Errors, as the Beast client's: Unavailable when no connection could be made or the request was

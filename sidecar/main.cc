@@ -50,11 +50,6 @@ constexpr int kExitFailure = 1;
 // Idle keep-alive connections a sidecar keeps to the app and to each peer. Idle connections close
 // after the client's idle timeout, so a burst does not hold them for long.
 constexpr std::size_t kMaxIdleConnections = 1024;
-// Connections from one address to the peer API. A sidecar sends over a channel per I/O thread
-// (and plain HTTP only with --peer-transport=http, up to its requests in flight), the operator
-// over a few: 512 leave room for bursts, and keep what one address can make this sidecar hold
-// before it is authenticated to 512 heads (at most 64 KiB each).
-constexpr std::size_t kMaxPeerConnectionsPerAddress = 512;
 
 std::unique_ptr<http::Client> makeClientOrDie(http::Backend backend, http::ClientOptions options,
                                               const Logger& log, bool channels = false) {
@@ -282,9 +277,8 @@ int run(int argc, char** argv) {
   peerOptions.port = static_cast<std::uint16_t>(cfg.peerPort);
   // Other sidecars may send over channels whatever this one's --peer-transport.
   peerOptions.acceptChannels = true;
-  // Callers are authenticated before their bodies are read; one address holds at most a share.
+  // Callers are authenticated before their bodies are read.
   peerOptions.admit = [&peerApi](const http::Request& head) { return peerApi.admit(head); };
-  peerOptions.maxConnectionsPerPeer = kMaxPeerConnectionsPerAddress;
   auto peerServer = http::makeServer(backend, peerOptions);
   peerApi.addRoutes(*peerServer);
 

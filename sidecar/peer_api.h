@@ -51,8 +51,10 @@ class PeerApi {
   // The peer server's admission (http::ServerOptions::admit): the caller is authenticated from
   // the request's head, before its body is read, so that no one without a credential for this
   // map makes the sidecar hold a body. The operator's commands need the operator's token; the
-  // forwarded messages and the channels that carry them, a peer's. The routes check again (a
-  // cached token costs a lookup), as a channel's frames are not admitted one by one.
+  // forwarded messages and the channels that carry them, a peer's. Refused unread: the callers
+  // the routes would answer 401 or 403; one that cannot be told yet (503) goes on to the route.
+  // The routes check again (a cached token costs a lookup): a channel's frames are not admitted
+  // one by one.
   std::optional<http::Response> admit(const http::Request& head);
 
  private:

@@ -244,6 +244,12 @@ TEST(ServerLimitsTest, ARequestTheAdmissionRefusesIsAnsweredBeforeItsBodyIsSent)
       << "the connection goes on, though its body was never read";
   EXPECT_EQ(handled.load(), 0);
 
+  // A method no route takes is answered at once too, before its body.
+  Peer unknown(s.server.port(), "127.0.0.2");
+  ASSERT_TRUE(unknown.send("FOO /take HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n"));
+  EXPECT_TRUE(unknown.readUntil("501 ")) << "no answer before the body was sent";
+  EXPECT_TRUE(unknown.drainUntilClosed(Clock::now() + kWait));
+
   Peer upgrade(s.server.port(), "127.0.0.2");
   ASSERT_TRUE(upgrade.send(kUpgrade));
   EXPECT_TRUE(upgrade.readUntil("401 ")) << "a channel was opened for a caller the server refuses";

@@ -115,6 +115,10 @@ func (r *run) checkActivations(c *Checks) {
 	}
 }
 
+// exitSeenWithin is how long after a kill the node agent has surely seen the process exit: it
+// records the exit when it reaps the process, a moment after the signal (the kill's "heal").
+const exitSeenWithin = 10 * time.Second
+
 // requireExits makes sure containers.jsonl has what the overlap check relies on: the exit of
 // the app container of every pod whose app a fault killed, after the kill. Without it, an
 // activation could look open or closed for the wrong reason.
@@ -127,14 +131,14 @@ func (r *run) requireExits(containers []nodestate.ContainerEvent) {
 		for _, e := range containers {
 			at := time.UnixMicro(e.TsUs)
 			if e.Event == nodestate.EventExit && e.Pod == f.Target && e.Container == appContainer &&
-				!at.Before(f.Injected) && !at.After(f.Healed) {
+				!at.Before(f.Injected) && !at.After(f.Healed.Add(exitSeenWithin)) {
 				found = true
 				break
 			}
 		}
 		if !found {
 			r.rep.problem("containers.jsonl has no exit of the app container of %s between %s and %s, though the nemesis killed it then",
-				f.Target, clock(f.Injected), clock(f.Healed))
+				f.Target, clock(f.Injected), clock(f.Healed.Add(exitSeenWithin)))
 		}
 	}
 }

@@ -14,10 +14,17 @@
 //	                        "token" names a mounted token file (its base name) or is a literal
 //	                        "Bearer ..." header; answers {"status","body"} (status 0: no answer,
 //	                        the error in body)
-//	POST /flood             {"method","url","body","requests","concurrency","forge"} sends
-//	                        `requests` requests, `concurrency` at a time, each with a forged
-//	                        JWT of its own (a random key id and signature) when "forge" is
-//	                        true; answers {"statuses": {"401": n, ...}, "errors", "seconds"}
+//	POST /flood             {"method","url","body","requests","concurrency","forge",
+//	                        "bodyBytes","bodyFill","insecure","hold"} sends `requests` requests,
+//	                        `concurrency` at a time, each with a forged JWT of its own (a random
+//	                        key id and signature) when "forge" is true. The body is "body", or
+//	                        when bodyBytes > 0 that many bytes of "bodyFill" repeated (e.g. "["
+//	                        for JSON nested as deep as it is long). "insecure": https without
+//	                        checking the server's certificate. "hold": that many more
+//	                        connections, each sending a request head a byte a second, for as
+//	                        long as the flood lasts. Answers {"statuses": {"401": n, ...},
+//	                        "errors", "seconds", "held" (still open at the end), "cut" (closed
+//	                        by the server)}
 //
 // Environment: POD_NAME, POD_NAMESPACE, POD_UID, POD_IP (downward API); KSHARD_SHARD_MAP (the
 // ShardMap it claims); KSHARD_MANAGERS (comma-separated host:port of the operator replicas);
@@ -27,6 +34,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -35,6 +43,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -198,9 +207,64 @@ type floodRequest struct {
 	Method      string `json:"method"`
 	URL         string `json:"url"`
 	Body        string `json:"body"`
+	BodyBytes   int    `json:"bodyBytes"`
+	BodyFill    string `json:"bodyFill"`
 	Requests    int    `json:"requests"`
 	Concurrency int    `json:"concurrency"`
 	Forge       bool   `json:"forge"`
+	Insecure    bool   `json:"insecure"`
+	Hold        int    `json:"hold"`
+}
+
+// holdConnections opens n connections to the URL's host and has each send a request head one
+// byte a second until stop is closed; it then says how many the server had closed meanwhile.
+func holdConnections(rawURL string, n int, insecure bool, stop <-chan struct{}) (held, cut int) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, 0
+	}
+	head := "POST " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nX-Slow: " +
+		strings.Repeat("s", 4096)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var conn net.Conn
+			var err error
+			if u.Scheme == "https" {
+				conn, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", u.Host,
+					&tls.Config{InsecureSkipVerify: insecure})
+			} else {
+				conn, err = net.DialTimeout("tcp", u.Host, 5*time.Second)
+			}
+			closed := err != nil
+			if err == nil {
+				defer conn.Close()
+				for at := 0; !closed; at = (at + 1) % len(head) {
+					select {
+					case <-stop:
+						mu.Lock()
+						held++
+						mu.Unlock()
+						return
+					case <-time.After(time.Second):
+					}
+					_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+					if _, err := conn.Write([]byte{head[at]}); err != nil {
+						closed = true
+					}
+				}
+			}
+			mu.Lock()
+			cut++
+			mu.Unlock()
+		}()
+	}
+	<-stop
+	wg.Wait()
+	return held, cut
 }
 
 // forgedJWT looks like a projected service-account token of a pod, signed by a key nobody knows.
@@ -226,7 +290,18 @@ func flood(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := &http.Client{Timeout: 10 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: f.Concurrency}}
+		Transport: &http.Transport{MaxIdleConnsPerHost: f.Concurrency,
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: f.Insecure}}}
+	body := f.Body
+	if f.BodyBytes > 0 && f.BodyFill != "" {
+		body = strings.Repeat(f.BodyFill, f.BodyBytes/len(f.BodyFill)+1)[:f.BodyBytes]
+	}
+	stopHolding := make(chan struct{})
+	holding := make(chan [2]int, 1)
+	go func() {
+		held, cut := holdConnections(f.URL, f.Hold, f.Insecure, stopHolding)
+		holding <- [2]int{held, cut}
+	}()
 	var mu sync.Mutex
 	statuses := map[string]int{}
 	errors := 0
@@ -238,7 +313,7 @@ func flood(w http.ResponseWriter, r *http.Request) {
 		go func() {
 			defer wg.Done()
 			for range next {
-				req, err := http.NewRequest(f.Method, f.URL, strings.NewReader(f.Body))
+				req, err := http.NewRequest(f.Method, f.URL, strings.NewReader(body))
 				if err != nil {
 					continue
 				}
@@ -266,8 +341,11 @@ func flood(w http.ResponseWriter, r *http.Request) {
 	}
 	close(next)
 	wg.Wait()
-	writeJSON(w, 200, map[string]any{"statuses": statuses, "errors": errors,
-		"seconds": time.Since(start).Seconds()})
+	seconds := time.Since(start).Seconds()
+	close(stopHolding)
+	h := <-holding
+	writeJSON(w, 200, map[string]any{"statuses": statuses, "errors": errors, "seconds": seconds,
+		"held": h[0], "cut": h[1]})
 }
 
 func main() {

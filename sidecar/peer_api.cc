@@ -76,12 +76,9 @@ void PeerApi::addRoutes(http::Server& server) {
 std::optional<http::Response> PeerApi::admit(const http::Request& head) {
   const std::string_view path = head.path();
   const bool fromOperator = path == "/v1/ping" || path.starts_with("/v1/shards/");
-  const Status s = fromOperator ? authorizer_.authorizeOperator(head)
-                                : authorizer_.authorizePeer(head);
-  // Only a caller surely refused is refused unread. One that cannot be told yet (the keys not
-  // loaded, a pod registered a moment ago) holds a token of this map's audience, which only the
-  // map's namespace can mint: the route answers it, and a channel opens for it.
-  if (s.ok() || s.code() == StatusCode::kUnavailable) return std::nullopt;
+  const Status s =
+      fromOperator ? authorizer_.authorizeOperator(head) : authorizer_.admitPeer(head);
+  if (s.ok()) return std::nullopt;
   return authorizationError(s);
 }
 

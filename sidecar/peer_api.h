@@ -51,10 +51,11 @@ class PeerApi {
   // The peer server's admission (http::ServerOptions::admit): the caller is authenticated from
   // the request's head, before its body is read, so that no one without a credential for this
   // map makes the sidecar hold a body. The operator's commands need the operator's token; the
-  // forwarded messages and the channels that carry them, a peer's. Refused unread: the callers
-  // the routes would answer 401 or 403; one that cannot be told yet (503) goes on to the route.
-  // The routes check again (a cached token costs a lookup): a channel's frames are not admitted
-  // one by one.
+  // forwarded messages and the channels that carry them, a peer token of this map
+  // (RequestAuthorizer::admitPeer: whether its pod is registered yet is the route's to answer,
+  // so a pod registered a moment ago gets a channel). While no token can be verified (the keys
+  // not loaded) every caller is answered 503 unread. The routes check again (a cached token
+  // costs a lookup): a channel's frames are not admitted one by one.
   std::optional<http::Response> admit(const http::Request& head);
 
  private:

@@ -14,6 +14,11 @@ class RequestAuthorizer {
   // OK, Unauthenticated (no or invalid credentials) or PermissionDenied (valid, wrong caller).
   virtual Status authorizeOperator(const http::Request& request) = 0;
   virtual Status authorizePeer(const http::Request& request) = 0;
+  // What the peer server checks from a request's head, before it reads the body (PeerApi::admit):
+  // that the caller holds a peer credential of this map at all. Whether its pod is registered
+  // (authorizePeer's Unavailable: a pod registered a moment ago) is left to the route. OK,
+  // Unauthenticated, PermissionDenied, or Unavailable when it cannot be told (no keys yet).
+  virtual Status admitPeer(const http::Request& head) { return authorizePeer(head); }
 };
 
 // Accepts every caller: for tests, and for clusters that secure the pod network otherwise.

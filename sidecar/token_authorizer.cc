@@ -39,7 +39,7 @@ Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
   return {};
 }
 
-Status TokenAuthorizer::authorizePeer(const http::Request& request) {
+StatusOr<kube::JwtClaims> TokenAuthorizer::peerClaims(const http::Request& request) {
   auto claims = verify(request, peerTokens_);
   if (!claims.ok()) return claims.status();
   if (claims->podName.empty()) {
@@ -49,6 +49,14 @@ Status TokenAuthorizer::authorizePeer(const http::Request& request) {
     return permissionDenied("pod " + claims->namespace_ + "/" + claims->podName +
                             " is not in namespace " + options_.ns);
   }
+  return claims;
+}
+
+Status TokenAuthorizer::admitPeer(const http::Request& head) { return peerClaims(head).status(); }
+
+Status TokenAuthorizer::authorizePeer(const http::Request& request) {
+  auto claims = peerClaims(request);
+  if (!claims.ok()) return claims.status();
   const auto snapshot = table_.snapshot();
   if (const RouteOwner* p = snapshot->podNamed(claims->podName)) {
     if (p->uid == claims->podUid) return {};

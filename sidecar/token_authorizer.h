@@ -59,6 +59,7 @@ class TokenAuthorizer final : public RequestAuthorizer {
 
   Status authorizeOperator(const http::Request& request) override;
   Status authorizePeer(const http::Request& request) override;
+  Status admitPeer(const http::Request& head) override;
 
   // Verified tokens in the cache, for tests.
   std::size_t cachedTokens() const {
@@ -68,6 +69,8 @@ class TokenAuthorizer final : public RequestAuthorizer {
  private:
   // The claims of the request's token, checked by `verifier` (one audience).
   StatusOr<kube::JwtClaims> verify(const http::Request& request, kube::TokenVerifier& verifier);
+  // The claims of a peer token of this map bound to a pod of this namespace.
+  StatusOr<kube::JwtClaims> peerClaims(const http::Request& request);
 
   const RoutingTable& table_;
   const Clock& clock_;

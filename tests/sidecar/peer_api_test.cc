@@ -25,6 +25,14 @@ class RecordingAuthorizer final : public RequestAuthorizer {
     checks.push_back("peer " + request.target);
     return check(request, "Bearer peer");
   }
+  // "Bearer later": a peer token whose pod is not registered yet, good enough to be admitted.
+  Status admitPeer(const http::Request& head) override {
+    checks.push_back("admit peer " + head.target);
+    if (head.headers.get("authorization") == std::optional<std::string_view>("Bearer later")) {
+      return {};
+    }
+    return check(head, "Bearer peer");
+  }
   std::vector<std::string> checks;
 
  private:
@@ -32,6 +40,7 @@ class RecordingAuthorizer final : public RequestAuthorizer {
     const auto got = request.headers.get("authorization");
     if (!got) return unauthenticated("no token");
     if (*got == "Bearer later") return unavailable("not yet in this sidecar's view");
+    if (*got == "Bearer nokeys") return unavailable("the issuer keys are not loaded yet");
     if (*got != wanted) return permissionDenied("someone else");
     return {};
   }
@@ -69,7 +78,8 @@ TEST_F(PeerApiAdmitTest, EachPathNeedsTheCredentialOfItsCaller) {
   EXPECT_EQ(authorizer_.checks,
             (std::vector<std::string>{"operator /v1/ping", "operator /v1/shards/assign",
                                       "operator /v1/shards/unassign?x=1",
-                                      "peer /v1/peer/entities/counter/a", "peer /v1/channel"}));
+                                      "admit peer /v1/peer/entities/counter/a",
+                                      "admit peer /v1/channel"}));
 }
 
 TEST_F(PeerApiAdmitTest, ARefusalIsTheAnswerTheRoutesWouldGive) {
@@ -82,10 +92,14 @@ TEST_F(PeerApiAdmitTest, ARefusalIsTheAnswerTheRoutesWouldGive) {
   const auto operatorAsPeer = admit(http::Method::kGet, "/v1/channel", "Bearer operator");
   ASSERT_TRUE(operatorAsPeer);
   EXPECT_EQ(operatorAsPeer->status, 403);
-  // Who cannot be told yet goes on to the route, which answers 503 (the sender tries again),
-  // and gets a channel: a pod registered a moment ago is no stranger.
+  // A pod registered a moment ago is no stranger: it gets a channel, and the route answers its
+  // messages 503 until this sidecar sees it registered.
   EXPECT_FALSE(admit(http::Method::kGet, "/v1/channel", "Bearer later"));
   EXPECT_FALSE(admit(http::Method::kPost, "/v1/peer/entities/counter/a", "Bearer later"));
+  // While no token can be verified, nobody's body is read.
+  const auto noKeys = admit(http::Method::kPost, "/v1/peer/entities/counter/a", "Bearer nokeys");
+  ASSERT_TRUE(noKeys);
+  EXPECT_EQ(noKeys->status, 503);
   // Any other path is a peer's: nobody without a credential learns what the server has.
   const auto other = admit(http::Method::kGet, "/metrics");
   ASSERT_TRUE(other);

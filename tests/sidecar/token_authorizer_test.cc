@@ -126,9 +126,15 @@ TEST_F(TokenAuthorizerTest, OnlyRegisteredPodsOfTheSameShardMapMayForward) {
   // The operator's token is not bound to a registered pod of this map.
   EXPECT_EQ(auth_.authorizePeer(withToken(operatorToken(3600, kPeerAudience))).code(),
             StatusCode::kPermissionDenied);
-  // Not (yet) in this sidecar's copy of the status: the sender is told to retry.
+  // Not (yet) in this sidecar's copy of the status: the sender is told to retry, though its
+  // credential is admitted (PeerApi::admit reads its body, the route answers).
   const Status unknown = auth_.authorizePeer(withToken(podToken("counter-2", "counter-2-uid")));
   EXPECT_EQ(unknown.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(auth_.admitPeer(withToken(podToken("counter-2", "counter-2-uid"))).ok());
+  EXPECT_EQ(auth_.admitPeer(withToken(podToken("counter-2", "counter-2-uid", "other"))).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth_.admitPeer(withToken(operatorToken(3600, kOperatorAudience))).code(),
+            StatusCode::kUnauthenticated);
   table_.update(testing::makeMap(10, 4, {{"counter-0", "1-5"}, {"counter-1", "6-10"},
                                          {"counter-2", ""}}));
   EXPECT_TRUE(auth_.authorizePeer(withToken(podToken("counter-2", "counter-2-uid"))).ok());
@@ -196,6 +202,8 @@ TEST(TokenAuthorizer, WithoutKeysEveryCallerIsToldToRetry) {
                        {.operatorSubject = kOperator, .ns = "demo", .shardMap = "demo/counter"});
   EXPECT_EQ(auth.authorizeOperator(withToken("x.y.z")).code(), StatusCode::kUnavailable);
   EXPECT_EQ(auth.authorizeOperator(http::Request{}).code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.admitPeer(withToken("x.y.z")).code(), StatusCode::kUnavailable)
+      << "a token that cannot be verified is not admitted";
 }
 
 class ApiServerIssuerKeysTest : public ::testing::Test {

@@ -50,6 +50,10 @@ constexpr int kExitFailure = 1;
 // Idle keep-alive connections a sidecar keeps to the app and to each peer. Idle connections close
 // after the client's idle timeout, so a burst does not hold them for long.
 constexpr std::size_t kMaxIdleConnections = 1024;
+// The admin server's bounds (/metrics, /healthz, /readyz, /v1/drain): see where they are set.
+constexpr std::size_t kAdminMaxBodyBytes = 4096;
+constexpr std::size_t kAdminMaxConnections = 64;
+constexpr std::size_t kAdminMaxConnectionsPerPeer = 16;
 
 std::unique_ptr<http::Client> makeClientOrDie(http::Backend backend, http::ClientOptions options,
                                               const Logger& log, bool channels = false) {
@@ -285,6 +289,11 @@ int run(int argc, char** argv) {
   http::ServerOptions adminOptions;
   adminOptions.host = cfg.adminBindAddress;
   adminOptions.port = static_cast<std::uint16_t>(cfg.adminPort);
+  // Probes, scrapes and the preStop drain: no bodies, a few connections from the node and the
+  // monitoring. Bounded like the operator's admin server, before anyone is authenticated.
+  adminOptions.maxBodyBytes = kAdminMaxBodyBytes;
+  adminOptions.maxConnections = kAdminMaxConnections;
+  adminOptions.maxConnectionsPerPeer = kAdminMaxConnectionsPerPeer;
   // Its own thread: /healthz and /metrics answer even while the data path's threads are busy.
   adminOptions.threads = 1;
   auto adminServer = http::makeServer(http::Backend::kBeast, adminOptions);

@@ -260,11 +260,13 @@ func TestTheLeaderKeepsItsLeaseAndItsMemoryUnderAFlood(t *testing.T) {
 
 // Issue 29, high: a sidecar's peer API read a whole body (up to 4 MiB) before it asked who sent
 // it, on as many connections as anyone opened: a few dozen bodies at once took a sidecar past its
-// 128 MiB. Now a caller is authenticated from its request's head (http::ServerOptions::admit),
-// and a channel opens only for an authenticated upgrade. While another tenant sends 4 MiB bodies
-// with forged tokens to one of demo/counter's sidecars, 64 at once, and holds 600 more
-// connections that send their heads a byte a second, for two Lease durations: the sidecar stays
-// within its memory limit and keeps its shards and its incarnation (no restart).
+// 128 MiB; its admin port (probes, metrics, the drain) took 4 MiB bodies from anyone too. Now a
+// caller of the peer API is authenticated from its request's head (http::ServerOptions::admit),
+// a channel opens only for an authenticated upgrade, and the admin port takes 4 KiB bodies on 64
+// connections, 16 from one address. While another tenant sends 4 MiB bodies with forged tokens
+// to one of demo/counter's sidecars, 64 at once to the peer API and 32 to the drain, and holds
+// 600 more connections that send their heads a byte a second, for two Lease durations: the
+// sidecar stays within its memory limit and keeps its shards and its incarnation (no restart).
 func TestASidecarKeepsItsMemoryAndItsShardsUnderAFlood(t *testing.T) {
 	c := clients(t)
 	a := startAttacker(t, c)
@@ -273,14 +275,32 @@ func TestASidecarKeepsItsMemoryAndItsShardsUnderAFlood(t *testing.T) {
 	shards := owned(t, v, token)
 	var results []floodResult
 	var floodErr error
+	var admin []floodResult
+	var adminErr error
 	peaks := duringAttack(t, c, []watched{{v.pod + "/kshard-sidecar", v.uid, "kshard-sidecar", sidecarMemoryLimit}}, func() {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			admin, adminErr = a.floodFor(flood{Method: http.MethodPost, URL: "http://" + v.ip + ":7102/v1/drain",
+				BodyBytes: 4 << 20, BodyFill: "x", Requests: 1000, Concurrency: 32})
+		}()
 		results, floodErr = a.floodFor(flood{Method: http.MethodPost,
 			URL:       "http://" + v.address + "/v1/peer/entities/counter/flood",
 			BodyBytes: 4 << 20, BodyFill: "x", Requests: 2000, Concurrency: 64, Hold: 600})
+		wg.Wait()
 	})
-	if floodErr != nil {
-		t.Fatal(floodErr)
+	if floodErr != nil || adminErr != nil {
+		t.Fatal(floodErr, adminErr)
 	}
+	adminStatuses, adminCut, _, _ := tally(admin)
+	for status, n := range adminStatuses {
+		if status != "413" {
+			t.Errorf("%d drains with 4 MiB bodies were answered %s, not 413", n, status)
+		}
+	}
+	t.Logf("the admin port: %d drains answered 413 from their Content-Length, %d cut at its "+
+		"connection caps", adminStatuses["413"], adminCut)
 	statuses, unanswered, held, cut := tally(results)
 	for status, n := range statuses {
 		if status != "401" {

@@ -3,8 +3,9 @@
 # kshard-system, the counter in demo): a tenant of another namespace (kshard-attack) runs a pod
 # that poses as a sidecar of a ShardMap of its own, registers, keeps what the operator sends it,
 # and attacks demo/counter with it and with every token it can mint; plus the RBAC, the metrics,
-# the drain, the ShardMap flood and the webhook certificate's renewal. docs/security.md lists the
-# tests and their results.
+# the drain, the ShardMap flood, floods of the manager API, a sidecar and the webhooks (memory
+# and the Lease watched), and the webhook certificate's renewal. docs/security.md lists the tests
+# and their results.
 #
 #   e2e/security/run.sh [go test flags, e.g. -run TestTheOperators]
 #

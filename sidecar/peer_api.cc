@@ -4,6 +4,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "http/channel.h"
 #include "sharding/shard_id.h"
 #include "sidecar/app_host.h"
 #include "sidecar/entity_request.h"
@@ -76,6 +77,13 @@ void PeerApi::addRoutes(http::Server& server) {
 std::optional<http::Response> PeerApi::admit(const http::Request& head) {
   const std::string_view path = head.path();
   const bool fromOperator = path == "/v1/ping" || path.starts_with("/v1/shards/");
+  const bool fromPeer = path == http::channel::kPath || path.starts_with("/v1/peer/");
+  if (!fromOperator && !fromPeer) {
+    // No route here: the router's answer, without reading a body nobody takes.
+    return http::Response::error(
+        404, "NotFound",
+        "no route for " + std::string(http::methodName(head.method)) + " " + std::string(path));
+  }
   const Status s =
       fromOperator ? authorizer_.authorizeOperator(head) : authorizer_.admitPeer(head);
   if (s.ok()) return std::nullopt;

@@ -54,8 +54,8 @@ class PeerApi {
   // forwarded messages and the channels that carry them, a peer token of this map
   // (RequestAuthorizer::admitPeer: whether its pod is registered yet is the route's to answer,
   // so a pod registered a moment ago gets a channel). While no token can be verified (the keys
-  // not loaded) every caller is answered 503 unread. The routes check again (a cached token
-  // costs a lookup): a channel's frames are not admitted one by one.
+  // not loaded) every caller is answered 503 unread; a path no route takes, 404. The routes
+  // check again (a cached token costs a lookup): a channel's frames are not admitted one by one.
   std::optional<http::Response> admit(const http::Request& head);
 
  private:

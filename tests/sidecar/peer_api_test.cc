@@ -100,10 +100,12 @@ TEST_F(PeerApiAdmitTest, ARefusalIsTheAnswerTheRoutesWouldGive) {
   const auto noKeys = admit(http::Method::kPost, "/v1/peer/entities/counter/a", "Bearer nokeys");
   ASSERT_TRUE(noKeys);
   EXPECT_EQ(noKeys->status, 503);
-  // Any other path is a peer's: nobody without a credential learns what the server has.
-  const auto other = admit(http::Method::kGet, "/metrics");
+  // A path no route takes gets the router's 404, its body unread.
+  const auto other = admit(http::Method::kPost, "/v1/no-such-thing");
   ASSERT_TRUE(other);
-  EXPECT_EQ(other->status, 401);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_NE(other->body.find("no route for POST /v1/no-such-thing"), std::string::npos)
+      << other->body;
 }
 
 }  // namespace

@@ -171,13 +171,5 @@ func sentToPeers(t *testing.T, c clusterClients, v victim) string {
 // leaderAddress is the manager API of the replica holding the Lease.
 func leaderAddress(t *testing.T, c clusterClients) string {
 	t.Helper()
-	lease, err := c.cs.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity == nil {
-		t.Fatalf("the operator's Lease: %v", err)
-	}
-	pod, err := c.cs.CoreV1().Pods(kshardNamespace).Get(bg(), *lease.Spec.HolderIdentity, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pod.Status.PodIP + ":7200"
+	return leader(t, c).Status.PodIP + ":7200"
 }

@@ -37,7 +37,7 @@ sidecar_tunables() {
 
 # fortio (FORTIO, or installed from the Go module proxy into the cache the local cluster's Go
 # builds use, e2e/cluster/lib.sh's setup_go): prints its path. fortio 1.69 and later import
-# grol.io/grol, whose module zip proxy.golang.org does not serve from this machine (403); 1.68.2
+# grol.io/grol, whose module zip the module proxy does not serve to this machine (403); 1.68.2
 # is the last release without it.
 install_fortio() {
   local cache=${KSHARD_CACHE:-$HOME/.cache/kshard} version=${FORTIO_VERSION:-v1.68.2}

@@ -8,7 +8,8 @@ export CCACHE_NOHASHDIR := 1
 .DEFAULT_GOAL := build
 
 .PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
-        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help
+        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help \
+        images images-test
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
@@ -18,6 +19,7 @@ help:
 	@echo "make fuzz-smoke    every fuzz harness for 10 s (part of make test)"
 	@echo "make api-test      Schemathesis against the sidecar's OpenAPI description (part of make test)"
 	@echo "make chaos         the randomized fault suite on the local cluster: SEED= (default random), DURATION= (30m)"
+	@echo "make images        the images (buildah, base images made locally), archives in build/images/"
 	@echo "make cluster-up    start the local Kubernetes cluster (.cluster/kubeconfig)"
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
@@ -31,6 +33,15 @@ deps:
 build:
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter kshardctl
+
+# The images of the Dockerfile's targets and of the test programs, daemonless (buildah), from base
+# images made locally with mmdebstrap; an archive of each in build/images/ (images/build.sh).
+images: deps
+	@bash images/build.sh
+
+# Each product image runs its executable (shared libraries, entry point, user): part of make test.
+images-test: images
+	@bash images/test.sh
 
 # Debug build with AddressSanitizer and UndefinedBehaviorSanitizer, for the unit tests.
 build-dev:
@@ -51,7 +62,7 @@ api-test: build-dev
 
 # Every test: unit and component, a short run of every fuzz harness, the API property tests, the
 # local cluster's own tests, then kshard on the local cluster.
-test: deps unit-test fuzz-smoke api-test cluster-test e2e-test
+test: deps unit-test fuzz-smoke api-test images-test cluster-test e2e-test
 
 # kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.
 e2e-test: build

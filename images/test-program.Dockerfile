@@ -1,0 +1,7 @@
+# An image for one of the test programs (static Go executables built on the host):
+#   buildah bud -f images/test-program.Dockerfile --build-arg PROGRAM=e2e/cluster/bin/kshard-e2e-app .
+# images/build.sh builds one per program it names.
+FROM debian:12-slim
+ARG PROGRAM
+COPY ${PROGRAM} /usr/local/bin/kshard-test-program
+ENTRYPOINT ["/usr/local/bin/kshard-test-program"]

@@ -218,9 +218,12 @@ void CounterApp::onReset(const http::Request& request, http::Responder responder
   // any other process than the resetting one are refused from now on (staleSender).
   std::unique_lock lock(mu_);
   std::string from(request.headers.get(kIncarnationHeader).value_or(""));
-  if (from != resetBy_) {
-    // Turn numbers start over with a new sidecar process. (A reset the same process repeats,
-    // e.g. after its first one timed out, keeps what it knows.)
+  // Turn numbers start over with a new sidecar process: what the previous one numbered bounds
+  // nothing any more (its late calls are refused by staleSender). A reset the same process
+  // repeats, e.g. after its first one timed out, keeps what it knows, and bounds the counters it
+  // stops now by their turns.
+  const bool newProcess = from != resetBy_;
+  if (newProcess) {
     stopped_.clear();
     stopOrder_.clear();
   }
@@ -228,7 +231,7 @@ void CounterApp::onReset(const http::Request& request, http::Responder responder
   const std::size_t held = active_.size();
   for (auto it = active_.begin(); it != active_.end();) {
     auto next = std::next(it);
-    recordStop(it->first, it->second.turn);
+    if (!newProcess) recordStop(it->first, it->second.turn);
     if (Status s = stopLocked(it, ""); !s.ok()) {
       lock.unlock();
       responder.send(error(500, "StoreUnavailable", s.message()));

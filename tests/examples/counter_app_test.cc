@@ -201,6 +201,38 @@ TEST_F(CounterAppTest, AMessageThatComesAfterItsEntitysStopIsRefused) {
   EXPECT_EQ(send("/kshard/entities/counter/c7", 10)->status, 200);
 }
 
+// A restarted sidecar numbers its messages from 1 again. The counters the reset stops were
+// numbered by the previous process: their turns must not bound the new process's messages, or
+// every counter the app held would refuse them as late until the new numbers caught up.
+TEST_F(CounterAppTest, TurnsOfThePreviousSidecarProcessDoNotBoundTheNextOnes) {
+  const auto send = [&](const std::string& target, const std::string& incarnation,
+                        std::uint64_t turn) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = target;
+    r.body = R"({"op":"increment"})";
+    r.headers.set("Kshard-Shard", "7");
+    r.headers.set("Kshard-Epoch", "5");
+    r.headers.set("Kshard-Incarnation", incarnation);
+    r.headers.set("Kshard-Turn", std::to_string(turn));
+    return client_->sendSync(std::move(r));
+  };
+  ASSERT_EQ(send("/kshard/entities/counter/c8", "old", 900)->status, 200);
+  ASSERT_EQ(send("/kshard/entities/counter/c9", "old", 901)->status, 200);
+  ASSERT_EQ(send("/kshard/entities/counter/c9/stop", "old", 901)->status, 200);
+  ASSERT_EQ(send("/kshard/reset", "new", 0)->status, 200);
+  ASSERT_EQ(app_->activeCounters(), 0u);
+  auto held = send("/kshard/entities/counter/c8", "new", 1);
+  EXPECT_EQ(held->status, 200) << "a counter held at the reset: " << held->body;
+  auto stopped = send("/kshard/entities/counter/c9", "new", 2);
+  EXPECT_EQ(stopped->status, 200) << "a counter stopped before the reset: " << stopped->body;
+  EXPECT_EQ(store_.load("c8")->value, 2);
+  EXPECT_EQ(store_.load("c9")->value, 2);
+  // The new process's own numbers bound its messages as before.
+  ASSERT_EQ(send("/kshard/entities/counter/c8/stop", "new", 3)->status, 200);
+  EXPECT_EQ(send("/kshard/entities/counter/c8", "new", 3)->status, 409);
+}
+
 TEST_F(CounterAppTest, RejectsBadInput) {
   EXPECT_EQ(post("/kshard/entities/counter/c3", "{nope")->status, 400);
   EXPECT_EQ(post("/kshard/entities/counter/c3", R"({"op":"explode"})")->status, 400);

@@ -56,6 +56,20 @@ class CounterAppTest : public ::testing::Test {
     r.headers.set("Kshard-Epoch", std::to_string(epoch));
     return client_->sendSync(std::move(r));
   }
+  // A callback as a sidecar process sends it: an increment (or a stop, for a target ending in
+  // /stop) with that process's incarnation and turn number (neither header when empty or 0).
+  StatusOr<http::Response> callback(const std::string& target, const std::string& incarnation,
+                                    std::uint64_t turn) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = target;
+    r.body = target.ends_with("/stop") ? "" : R"({"op":"increment"})";
+    r.headers.set("Kshard-Shard", "7");
+    r.headers.set("Kshard-Epoch", "5");
+    if (!incarnation.empty()) r.headers.set("Kshard-Incarnation", incarnation);
+    if (turn != 0) r.headers.set("Kshard-Turn", std::to_string(turn));
+    return client_->sendSync(std::move(r));
+  }
   std::vector<json> events() {
     std::vector<json> out;
     std::ifstream in(dir_ + "/events.log");
@@ -130,14 +144,7 @@ TEST_F(CounterAppTest, AnActivationClaimsTheEpochSoThatTheOldOwnerCannotWriteAny
 
 TEST_F(CounterAppTest, AfterAResetCallbacksOfOtherSidecarProcessesAreRefused) {
   const auto send = [&](const std::string& target, const std::string& incarnation) {
-    http::Request r;
-    r.method = http::Method::kPost;
-    r.target = target;
-    r.body = R"({"op":"increment"})";
-    r.headers.set("Kshard-Shard", "7");
-    r.headers.set("Kshard-Epoch", "5");
-    r.headers.set("Kshard-Incarnation", incarnation);
-    return client_->sendSync(std::move(r));
+    return callback(target, incarnation, 0);
   };
   ASSERT_EQ(send("/kshard/entities/counter/c5", "old")->status, 200);
   ASSERT_EQ(send("/kshard/reset", "new")->status, 200);
@@ -173,14 +180,7 @@ TEST_F(CounterAppTest, ACopyHeldFromAnOlderEpochIsReadAgainFromTheStore) {
 // starting the counter again behind the sidecar's back. So is one older than a handled one.
 TEST_F(CounterAppTest, AMessageThatComesAfterItsEntitysStopIsRefused) {
   const auto send = [&](const std::string& target, std::uint64_t turn) {
-    http::Request r;
-    r.method = http::Method::kPost;
-    r.target = target;
-    r.body = target.ends_with("/stop") ? "" : R"({"op":"increment"})";
-    r.headers.set("Kshard-Shard", "7");
-    r.headers.set("Kshard-Epoch", "5");
-    r.headers.set("Kshard-Turn", std::to_string(turn));
-    return client_->sendSync(std::move(r));
+    return callback(target, "", turn);
   };
   ASSERT_EQ(send("/kshard/entities/counter/c7", 4)->status, 200);
   ASSERT_EQ(send("/kshard/entities/counter/c7/stop", 5)->status, 200);  // turn 5 went missing
@@ -206,17 +206,7 @@ TEST_F(CounterAppTest, AMessageThatComesAfterItsEntitysStopIsRefused) {
 // every counter the app held would refuse them as late until the new numbers caught up.
 TEST_F(CounterAppTest, TurnsOfThePreviousSidecarProcessDoNotBoundTheNextOnes) {
   const auto send = [&](const std::string& target, const std::string& incarnation,
-                        std::uint64_t turn) {
-    http::Request r;
-    r.method = http::Method::kPost;
-    r.target = target;
-    r.body = R"({"op":"increment"})";
-    r.headers.set("Kshard-Shard", "7");
-    r.headers.set("Kshard-Epoch", "5");
-    r.headers.set("Kshard-Incarnation", incarnation);
-    r.headers.set("Kshard-Turn", std::to_string(turn));
-    return client_->sendSync(std::move(r));
-  };
+                        std::uint64_t turn) { return callback(target, incarnation, turn); };
   ASSERT_EQ(send("/kshard/entities/counter/c8", "old", 900)->status, 200);
   ASSERT_EQ(send("/kshard/entities/counter/c9", "old", 901)->status, 200);
   ASSERT_EQ(send("/kshard/entities/counter/c9/stop", "old", 901)->status, 200);

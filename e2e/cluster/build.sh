@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the local cluster's programs: etcd, kube-apiserver, kube-controller-manager (and kubectl
-# when the machine has none) and helm from the Go module proxy at the versions pinned in
-# versions.env, into ${KSHARD_CACHE:-~/.cache/kshard}/bin; and the node agent and the test programs
-# of this folder into e2e/cluster/bin. Each is rebuilt only when its inputs changed.
+# Builds the local cluster's programs: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, the kubelet (and kubectl when the machine has none), crictl and helm from the Go
+# module proxy at the versions pinned in versions.env, into ${KSHARD_CACHE:-~/.cache/kshard}/bin;
+# and the node agent and the test programs of this folder into e2e/cluster/bin. Each is rebuilt
+# only when its inputs changed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 setup_go
@@ -38,7 +39,8 @@ k8s_ldflags() {
 }
 
 build_k8s() {
-  local cmds=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
+  local cmds=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet)
   command -v kubectl >/dev/null 2>&1 || cmds+=(k8s.io/kubernetes/cmd/kubectl)
   (cd "$CLUSTER_SRC/tools/k8s" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$out/" "${cmds[@]}")
 }
@@ -58,6 +60,10 @@ helm_ldflags() {
 build_helm() {
   (cd "$CLUSTER_SRC/tools/helm" && go build -trimpath -ldflags "$(helm_ldflags)" -o "$out/helm" helm.sh/helm/v3/cmd/helm)
 }
+build_crictl() {
+  (cd "$CLUSTER_SRC/tools/crictl" && go build -trimpath -o "$out/crictl" \
+    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl)
+}
 build_local() {
   (cd "$CLUSTER_SRC" && go build -trimpath -o "$out/" ./cmd/...)
 }
@@ -66,9 +72,10 @@ have_kubectl="$(command -v kubectl >/dev/null 2>&1 && echo yes || echo no)"
 log "kubectl on this machine: $have_kubectl (built with the control plane when no)"
 build_if_needed "etcd $ETCD_VERSION" "$ETCD_BIN" \
   "$(stamp_of "$CLUSTER_SRC"/tools/etcd/go.{mod,sum} "$CLUSTER_SRC/tools/etcd/main.go")" build_etcd
-build_if_needed "kube-apiserver, kube-controller-manager $KUBERNETES_VERSION" \
+build_if_needed "kube-apiserver, kube-controller-manager, kube-scheduler, kubelet $KUBERNETES_VERSION" \
   "$TOOLS_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/k8s/go.{mod,sum} <(k8s_ldflags) <(echo "$have_kubectl"))" build_k8s
 build_if_needed "helm $HELM_VERSION" "$HELM_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/helm/go.{mod,sum} <(helm_ldflags))" build_helm
+build_if_needed "crictl $CRICTL_VERSION" "$CRICTL_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/crictl/go.{mod,sum})" build_crictl
 # The node agent and the test programs of this folder (relinked only when a source changed).
 local_stamp="$(stamp_of "$CLUSTER_SRC"/go.{mod,sum} $(find "$CLUSTER_SRC"/{cmd,agent,fault,nodestate} -name '*.go' | sort))"
 build_if_needed "the node agent and test programs" "$AGENT_BIN" "$local_stamp" build_local

@@ -28,11 +28,12 @@ go_directive="$(awk '$1 == "go" { print $2; exit }' "$upstream_mod")"
 rm -f "$k8s_dir/go.sum"
 (cd "$k8s_dir" && go mod tidy)
 
-for tool in etcd helm; do
+for tool in etcd helm crictl; do
   dir="$CLUSTER_SRC/tools/$tool"
   case "$tool" in
     etcd) req="go.etcd.io/etcd/server/v3 $ETCD_VERSION" ;;
     helm) req="helm.sh/helm/v3 $HELM_VERSION" ;;
+    crictl) req="sigs.k8s.io/cri-tools $CRICTL_VERSION" ;;
   esac
   printf 'module kshard.local/e2e/cluster/tools/%s\n\ngo 1.24.0\n\nrequire %s\n' "$tool" "$req" >"$dir/go.mod"
   rm -f "$dir/go.sum"

@@ -51,7 +51,7 @@ type Agent struct {
 	Images    *ImageResolver
 	Net       *Network
 	Cgroups   *Cgroups
-	Lifecycle *LifecycleLog // containers.jsonl
+	Lifecycle *nodestate.LifecycleLog // containers.jsonl
 	SelfExe   string
 	Recorder  record.EventRecorder
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kshard.local/e2e/cluster/agent"
+	"kshard.local/e2e/cluster/nodestate"
 )
 
 func main() {
@@ -101,7 +102,7 @@ func run(cfg agent.Config, kubeconfig, schedulerKubeconfig, images, repoRoot, br
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return err
 	}
-	lifecycle, err := agent.OpenLifecycleLog(cfg.LogDir)
+	lifecycle, err := nodestate.OpenLifecycleLog(cfg.LogDir)
 	if err != nil {
 		return fmt.Errorf("container lifecycle log: %w", err)
 	}

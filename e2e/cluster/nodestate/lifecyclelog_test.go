@@ -1,11 +1,9 @@
-package agent
+package nodestate
 
 import (
 	"fmt"
 	"sync"
 	"testing"
-
-	"kshard.local/e2e/cluster/nodestate"
 )
 
 // Writers at once (two agents' logs on one file, many containers) never interleave lines.
@@ -27,14 +25,14 @@ func TestLifecycleLogLinesNeverInterleave(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				code, sig := int32(137), int32(9)
-				logs[w%2].record(nodestate.ContainerEvent{TsUs: int64(i), Event: nodestate.EventExit, Namespace: "ns",
+				logs[w%2].Record(ContainerEvent{TsUs: int64(i), Event: EventExit, Namespace: "ns",
 					Pod: fmt.Sprintf("pod-%d-with-a-longer-name-%0100d", w, i), UID: "u", Container: "app", PID: i,
 					ExitCode: &code, Signal: &sig})
 			}
 		}(w)
 	}
 	wg.Wait()
-	events, err := nodestate.ReadContainerEvents(nodestate.ContainerEventsFile(dir))
+	events, err := ReadContainerEvents(ContainerEventsFile(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +40,7 @@ func TestLifecycleLogLinesNeverInterleave(t *testing.T) {
 		t.Fatalf("%d events, want %d", len(events), writers*each)
 	}
 	for _, e := range events {
-		if e.Event != nodestate.EventExit || *e.Signal != 9 || *e.ExitCode != 137 {
+		if e.Event != EventExit || *e.Signal != 9 || *e.ExitCode != 137 {
 			t.Fatalf("bad event %+v", e)
 		}
 	}

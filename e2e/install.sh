@@ -49,7 +49,10 @@ if ! kubectl get namespace "$COUNTER_NAMESPACE" >/dev/null 2>&1; then
   # (examples/counter/counter_store.h) refuses to overwrite: start the example's state afresh.
   rm -rf /tmp/kshard-counter/state
 fi
+# The counter's store (a hostPath standing in for a database) is written by its pods as the
+# image's user, 65532.
 mkdir -p /tmp/kshard-counter
+chown -R 65532:65532 /tmp/kshard-counter
 kubectl apply -f examples/counter/k8s/counter.yaml >/dev/null
 if [[ "$COUNTER_REPLICAS" != 3 ]]; then
   kubectl -n "$COUNTER_NAMESPACE" scale deployment/counter --replicas="$COUNTER_REPLICAS" >/dev/null

@@ -4,7 +4,8 @@
 #
 #   images    kshard/operator, kshard/sidecar, kshard/counter, kshard/kshardctl (the Dockerfile's
 #             targets) and the test programs kshard/e2e-app, kshard/operator-stub-pod,
-#             kshard/attacker (images/test-program.Dockerfile), tagged KSHARD_IMAGE_TAG (dev)
+#             kshard/attacker, and kshard/pause, the pod sandbox of the local cluster's node
+#             (images/test-program.Dockerfile), tagged KSHARD_IMAGE_TAG (dev)
 #   archives  build/images/<name>.tar (KSHARD_IMAGES_DIR), every tag of the image inside
 #
 # The archives are docker-archive tars of OCI images. In an OCI-layout archive the image's name is
@@ -30,11 +31,12 @@ declare -A TEST_PROGRAMS=(
   [e2e-app]=e2e/cluster/bin/kshard-e2e-app
   [operator-stub-pod]=e2e/operator/bin/kshard-operator-stub-pod
   [attacker]=e2e/security/bin/kshard-attacker
+  [pause]=e2e/cluster/bin/kshard-pause
 )
 # Tags the examples and the tests name besides KSHARD_IMAGE_TAG (examples/counter/k8s, e2e/).
 declare -A EXTRA_TAGS=(
   [counter]="1.0.0 1.1.0"
-  [e2e-app]="1.0.0"
+  [e2e-app]="1.0.0 1.1.0"
   [operator-stub-pod]="1.0.0"
   [attacker]="1"
 )
@@ -85,7 +87,7 @@ choose_binaries() {
 
 build_test_programs() {
   setup_go
-  (cd e2e/cluster && go build -trimpath -o bin/ ./cmd/kshard-e2e-app)
+  (cd e2e/cluster && go build -trimpath -o bin/ ./cmd/kshard-e2e-app ./cmd/kshard-pause)
   (cd e2e/operator && go build -trimpath -o bin/kshard-operator-stub-pod ./cmd/stub-pod)
   (cd e2e/security && go build -trimpath -o bin/kshard-attacker ./cmd/attacker)
 }
@@ -111,8 +113,10 @@ for name in "${PRODUCT[@]}"; do
   timed "image kshard/$name:$TAG" image "$name" "${BUILD_ARGS[@]}" --target "$name"
 done
 for name in "${!TEST_PROGRAMS[@]}"; do
+  base=debian:12-slim
+  [ "$name" = pause ] && base=scratch
   timed "image kshard/$name:$TAG" image "$name" -f images/test-program.Dockerfile \
-    --ignorefile images/host.dockerignore --build-arg "PROGRAM=${TEST_PROGRAMS[$name]}"
+    --ignorefile images/host.dockerignore --build-arg "BASE=$base" --build-arg "PROGRAM=${TEST_PROGRAMS[$name]}"
 done
 podman images --filter reference='localhost/kshard/*' --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | sort
 log "archives in $OUT:"

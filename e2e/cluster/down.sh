@@ -8,6 +8,7 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$CLUSTER_SRC/procs.sh"
+source "$CLUSTER_SRC/node.sh"
 
 quiet=no
 [ "${1:-}" = --quiet ] && quiet=yes
@@ -41,6 +42,7 @@ kill_cgroups() {
 
 proc_stop kshard-node-agent 10
 kill_cgroups
+node_clean
 proc_stop kube-controller-manager 10
 proc_stop kube-apiserver 15
 proc_stop etcd 10

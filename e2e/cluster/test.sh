@@ -7,6 +7,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$CLUSTER_SRC/procs.sh"
+source "$CLUSTER_SRC/node.sh"
 
 test_start=$(date +%s)
 cgroot="$(cgroup2_root)"
@@ -15,8 +16,13 @@ cgroot="$(cgroup2_root)"
 leftovers() {
   ip netns list 2>/dev/null | awk '{print "netns " $1}' | grep " $NETNS_PREFIX" || true
   ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^($BRIDGE\$|vk[0-9a-f]{12}\$|vp[0-9a-f]{12}\$)" | sed 's/^/link /' || true
-  grep -E " /run/netns/$NETNS_PREFIX| $REPO_ROOT" /proc/self/mountinfo | awk '{print "mount " $5}' || true
+  grep -E " /run/netns/$NETNS_PREFIX| $REPO_ROOT| $NODE_RUN" /proc/self/mountinfo | awk '{print "mount " $5}' || true
   [ -d "$cgroot/kshard" ] && echo "cgroup $cgroot/kshard"
+  # The real node's (KSHARD_NODE=kubelet): its run folder, the kubelet's cgroups, containerd's
+  # shims and the sandboxes' network namespaces.
+  [ -e "$NODE_RUN" ] && echo "folder $NODE_RUN"
+  ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null | sed 's/^/cgroup /'
+  pgrep -af "containerd(-shim-runc-v2)? .*$CONTAINERD_SOCK|containerd --config $CLUSTER_DIR/" | sed 's/^/process /' || true
   # The fault tool's rules live in the pods' network namespaces; none may reach the host's.
   iptables-save 2>/dev/null | grep KSHARD | sed 's/^/host iptables /' || true
   local p exe

@@ -219,19 +219,19 @@ void CounterApp::onReset(const http::Request& request, http::Responder responder
   std::unique_lock lock(mu_);
   std::string from(request.headers.get(kIncarnationHeader).value_or(""));
   // Turn numbers start over with a new sidecar process: what the previous one numbered bounds
-  // nothing any more (its late calls are refused by staleSender). A reset the same process
-  // repeats, e.g. after its first one timed out, keeps what it knows, and bounds the counters it
-  // stops now by their turns.
-  const bool newProcess = from != resetBy_;
-  if (newProcess) {
+  // nothing any more (its late calls are refused by staleSender), neither now nor when the same
+  // process repeats this reset after a failure part way. A repeated reset keeps what the
+  // process itself numbered, and bounds the counters it stops now by their turns (0: none).
+  if (from != resetBy_) {
     stopped_.clear();
     stopOrder_.clear();
+    for (auto& [id, active] : active_) active.turn = 0;
   }
   resetBy_ = std::move(from);
   const std::size_t held = active_.size();
   for (auto it = active_.begin(); it != active_.end();) {
     auto next = std::next(it);
-    if (!newProcess) recordStop(it->first, it->second.turn);
+    recordStop(it->first, it->second.turn);
     if (Status s = stopLocked(it, ""); !s.ok()) {
       lock.unlock();
       responder.send(error(500, "StoreUnavailable", s.message()));

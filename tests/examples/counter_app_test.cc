@@ -223,6 +223,28 @@ TEST_F(CounterAppTest, TurnsOfThePreviousSidecarProcessDoNotBoundTheNextOnes) {
   EXPECT_EQ(send("/kshard/entities/counter/c8", "new", 3)->status, 409);
 }
 
+// The same after a reset of the new process that failed part way (a counter it could not save)
+// and was repeated: the counters the first attempt left held keep the old process's numbers,
+// which the repeat must not take as bounds either.
+TEST_F(CounterAppTest, ARepeatedResetDoesNotTakeThePreviousProcesssTurnsAsBounds) {
+  ASSERT_EQ(callback("/kshard/entities/counter/c10", "old", 900)->status, 200);
+  const std::string file = dir_ + "/c10.json";
+  {
+    std::ofstream corrupt(file, std::ios::trunc);
+    corrupt << "not json";
+  }
+  ASSERT_EQ(callback("/kshard/reset", "new", 0)->status, 500) << "the store could save c10";
+  ASSERT_EQ(app_->activeCounters(), 1u);
+  {
+    std::ofstream repaired(file, std::ios::trunc);
+    repaired << R"({"value": 1, "epoch": 5})" << "\n";
+  }
+  ASSERT_EQ(callback("/kshard/reset", "new", 0)->status, 200);
+  auto r = callback("/kshard/entities/counter/c10", "new", 1);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(store_.load("c10")->value, 2);
+}
+
 TEST_F(CounterAppTest, RejectsBadInput) {
   EXPECT_EQ(post("/kshard/entities/counter/c3", "{nope")->status, 400);
   EXPECT_EQ(post("/kshard/entities/counter/c3", R"({"op":"explode"})")->status, 400);

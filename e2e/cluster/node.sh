@@ -12,7 +12,7 @@ CNI_DIR="$CLUSTER_DIR/cni"
 PAUSE_IMAGE="kshard/pause:dev"
 CRICTL="$CRICTL_BIN/crictl"
 
-crictl_() { "$CRICTL" --runtime-endpoint "unix://$CONTAINERD_SOCK" --image-endpoint "unix://$CONTAINERD_SOCK" --timeout 10s "$@"; }
+crictl_() { "$CRICTL" --config "$CLUSTER_DIR/crictl.yaml" "$@"; }
 ctr_() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
 containerd_answers() { ctr_ version >/dev/null 2>&1; }
 
@@ -49,7 +49,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     max_conf_num = 1
 EOF
   # Pods on the bridge up.sh made (it holds the node's address): no gateway, no masquerade, no
-  # route but the pod range's own, the same isolation as the node agent's.
+  # route but the pod range's own and the kubernetes Service's address (node_service_rule), the
+  # same isolation as the node agent's.
   cat >"$CNI_DIR/net.d/10-kshard.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -58,10 +59,13 @@ EOF
     "type": "bridge", "bridge": "$BRIDGE", "isGateway": false, "isDefaultGateway": false,
     "ipMasq": false, "hairpinMode": true,
     "ipam": {"type": "host-local", "dataDir": "$CNI_DIR/ipam",
-             "ranges": [[{"subnet": "$POD_CIDR", "rangeStart": "${BRIDGE_IP%.*}.2"}]]}
+             "ranges": [[{"subnet": "$POD_CIDR", "rangeStart": "${BRIDGE_IP%.*}.2"}]],
+             "routes": [{"dst": "$KUBERNETES_SERVICE_IP/32", "gw": "$BRIDGE_IP"}]}
   }]
 }
 EOF
+  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 10\n' \
+    "$CONTAINERD_SOCK" "$CONTAINERD_SOCK" >"$CLUSTER_DIR/crictl.yaml"
   local pki="$CLUSTER_DIR/pki"
   cat >"$CLUSTER_DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -107,12 +111,33 @@ node_import_images() {
   done
 }
 
+# node_service_rule add|del: the kubernetes Service (ClusterIP 10.96.0.1, port 443: what the
+# kubelet gives pods as KUBERNETES_SERVICE_HOST and _PORT) leads to the API server on the node's
+# address, through one DNAT rule for packets that come from the pod bridge, in place of
+# kube-proxy. The rewritten packets are for the node itself: nothing is forwarded.
+KUBERNETES_SERVICE_IP="${SERVICE_CIDR%.*}.1"
+NODE_SERVICES_CHAIN=KSHARD-NODE-SERVICES
+node_service_rule() {
+  if [ "$1" = add ]; then
+    iptables -t nat -N "$NODE_SERVICES_CHAIN" 2>/dev/null || iptables -t nat -F "$NODE_SERVICES_CHAIN"
+    iptables -t nat -A "$NODE_SERVICES_CHAIN" -d "$KUBERNETES_SERVICE_IP/32" -p tcp --dport 443 \
+      -j DNAT --to-destination "$BRIDGE_IP:$APISERVER_PORT"
+    iptables -t nat -C PREROUTING -i "$BRIDGE" -j "$NODE_SERVICES_CHAIN" 2>/dev/null ||
+      iptables -t nat -I PREROUTING -i "$BRIDGE" -j "$NODE_SERVICES_CHAIN"
+  else
+    while iptables -t nat -D PREROUTING -i "$BRIDGE" -j "$NODE_SERVICES_CHAIN" 2>/dev/null; do :; done
+    iptables -t nat -F "$NODE_SERVICES_CHAIN" 2>/dev/null && iptables -t nat -X "$NODE_SERVICES_CHAIN"
+  fi
+  return 0
+}
+
 node_start() {
   for tool in containerd runc ctr; do
     command -v "$tool" >/dev/null || die "$tool is missing (apt-get install containerd runc)"
   done
   [ -x /usr/lib/cni/bridge ] || die "the CNI plugins are missing (apt-get install containernetworking-plugins)"
   [ -f "$CLUSTER_DIR/containerd.toml" ] || node_write_config
+  node_service_rule add
   if ! proc_alive containerd; then
     proc_start containerd "$(command -v containerd)" --config "$CLUSTER_DIR/containerd.toml"
     wait_until 30 "containerd answering on $CONTAINERD_SOCK" containerd_answers
@@ -167,6 +192,7 @@ node_clean() {
     grep -rqs "$m" "$CONTAINERD_ROOT" 2>/dev/null && ip netns del "$m" 2>/dev/null
   done
   rm -rf "$NODE_RUN"
+  command -v iptables >/dev/null && node_service_rule del
 }
 
 # The kubelet's cgroups (cgroupfs driver): kubepods under every v1 controller and the v2 mount.

@@ -13,7 +13,7 @@ export CCACHE_NOHASHDIR := 1
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
-	@echo "make test          every test: unit and component (ASan+UBSan), cluster, end-to-end"
+	@echo "make test          every test: unit and component (ASan+UBSan), images, cluster, end-to-end"
 	@echo "make build         optimised build; executables in build/bin/"
 	@echo "make unit-test     unit and component tests only"
 	@echo "make fuzz-smoke    every fuzz harness for 10 s (part of make test)"

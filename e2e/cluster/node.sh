@@ -195,14 +195,21 @@ node_clean() {
   command -v iptables >/dev/null && node_service_rule del
 }
 
-# The kubelet's cgroups (cgroupfs driver): kubepods under every v1 controller and the v2 mount.
-node_kill_cgroups() {
-  local root dir i
+# The kubelet's cgroups (cgroupfs driver) that exist: kubepods under every v1 controller and in
+# the v2 tree, whether that is mounted beside them (hybrid) or alone.
+node_kubepods() {
+  local root
   for root in /sys/fs/cgroup/*/ "$(cgroup2_root)/"; do
-    [ -d "$root/kubepods" ] || continue
-    find "$root/kubepods" -name cgroup.procs 2>/dev/null | xargs cat 2>/dev/null | sort -u |
+    [ -d "${root%/}/kubepods" ] && echo "${root%/}/kubepods"
+  done | sort -u
+}
+
+node_kill_cgroups() {
+  local top dir i
+  for top in $(node_kubepods); do
+    find "$top" -name cgroup.procs 2>/dev/null | xargs cat 2>/dev/null | sort -u |
       xargs -r kill -KILL 2>/dev/null || true
-    find "$root/kubepods" -depth -type d | while read -r dir; do
+    find "$top" -depth -type d | while read -r dir; do
       for i in $(seq 50); do
         rmdir "$dir" 2>/dev/null && break
         xargs -r kill -KILL <"$dir/cgroup.procs" 2>/dev/null || true

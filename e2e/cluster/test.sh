@@ -21,7 +21,7 @@ leftovers() {
   # The real node's (KSHARD_NODE=kubelet): its run folder, the kubelet's cgroups, containerd's
   # shims and the sandboxes' network namespaces.
   [ -e "$NODE_RUN" ] && echo "folder $NODE_RUN"
-  ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null | sed 's/^/cgroup /'
+  node_kubepods | sed 's/^/cgroup /'
   pgrep -af "containerd(-shim-runc-v2)? .*$CONTAINERD_SOCK|containerd --config $CLUSTER_DIR/" | sed 's/^/process /' || true
   # The fault tool's rules live in the pods' network namespaces; none may reach the host's.
   iptables-save 2>/dev/null | grep KSHARD | sed 's/^/host iptables /' || true

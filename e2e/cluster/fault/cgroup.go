@@ -12,8 +12,11 @@ import (
 // Container faults act on the container's cgroup v2 directory (every process of the container,
 // whatever it forked).
 
-// cgroup returns the container's cgroup directory, or ErrUnknownContainer.
-func (p *Pod) cgroup(container string) (string, error) {
+// cgroup returns the container's cgroup directory, or ErrUnknownContainer (on the real node,
+// ErrNotRunning too: a container's cgroup goes with its process there).
+func (p *Pod) cgroup(container string) (string, error) { return p.node.rt.containerCgroup(p, container) }
+
+func (agent) containerCgroup(p *Pod, container string) (string, error) {
 	dir := nodestate.ContainerCgroup(p.node.CgroupRoot, p.UID, container)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("%s: container %q: %w (containers: %s)", p, container, ErrUnknownContainer,

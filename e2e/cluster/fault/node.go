@@ -38,22 +38,45 @@ type Node struct {
 	LogDir     string        // <cluster dir>/logs (containers.jsonl)
 	CgroupRoot string        // <cgroup2 mount>/kshard
 	Timeout    time.Duration // how long a verb waits for its effect
+	rt         runtime
+}
+
+// runtime is where the node's pods and containers are found: the node agent's files (agent), or
+// the real node's CRI (cri).
+type runtime interface {
+	pods(n *Node) ([]*Pod, error)
+	containers(p *Pod) []string
+	// containerCgroup is the container's cgroup v2 directory, or ErrUnknownContainer (or, where
+	// the runtime tells, ErrNotRunning).
+	containerCgroup(p *Pod, container string) (string, error)
+	ip(p *Pod) string
+	netns(p *Pod) string
 }
 
 // Open returns the node of the cluster whose state is in clusterDir (.cluster, or
-// $KSHARD_CLUSTER_DIR).
+// $KSHARD_CLUSTER_DIR): the node agent's, or the real node's when up.sh started one
+// (KSHARD_NODE=kubelet, state/node).
 func Open(clusterDir string) (*Node, error) {
 	mount, err := nodestate.Cgroup2Mount()
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{StateDir: filepath.Join(clusterDir, "agent"), LogDir: filepath.Join(clusterDir, "logs"),
-		CgroupRoot: filepath.Join(mount, nodestate.CgroupRootName), Timeout: DefaultTimeout}
+		CgroupRoot: filepath.Join(mount, nodestate.CgroupRootName), Timeout: DefaultTimeout, rt: agent{}}
+	if readTrimmed(filepath.Join(clusterDir, "state", "node")) == "kubelet" {
+		if n.rt, err = openCRI(clusterDir); err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
 	if _, err := os.Stat(n.StateDir); err != nil {
 		return nil, fmt.Errorf("no node agent state at %s (is the cluster up?): %w", n.StateDir, err)
 	}
 	return n, nil
 }
+
+// RealNode says whether this is the real node (the kubelet and containerd), not the agent.
+func (n *Node) RealNode() bool { _, ok := n.rt.(*cri); return ok }
 
 // Pod is one pod on the node, named by its UID: a pod deleted and created again under the same
 // name (a StatefulSet's) is another Pod.
@@ -62,15 +85,21 @@ type Pod struct {
 	Namespace string
 	Name      string
 	UID       string
-	Since     time.Time // when the node agent took the pod on
+	Since     time.Time // when the node took the pod on
+	sandbox   string    // the real node's pod sandbox ID
 }
 
 func (p *Pod) String() string { return fmt.Sprintf("%s/%s (uid %s)", p.Namespace, p.Name, p.UID) }
 
 func (p *Pod) dir() string { return nodestate.PodDir(p.node.StateDir, p.UID) }
 
-// Pods lists every pod the node agent runs, orphans included.
-func (n *Node) Pods() ([]*Pod, error) {
+// Pods lists every pod the node runs, the agent's orphans included.
+func (n *Node) Pods() ([]*Pod, error) { return n.rt.pods(n) }
+
+// agent is the node agent's runtime: its files in StateDir and its cgroups in CgroupRoot.
+type agent struct{}
+
+func (agent) pods(n *Node) ([]*Pod, error) {
 	files, err := filepath.Glob(nodestate.PodsGlob(n.StateDir))
 	if err != nil {
 		return nil, err
@@ -148,13 +177,18 @@ func (n *Node) podNames(pods []*Pod) string {
 }
 
 // IP is the pod's address (empty before its sandbox exists).
-func (p *Pod) IP() string { return readTrimmed(filepath.Join(p.dir(), nodestate.PodIPFile)) }
+func (p *Pod) IP() string { return p.node.rt.ip(p) }
 
 // NetNS is the name of the pod's network namespace (empty before its sandbox exists).
-func (p *Pod) NetNS() string { return readTrimmed(filepath.Join(p.dir(), nodestate.PodNetNSFile)) }
+func (p *Pod) NetNS() string { return p.node.rt.netns(p) }
 
 // Containers lists the pod's containers that have started at least once.
-func (p *Pod) Containers() []string {
+func (p *Pod) Containers() []string { return p.node.rt.containers(p) }
+
+func (agent) ip(p *Pod) string    { return readTrimmed(filepath.Join(p.dir(), nodestate.PodIPFile)) }
+func (agent) netns(p *Pod) string { return readTrimmed(filepath.Join(p.dir(), nodestate.PodNetNSFile)) }
+
+func (agent) containers(p *Pod) []string {
 	entries, _ := os.ReadDir(nodestate.PodCgroup(p.node.CgroupRoot, p.UID))
 	var names []string
 	for _, e := range entries {

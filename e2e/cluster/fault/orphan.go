@@ -32,6 +32,9 @@ func (p *Pod) acknowledged() bool {
 // namespace and IP (no new pod gets that IP) until Release. Its containers still restart per the
 // restartPolicy, and its probes still run. Orphaning an orphan is harmless.
 func (p *Pod) Orphan() error {
+	if p.node.RealNode() {
+		return fmt.Errorf("orphan %s: %w", p, ErrNotOnRealNode)
+	}
 	marker := nodestate.OrphanMarker(p.node.StateDir, p.UID)
 	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
 		return err

@@ -30,6 +30,24 @@ type Target struct {
 // address (probes come from it, the kubelet API is on it) stays reachable.
 func APIServer() Target { return Target{IP: net.IPv4(10, 244, 0, 1), Port: 6443} }
 
+// kubernetesService is the API server as the real node's pods reach it: the kubernetes
+// Service's address, which the node rewrites to APIServer (e2e/cluster/node.sh).
+func kubernetesService() Target { return Target{IP: net.IPv4(10, 96, 0, 1), Port: 443} }
+
+// expand adds, on the real node, the kubernetes Service's address to a partition from the API
+// server: its pods' packets to the API server leave them with that address.
+func (n *Node) expand(targets []Target) []Target {
+	out := append([]Target(nil), targets...)
+	if n.RealNode() {
+		for _, t := range targets {
+			if t.IP.Equal(APIServer().IP) && t.Port == APIServer().Port {
+				out = append(out, kubernetesService())
+			}
+		}
+	}
+	return out
+}
+
 // PodTarget is every packet to and from a pod's IP.
 func PodTarget(ip string) (Target, error) { return ParseTarget(ip) }
 
@@ -116,7 +134,7 @@ func (p *Pod) Partition(targets []Target) error {
 			}
 		}
 	}
-	for _, t := range targets {
+	for _, t := range p.node.expand(targets) {
 		out, in := dropRules(t)
 		if err := p.ensure(chainOut, out); err != nil {
 			return err

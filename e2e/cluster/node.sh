@@ -88,6 +88,8 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 podLogsDir: $CLUSTER_DIR/logs/pods
+# Large enough that no test's container log is rotated under the recorder that copies it.
+containerLogMaxSize: 200Mi
 # Images come from make images, not from a registry: never collect them, and never evict a pod
 # for the machine's disk or memory, which the tests do not model.
 imageGCHighThresholdPercent: 100
@@ -143,10 +145,10 @@ node_start() {
     wait_until 30 "containerd answering on $CONTAINERD_SOCK" containerd_answers
     timed "images into containerd" node_import_images
   fi
-  # containers.jsonl, as the node agent writes it (cmd/kshard-node-recorder).
+  # containers.jsonl, and the containers' output kept past their pods (cmd/kshard-node-recorder).
   if ! proc_alive kshard-node-recorder; then
     proc_start kshard-node-recorder "$AGENT_BIN/kshard-node-recorder" --address "$CONTAINERD_SOCK" \
-      --log-dir "$CLUSTER_DIR/logs"
+      --log-dir "$CLUSTER_DIR/logs" --pods-dir "$CLUSTER_DIR/logs/pods"
   fi
   if ! proc_alive kube-scheduler; then
     local kc="$CLUSTER_DIR/scheduler.kubeconfig"
@@ -165,6 +167,9 @@ node_start() {
 # containerd and its shims, the containers' cgroups and the mounts under the node's folders.
 node_clean() {
   proc_stop kshard-node-recorder 5
+  # A kubelet the fault tool holds stopped for an orphan (fault/cri_orphan.go) takes SIGTERM only
+  # once resumed.
+  proc_alive kubelet && kill -CONT "$(cat "$(pid_file kubelet)")" 2>/dev/null
   proc_stop kubelet 15
   proc_stop kube-scheduler 10
   if proc_alive containerd; then

@@ -14,7 +14,9 @@ import (
 
 // cgroup returns the container's cgroup directory, or ErrUnknownContainer (on the real node,
 // ErrNotRunning too: a container's cgroup goes with its process there).
-func (p *Pod) cgroup(container string) (string, error) { return p.node.rt.containerCgroup(p, container) }
+func (p *Pod) cgroup(container string) (string, error) {
+	return p.node.rt.containerCgroup(p, container)
+}
 
 func (agent) containerCgroup(p *Pod, container string) (string, error) {
 	dir := nodestate.ContainerCgroup(p.node.CgroupRoot, p.UID, container)

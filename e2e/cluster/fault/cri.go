@@ -19,13 +19,11 @@ import (
 // a container's processes are in its cgroup of the v2 tree, where runc puts every container next
 // to the v1 controllers' cgroups; cgroup.kill and cgroup.freeze work there as on the agent's.
 
-// ErrNotOnRealNode: a verb the real node does not have yet.
-var ErrNotOnRealNode = errors.New("not available on the real node yet")
-
 type cri struct {
 	crictl string // the crictl executable
 	config string // <cluster dir>/crictl.yaml
 	mount  string // the cgroup v2 mount
+	dir    string // the cluster's state (.cluster): orphan markers, the kubelet's pid
 }
 
 func (c *cri) run(v any, args ...string) error {
@@ -177,5 +175,5 @@ func openCRI(clusterDir string) (*cri, error) {
 			return nil, fmt.Errorf("the real node needs crictl: set KSHARD_CRICTL or put it on PATH (e2e/cluster/README.md)")
 		}
 	}
-	return &cri{crictl: bin, config: filepath.Join(clusterDir, "crictl.yaml"), mount: mount}, nil
+	return &cri{crictl: bin, config: filepath.Join(clusterDir, "crictl.yaml"), mount: mount, dir: clusterDir}, nil
 }

@@ -51,6 +51,9 @@ type runtime interface {
 	containerCgroup(p *Pod, container string) (string, error)
 	ip(p *Pod) string
 	netns(p *Pod) string
+	orphaned(p *Pod) bool
+	orphan(p *Pod) error
+	release(p *Pod) error
 }
 
 // Open returns the node of the cluster whose state is in clusterDir (.cluster, or

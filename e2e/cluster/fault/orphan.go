@@ -13,10 +13,22 @@ import (
 // operator or the node lifecycle controller does for an unreachable node): the API server forgets
 // the pod, its controller creates a replacement, and the old pod's processes keep running and
 // serving on the cut-off node until it reconnects. The node agent's side is in
-// agent/orphans.go.
+// agent/orphans.go; the real node's is in cri_orphan.go.
 
 // Orphaned says whether the pod is held as an orphan.
-func (p *Pod) Orphaned() bool {
+func (p *Pod) Orphaned() bool { return p.node.rt.orphaned(p) }
+
+// Orphan cuts the pod off from the API server as far as its node is concerned: the node ignores
+// the pod's deletion (graceful or forced) and keeps its processes, network namespace and IP
+// until Release. Orphaning an orphan is harmless.
+func (p *Pod) Orphan() error { return p.node.rt.orphan(p) }
+
+// Release reconnects the orphan: if its pod is gone from the API server, the node ends its
+// processes and Release returns once they are gone. Releasing a pod that is not orphaned is
+// harmless.
+func (p *Pod) Release() error { return p.node.rt.release(p) }
+
+func (agent) orphaned(p *Pod) bool {
 	_, err := os.Stat(nodestate.OrphanMarker(p.node.StateDir, p.UID))
 	return err == nil
 }
@@ -26,15 +38,11 @@ func (p *Pod) acknowledged() bool {
 	return err == nil
 }
 
-// Orphan cuts the pod off from the API server as far as the node agent is concerned, and returns
-// once the agent has acknowledged: it ignores the pod's deletion (graceful or forced), posts no
-// status or events for it, refreshes none of its volumes, and keeps its processes, network
-// namespace and IP (no new pod gets that IP) until Release. Its containers still restart per the
-// restartPolicy, and its probes still run. Orphaning an orphan is harmless.
-func (p *Pod) Orphan() error {
-	if p.node.RealNode() {
-		return fmt.Errorf("orphan %s: %w", p, ErrNotOnRealNode)
-	}
+// The agent's orphan returns once the agent has acknowledged: it ignores the pod's deletion,
+// posts no status or events for it, refreshes none of its volumes, and keeps its processes,
+// network namespace and IP (no new pod gets that IP) until Release. Its containers still restart
+// per the restartPolicy, and its probes still run.
+func (agent) orphan(p *Pod) error {
 	marker := nodestate.OrphanMarker(p.node.StateDir, p.UID)
 	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
 		return err
@@ -50,13 +58,11 @@ func (p *Pod) Orphan() error {
 	return nil
 }
 
-// Release reconnects the orphan: if its pod is gone from the API server, the node agent SIGKILLs
-// every process of the pod at once (no preStop, no SIGTERM: the kubelet finds the pod deleted),
-// records their exits in containers.jsonl and removes its sandbox; Release returns when that is
-// done. If the pod still exists, the agent goes on with it (terminating it if it is being
-// deleted) and Release returns once the agent has noticed. Releasing a pod that is not orphaned
-// is harmless.
-func (p *Pod) Release() error {
+// The agent's release: if the pod is gone from the API server, the agent SIGKILLs every process
+// of the pod at once (no preStop, no SIGTERM), records their exits in containers.jsonl and
+// removes its sandbox. If the pod still exists, the agent goes on with it (terminating it if it
+// is being deleted) and Release returns once the agent has noticed.
+func (agent) release(p *Pod) error {
 	if !p.Orphaned() && !p.acknowledged() {
 		return nil
 	}

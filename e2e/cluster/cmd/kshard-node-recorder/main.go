@@ -1,9 +1,12 @@
-// kshard-node-recorder: the real node's container lifecycle log. It follows containerd's event
-// stream (`ctr events`) and appends a line to <log-dir>/containers.jsonl when a pod's container
-// starts and when it exits (nodestate.LifecycleRecorder), in the format the node agent writes,
-// for checkers that order the containers' lives against what the apps did (e2e/nemesis).
-// Events published while it is not running are not in the log; it follows containerd again
-// when containerd comes back.
+// kshard-node-recorder keeps the real node's records for the tests and for a look after a run:
+//   - the container lifecycle log: it follows containerd's event stream (`ctr events`) and
+//     appends a line to <log-dir>/containers.jsonl when a pod's container starts and when it
+//     exits (nodestate.LifecycleRecorder), for checkers that order the containers' lives against
+//     what the apps did (e2e/nemesis). Events published while it is not running are not in the
+//     log; it follows containerd again when containerd comes back.
+//   - the containers' output, copied from the kubelet's logs to
+//     <log-dir>/<namespace>/<pod>/<container>.log, where it outlives the pod
+//     (nodestate.PodLogCopier).
 package main
 
 import (
@@ -25,10 +28,11 @@ import (
 
 func main() {
 	address := flag.String("address", "", "containerd's socket")
-	logDir := flag.String("log-dir", "", "where containers.jsonl is")
+	logDir := flag.String("log-dir", "", "where containers.jsonl and the copied container logs are")
+	podsDir := flag.String("pods-dir", "", "the kubelet's podLogsDir")
 	flag.Parse()
-	if *address == "" || *logDir == "" {
-		fmt.Fprintln(os.Stderr, "usage: kshard-node-recorder --address <containerd socket> --log-dir <dir>")
+	if *address == "" || *logDir == "" || *podsDir == "" {
+		fmt.Fprintln(os.Stderr, "usage: kshard-node-recorder --address <containerd socket> --log-dir <dir> --pods-dir <dir>")
 		os.Exit(2)
 	}
 	log, err := nodestate.OpenLifecycleLog(*logDir)
@@ -38,6 +42,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	go copyLogs(ctx, &nodestate.PodLogCopier{PodsDir: *podsDir, LogDir: *logDir})
 	r := &nodestate.LifecycleRecorder{Log: log, Lookup: func(id string) (nodestate.PodContainer, bool, error) {
 		return lookup(ctx, *address, id)
 	}}
@@ -48,6 +53,23 @@ func main() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// copyLogs polls the kubelet's logs until ctx ends, and once more then.
+func copyLogs(ctx context.Context, c *nodestate.PodLogCopier) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := c.Poll(); err != nil {
+			klog.ErrorS(err, "copying container logs")
+		}
+		select {
+		case <-ctx.Done():
+			_ = c.Poll()
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -65,4 +65,15 @@ wait_for 180 "ShardMap $COUNTER_NAMESPACE/counter did not become Ready (kubectl 
 wait_for 180 "ShardMap $COUNTER_NAMESPACE/counter did not become Balanced" \
   bash -c "kubectl -n '$COUNTER_NAMESPACE' get shardmap counter \
     -o jsonpath='{.status.conditions[?(@.type==\"Balanced\")].status}' | grep -qx True"
-say "kshard and the counter are running"
+# The node runs them as containers of kshard's images: containerd's container IDs, and crictl ps
+# (which names an image by its ID; crictl images gives the ID's names) lists each product image.
+ids="$(kubectl get pods -n "$KSHARD_NAMESPACE" -o jsonpath='{range .items[*].status.containerStatuses[*]}{.containerID}{"\n"}{end}')"
+ids+=$'\n'"$(kubectl get pods -n "$COUNTER_NAMESPACE" -o jsonpath='{range .items[*].status.containerStatuses[*]}{.containerID}{"\n"}{end}{range .items[*].status.initContainerStatuses[*]}{.containerID}{"\n"}{end}')"
+bad="$(grep -v '^containerd://' <<<"$ids" || true)"
+[[ -z "$bad" ]] || die "containers not run by containerd: $bad"
+images="$(join <("$CLUSTER_DIR/crictl" ps -o json | jq -r '.containers[].imageRef' | sort -u) \
+  <("$CLUSTER_DIR/crictl" images -o json | jq -r '.images[] | .id as $id | .repoTags[] | "\($id) \(.)"' | sort))"
+for want in operator sidecar counter; do
+  grep -q "/kshard/$want:" <<<"$images" || die "crictl ps lists no container of kshard/$want (its images: $images)"
+done
+say "kshard and the counter are running, in containers of kshard's images (.cluster/crictl ps)"

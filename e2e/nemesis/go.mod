@@ -50,7 +50,7 @@ require (
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
-// The local cluster's node-agent state and fault tool (package fault), and the end-to-end
+// The local cluster's fault tool (package fault) and node records, and the end-to-end
 // scenarios' load driver, event log reader and cluster helpers, from this repository.
 replace (
 	kshard.local/e2e/cluster => ../cluster

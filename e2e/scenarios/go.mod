@@ -49,5 +49,5 @@ require (
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
-// The local cluster's node-agent state and fault tool (package fault), from this repository.
+// The local cluster's fault tool (package fault) and node records, from this repository.
 replace kshard.local/e2e/cluster => ../cluster

@@ -21,7 +21,7 @@ kubectl get deployment -n kshard-system kshard-operator >/dev/null 2>&1 ||
   die "kshard is not installed in kshard-system (run e2e/install.sh first)"
 
 setup_go
-log "security: building the attacker (image kshard/attacker, see e2e/images.yaml)"
+log "security: building the attacker (image kshard/attacker, images/build.sh)"
 (cd "$HERE" && go build -o bin/kshard-attacker ./cmd/attacker)
 
 cleanup() { kubectl delete namespace kshard-attack --ignore-not-found --wait=false >/dev/null 2>&1 || true; }

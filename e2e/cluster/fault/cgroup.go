@@ -5,26 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"kshard.local/e2e/cluster/nodestate"
 )
 
 // Container faults act on the container's cgroup v2 directory (every process of the container,
 // whatever it forked).
 
-// cgroup returns the container's cgroup directory, or ErrUnknownContainer (on the real node,
-// ErrNotRunning too: a container's cgroup goes with its process there).
+// cgroup returns the running container's cgroup directory: ErrUnknownContainer for a name the
+// pod never ran, ErrNotRunning for one without a process now (its cgroup goes with its process).
 func (p *Pod) cgroup(container string) (string, error) {
 	return p.node.rt.containerCgroup(p, container)
-}
-
-func (agent) containerCgroup(p *Pod, container string) (string, error) {
-	dir := nodestate.ContainerCgroup(p.node.CgroupRoot, p.UID, container)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("%s: container %q: %w (containers: %s)", p, container, ErrUnknownContainer,
-			strings.Join(p.Containers(), ", "))
-	}
-	return dir, nil
 }
 
 func procs(dir string) []string {
@@ -32,8 +21,8 @@ func procs(dir string) []string {
 }
 
 // Kill SIGKILLs every process of the container at once (cgroup.kill) and returns when they are
-// gone: a crash, or the kernel's OOM killer. The node agent then restarts the container per the
-// pod's restartPolicy, as a kubelet does. ErrNotRunning when it has no process.
+// gone: a crash, or the kernel's OOM killer. The kubelet then restarts the container per the
+// pod's restartPolicy. ErrNotRunning when it has no process.
 func (p *Pod) Kill(container string) error {
 	dir, err := p.cgroup(container)
 	if err != nil {
@@ -46,7 +35,7 @@ func (p *Pod) Kill(container string) error {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("%s: kill container %q: %w", p, container, err)
 	}
-	// Wait for these processes, not for an empty cgroup: the agent may restart the container the
+	// Wait for these processes, not for an empty cgroup: the kubelet may restart the container the
 	// moment they are gone, and a poll could miss the empty cgroup in between.
 	return p.node.waitUntil(fmt.Sprintf("the processes %v of container %q of %s to exit", victims, container, p),
 		func() bool {
@@ -107,3 +96,32 @@ func (p *Pod) setFrozen(container string, frozen bool) error {
 	return p.node.waitUntil(fmt.Sprintf("container %q of %s to be %s", container, p, verb),
 		func() bool { return cgroupFrozen(dir) == frozen })
 }
+
+// Crash SIGKILLs every process of every container of the pod at once (cgroup.kill of each; the
+// sandbox is left alone, so the pod keeps its network namespace and IP): a crash of the whole
+// pod, without preStop or SIGTERM. It does not wait for the exits; it returns how many
+// containers had processes. The kubelet restarts them per the pod's restartPolicy.
+func (p *Pod) Crash() (int, error) {
+	dir, err := PodCgroup(p.UID)
+	if err != nil {
+		return 0, err
+	}
+	kills, err := filepath.Glob(filepath.Join(dir, "*", "cgroup.kill"))
+	if err != nil {
+		return 0, err
+	}
+	killed := 0
+	for _, kill := range kills {
+		if filepath.Base(filepath.Dir(kill)) == p.sandbox || len(procs(filepath.Dir(kill))) == 0 {
+			continue
+		}
+		if err := os.WriteFile(kill, []byte("1"), 0o644); err != nil {
+			return killed, fmt.Errorf("%s: %w", kill, err)
+		}
+		killed++
+	}
+	return killed, nil
+}
+
+// PID is the host pid of the first process of the container's running instance.
+func (p *Pod) PID(container string) (int, error) { return p.node.rt.containerPID(p, container) }

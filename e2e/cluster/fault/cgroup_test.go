@@ -13,8 +13,21 @@ import (
 	"kshard.local/e2e/cluster/nodestate"
 )
 
-// sandboxPod makes a throwaway cgroup tree laid out as the node agent's (<root>/pod-<uid>/app)
-// with one sleeping process in the container's cgroup; everything goes when the test ends.
+// cgroupRuntime is a node whose one pod has one container, "app", in a throwaway cgroup.
+type cgroupRuntime struct {
+	runtime // nil: the test calls nothing else
+	dir     string
+}
+
+func (r cgroupRuntime) containerCgroup(p *Pod, container string) (string, error) {
+	if container != "app" {
+		return "", ErrUnknownContainer
+	}
+	return r.dir, nil
+}
+
+// sandboxPod makes a throwaway cgroup with one sleeping process in it, as the cgroup of a pod's
+// container "app"; everything goes when the test ends.
 func sandboxPod(t *testing.T) (*Pod, *exec.Cmd) {
 	t.Helper()
 	if os.Getuid() != 0 {
@@ -24,10 +37,9 @@ func sandboxPod(t *testing.T) (*Pod, *exec.Cmd) {
 	if err != nil {
 		t.Skip(err)
 	}
-	root := filepath.Join(mount, fmt.Sprintf("kshard-fault-test-%d", os.Getpid()))
-	n := &Node{CgroupRoot: root, StateDir: t.TempDir(), Timeout: 10 * time.Second}
+	dir := filepath.Join(mount, fmt.Sprintf("kshard-fault-test-%d", os.Getpid()))
+	n := &Node{Timeout: 10 * time.Second, rt: cgroupRuntime{dir: dir}}
 	p := &Pod{node: n, Namespace: "ns", Name: "pod", UID: "uid"}
-	dir := nodestate.ContainerCgroup(root, p.UID, "app")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +53,8 @@ func sandboxPod(t *testing.T) (*Pod, *exec.Cmd) {
 		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0o644)
 		_ = cmd.Process.Kill()
 		<-exited
-		for _, d := range []string{dir, filepath.Dir(dir), root} {
-			if err := removeCgroup(d); err != nil {
-				t.Errorf("removing test cgroup %s: %v", d, err)
-			}
+		if err := removeCgroup(dir); err != nil {
+			t.Errorf("removing test cgroup %s: %v", dir, err)
 		}
 	})
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {

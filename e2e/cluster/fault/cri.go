@@ -15,9 +15,9 @@ import (
 	"kshard.local/e2e/cluster/nodestate"
 )
 
-// The real node (KSHARD_NODE=kubelet): pods and containers come from the CRI through crictl, and
-// a container's processes are in its cgroup of the v2 tree, where runc puts every container next
-// to the v1 controllers' cgroups; cgroup.kill and cgroup.freeze work there as on the agent's.
+// Pods and containers come from the CRI through crictl, and a container's processes are in its
+// cgroup of the v2 tree, where runc puts every container next to the v1 controllers' cgroups
+// (kubepods[/<qos>]/pod<uid>/<container id>); cgroup.kill and cgroup.freeze work there.
 
 type cri struct {
 	crictl string // the crictl executable
@@ -90,9 +90,18 @@ func (c *cri) containers(p *Pod) []string {
 // containerCgroup is the running container's cgroup v2 directory: ErrUnknownContainer for a
 // name the pod never ran, ErrNotRunning for one that has no running process now.
 func (c *cri) containerCgroup(p *Pod, container string) (string, error) {
+	pid, err := c.containerPID(p, container)
+	if err != nil {
+		return "", err
+	}
+	return c.cgroupOf(pid)
+}
+
+// containerPID is the host pid of the running container's first process.
+func (c *cri) containerPID(p *Pod, container string) (int, error) {
 	var list criContainers
 	if err := c.run(&list, "ps", "--all", "--pod", p.sandbox, "-o", "json"); err != nil {
-		return "", err
+		return 0, err
 	}
 	known := false
 	for _, ct := range list.Containers {
@@ -100,22 +109,29 @@ func (c *cri) containerCgroup(p *Pod, container string) (string, error) {
 			continue
 		}
 		known = true
-		if ct.State != "CONTAINER_RUNNING" {
-			continue
+		if ct.State == "CONTAINER_RUNNING" {
+			return c.pid(ct.ID)
 		}
-		var info struct {
-			Info struct{ Pid int } `json:"info"`
-		}
-		if err := c.run(&info, "inspect", "-o", "json", ct.ID); err != nil {
-			return "", err
-		}
-		return c.cgroupOf(info.Info.Pid)
 	}
 	if known {
-		return "", fmt.Errorf("%s: container %q: %w", p, container, ErrNotRunning)
+		return 0, fmt.Errorf("%s: container %q: %w", p, container, ErrNotRunning)
 	}
-	return "", fmt.Errorf("%s: container %q: %w (containers: %s)", p, container, ErrUnknownContainer,
+	return 0, fmt.Errorf("%s: container %q: %w (containers: %s)", p, container, ErrUnknownContainer,
 		strings.Join(c.containers(p), ", "))
+}
+
+// pid is the host pid of a container's first process.
+func (c *cri) pid(id string) (int, error) {
+	var info struct {
+		Info struct{ Pid int } `json:"info"`
+	}
+	if err := c.run(&info, "inspect", "-o", "json", id); err != nil {
+		return 0, err
+	}
+	if info.Info.Pid == 0 {
+		return 0, fmt.Errorf("container %s: %w", id, ErrNotRunning)
+	}
+	return info.Info.Pid, nil
 }
 
 // cgroupOf reads a process's cgroup v2 path ("0::<path>" in /proc/<pid>/cgroup).
@@ -163,17 +179,37 @@ func (c *cri) netns(p *Pod) string {
 	return ""
 }
 
-// openCRI is the real node of the cluster in clusterDir.
+// openCRI is the node of the cluster in clusterDir.
 func openCRI(clusterDir string) (*cri, error) {
 	mount, err := nodestate.Cgroup2Mount()
 	if err != nil {
 		return nil, err
 	}
+	// crictl: $KSHARD_CRICTL, or the one the cluster runs with (node.sh links it), or PATH's.
 	bin := os.Getenv("KSHARD_CRICTL")
 	if bin == "" {
-		if bin, err = exec.LookPath("crictl"); err != nil {
-			return nil, fmt.Errorf("the real node needs crictl: set KSHARD_CRICTL or put it on PATH (e2e/cluster/README.md)")
+		bin = filepath.Join(clusterDir, "crictl")
+		if _, err := os.Stat(bin); err != nil {
+			if bin, err = exec.LookPath("crictl"); err != nil {
+				return nil, fmt.Errorf("no crictl in %s (is the cluster up?), $KSHARD_CRICTL or PATH", clusterDir)
+			}
 		}
 	}
 	return &cri{crictl: bin, config: filepath.Join(clusterDir, "crictl.yaml"), mount: mount, dir: clusterDir}, nil
+}
+
+// PodCgroup is the cgroup v2 directory of the pod with that UID, kubepods[/<qos>]/pod<uid>:
+// every process of the pod, its sandbox's included, is in a cgroup below it. The kubelet removes
+// it once the pod has ended and its object is gone. ErrUnknownPod when there is none.
+func PodCgroup(uid string) (string, error) {
+	mount, err := nodestate.Cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	for _, pattern := range []string{"kubepods/pod" + uid, "kubepods/*/pod" + uid} {
+		if found, _ := filepath.Glob(filepath.Join(mount, pattern)); len(found) == 1 {
+			return found[0], nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup of pod uid %s under %s/kubepods: %w", uid, mount, ErrUnknownPod)
 }

@@ -1,10 +1,10 @@
 // Package fault injects faults into pods of the local cluster's node (e2e/cluster): it SIGKILLs a
 // container, freezes and thaws it (cgroup v2 freezer), partitions a pod from the API server or
-// other pods (iptables rules inside the pod's network namespace), and orphans a pod (the node
-// agent keeps it running after its object is deleted, as a node cut off from the API server
-// would). It works on the node agent's files (package nodestate) and needs no API server; it must
-// run as root on the node. e2e/cluster/fault.sh is its command line; README.md's "Fault
-// injection" says what each fault models and where it falls short.
+// other pods (iptables rules inside the pod's network namespace), and orphans a pod (its node
+// keeps it running after its object is deleted, as a node cut off from the API server would). It
+// finds pods and containers through the CRI (crictl against the node's containerd) and needs no
+// API server; it must run as root on the node. e2e/cluster/fault.sh is its command line;
+// README.md's "Fault injection" says what each fault models and where it falls short.
 package fault
 
 import (
@@ -28,27 +28,26 @@ var (
 	ErrNotRunning = errors.New("container has no running process")
 )
 
-// DefaultTimeout is how long a verb waits for its effect (processes gone, cgroup frozen, the
-// agent's acknowledgement) before it fails.
+// DefaultTimeout is how long a verb waits for its effect (processes gone, cgroup frozen) before
+// it fails.
 const DefaultTimeout = 20 * time.Second
 
 // Node is the local cluster's node as the fault tool reaches it.
 type Node struct {
-	StateDir   string        // the node agent's state: <cluster dir>/agent
-	LogDir     string        // <cluster dir>/logs (containers.jsonl)
-	CgroupRoot string        // <cgroup2 mount>/kshard
-	Timeout    time.Duration // how long a verb waits for its effect
-	rt         runtime
+	LogDir  string        // <cluster dir>/logs (containers.jsonl)
+	Timeout time.Duration // how long a verb waits for its effect
+	rt      runtime
 }
 
-// runtime is where the node's pods and containers are found: the node agent's files (agent), or
-// the real node's CRI (cri).
+// runtime is where the node's pods and containers are found: the CRI (cri.go), or a test's fake.
 type runtime interface {
 	pods(n *Node) ([]*Pod, error)
 	containers(p *Pod) []string
 	// containerCgroup is the container's cgroup v2 directory, or ErrUnknownContainer (or, where
 	// the runtime tells, ErrNotRunning).
 	containerCgroup(p *Pod, container string) (string, error)
+	// containerPID is the host pid of the running container's first process (errors as above).
+	containerPID(p *Pod, container string) (int, error)
 	ip(p *Pod) string
 	netns(p *Pod) string
 	orphaned(p *Pod) bool
@@ -57,29 +56,14 @@ type runtime interface {
 }
 
 // Open returns the node of the cluster whose state is in clusterDir (.cluster, or
-// $KSHARD_CLUSTER_DIR): the node agent's, or the real node's when up.sh started one
-// (KSHARD_NODE=kubelet, state/node).
+// $KSHARD_CLUSTER_DIR).
 func Open(clusterDir string) (*Node, error) {
-	mount, err := nodestate.Cgroup2Mount()
+	rt, err := openCRI(clusterDir)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{StateDir: filepath.Join(clusterDir, "agent"), LogDir: filepath.Join(clusterDir, "logs"),
-		CgroupRoot: filepath.Join(mount, nodestate.CgroupRootName), Timeout: DefaultTimeout, rt: agent{}}
-	if readTrimmed(filepath.Join(clusterDir, "state", "node")) == "kubelet" {
-		if n.rt, err = openCRI(clusterDir); err != nil {
-			return nil, err
-		}
-		return n, nil
-	}
-	if _, err := os.Stat(n.StateDir); err != nil {
-		return nil, fmt.Errorf("no node agent state at %s (is the cluster up?): %w", n.StateDir, err)
-	}
-	return n, nil
+	return &Node{LogDir: filepath.Join(clusterDir, "logs"), Timeout: DefaultTimeout, rt: rt}, nil
 }
-
-// RealNode says whether this is the real node (the kubelet and containerd), not the agent.
-func (n *Node) RealNode() bool { _, ok := n.rt.(*cri); return ok }
 
 // Pod is one pod on the node, named by its UID: a pod deleted and created again under the same
 // name (a StatefulSet's) is another Pod.
@@ -89,40 +73,13 @@ type Pod struct {
 	Name      string
 	UID       string
 	Since     time.Time // when the node took the pod on
-	sandbox   string    // the real node's pod sandbox ID
+	sandbox   string    // the pod's sandbox ID
 }
 
 func (p *Pod) String() string { return fmt.Sprintf("%s/%s (uid %s)", p.Namespace, p.Name, p.UID) }
 
-func (p *Pod) dir() string { return nodestate.PodDir(p.node.StateDir, p.UID) }
-
-// Pods lists every pod the node runs, the agent's orphans included.
+// Pods lists every pod whose sandbox is ready on the node, orphans included.
 func (n *Node) Pods() ([]*Pod, error) { return n.rt.pods(n) }
-
-// agent is the node agent's runtime: its files in StateDir and its cgroups in CgroupRoot.
-type agent struct{}
-
-func (agent) pods(n *Node) ([]*Pod, error) {
-	files, err := filepath.Glob(nodestate.PodsGlob(n.StateDir))
-	if err != nil {
-		return nil, err
-	}
-	var pods []*Pod
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		st, serr := os.Stat(f)
-		if err != nil || serr != nil {
-			continue // the agent removed the pod meanwhile
-		}
-		ns, name, ok := strings.Cut(strings.TrimSpace(string(raw)), "/")
-		if !ok {
-			continue
-		}
-		pods = append(pods, &Pod{node: n, Namespace: ns, Name: name, UID: filepath.Base(filepath.Dir(f)), Since: st.ModTime()})
-	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].String() < pods[j].String() })
-	return pods, nil
-}
 
 // PodByUID returns the pod with that UID.
 func (n *Node) PodByUID(uid string) (*Pod, error) {
@@ -188,26 +145,13 @@ func (p *Pod) NetNS() string { return p.node.rt.netns(p) }
 // Containers lists the pod's containers that have started at least once.
 func (p *Pod) Containers() []string { return p.node.rt.containers(p) }
 
-func (agent) ip(p *Pod) string    { return readTrimmed(filepath.Join(p.dir(), nodestate.PodIPFile)) }
-func (agent) netns(p *Pod) string { return readTrimmed(filepath.Join(p.dir(), nodestate.PodNetNSFile)) }
-
-func (agent) containers(p *Pod) []string {
-	entries, _ := os.ReadDir(nodestate.PodCgroup(p.node.CgroupRoot, p.UID))
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	return names
-}
-
 func readTrimmed(path string) string {
 	raw, _ := os.ReadFile(path)
 	return strings.TrimSpace(string(raw))
 }
 
-// ContainerEvents reads the node agent's container lifecycle log (containers.jsonl).
+// ContainerEvents reads the node's container lifecycle log (containers.jsonl,
+// cmd/kshard-node-recorder).
 func (n *Node) ContainerEvents() ([]nodestate.ContainerEvent, error) {
 	return nodestate.ReadContainerEvents(nodestate.ContainerEventsFile(n.LogDir))
 }

@@ -34,15 +34,13 @@ func APIServer() Target { return Target{IP: net.IPv4(10, 244, 0, 1), Port: 6443}
 // Service's address, which the node rewrites to APIServer (e2e/cluster/node.sh).
 func kubernetesService() Target { return Target{IP: net.IPv4(10, 96, 0, 1), Port: 443} }
 
-// expand adds, on the real node, the kubernetes Service's address to a partition from the API
-// server: its pods' packets to the API server leave them with that address.
-func (n *Node) expand(targets []Target) []Target {
+// expand adds the kubernetes Service's address to a partition from the API server: pods' packets
+// to the API server leave them with that address.
+func expand(targets []Target) []Target {
 	out := append([]Target(nil), targets...)
-	if n.RealNode() {
-		for _, t := range targets {
-			if t.IP.Equal(APIServer().IP) && t.Port == APIServer().Port {
-				out = append(out, kubernetesService())
-			}
+	for _, t := range targets {
+		if t.IP.Equal(APIServer().IP) && t.Port == APIServer().Port {
+			out = append(out, kubernetesService())
 		}
 	}
 	return out
@@ -134,7 +132,7 @@ func (p *Pod) Partition(targets []Target) error {
 			}
 		}
 	}
-	for _, t := range p.node.expand(targets) {
+	for _, t := range expand(targets) {
 		out, in := dropRules(t)
 		if err := p.ensure(chainOut, out); err != nil {
 			return err

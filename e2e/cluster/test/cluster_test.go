@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ func TestNodeIsReady(t *testing.T) {
 		if !ready {
 			t.Errorf("node %s is not Ready: %v", n.Name, n.Status.Conditions)
 		}
+		info := n.Status.NodeInfo
+		if !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://1.6") ||
+			info.KubeletVersion != env(t, "KSHARD_EXPECT_K8S_VERSION") {
+			t.Errorf("node %s: want the pinned kubelet on containerd 1.6, got %+v", n.Name, info)
+		}
 	}
 }
 
@@ -78,6 +84,9 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 		ips[p.Status.PodIP] = p.Name
 	}
 	for _, p := range pods {
+		if id := p.Status.ContainerStatuses[0].ContainerID; !strings.HasPrefix(id, "containerd://") {
+			t.Errorf("pod %s: container ID %q is not containerd's", p.Name, id)
+		}
 		var who map[string]string
 		if err := getJSON(fmt.Sprintf("http://%s:8080/", p.Status.PodIP), &who); err != nil {
 			t.Fatalf("pod %s not reachable from the host: %v", p.Name, err)
@@ -103,7 +112,7 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 			t.Errorf("pod %s got version %v", p.Name, api)
 		}
 	}
-	// kubectl logs works: the API server proxies to the node agent's kubelet API.
+	// kubectl logs works: the API server proxies to the kubelet's API.
 	raw, err := cs.CoreV1().Pods(ns).GetLogs(pods[0].Name, &v1.PodLogOptions{Container: "app", TailLines: ptrInt64(5)}).DoRaw(ctx(t))
 	if err != nil || !strings.Contains(string(raw), "START") {
 		t.Errorf("pod logs through the API: %q %v", raw, err)
@@ -172,7 +181,7 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 			fmt.Sprintf("deployment status %+v", d.Status)
 	})
 	for name := range old {
-		words, _ := logEvents(t, ns, name, "app")
+		words, _ := logEvents(t, ns, name, "app", "EXIT")
 		pre, term := indexOf(words, "PRESTOP"), indexOf(words, "SIGTERM")
 		if pre < 0 || term < 0 || pre > term || indexOf(words, "EXIT") < term {
 			t.Errorf("old pod %s: want PRESTOP, then SIGTERM, then EXIT in its log, got %v", name, words)
@@ -196,12 +205,12 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 			t.Fatalf("deleted pod %s is still there", victim.Name)
 		}
 	}
-	if words, _ := logEvents(t, ns, victim.Name, "app"); indexOf(words, "PRESTOP") < 0 || indexOf(words, "SIGTERM") < 0 {
+	if words, _ := logEvents(t, ns, victim.Name, "app", "EXIT"); indexOf(words, "PRESTOP") < 0 || indexOf(words, "SIGTERM") < 0 {
 		t.Errorf("deleted pod %s: want PRESTOP and SIGTERM in its log, got %v", victim.Name, words)
 	}
 }
 
-// kill-pod.sh SIGKILLs a pod's processes without warning; the node agent restarts the container.
+// fault.sh crash SIGKILLs a pod's processes without warning; the kubelet restarts the container.
 func TestKilledContainerIsRestarted(t *testing.T) {
 	cs, _ := clients(t)
 	ns := testNamespace(t, cs)
@@ -209,7 +218,7 @@ func TestKilledContainerIsRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := waitReadyPods(t, cs, ns, "app=victim", 1, true, 60*time.Second)[0]
-	runScript(t, "kill-pod.sh", ns, pod.Name)
+	runScript(t, "fault.sh", "crash", ns, pod.Name)
 	waitFor(t, 60*time.Second, "the killed container to be restarted and Ready", func() (bool, string) {
 		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -222,7 +231,7 @@ func TestKilledContainerIsRestarted(t *testing.T) {
 		last := st[0].LastTerminationState.Terminated
 		return last != nil && last.ExitCode == 137, fmt.Sprintf("last termination %+v", last)
 	})
-	if words, _ := logEvents(t, ns, pod.Name, "app"); indexOf(words, "PRESTOP") >= 0 || indexOf(words, "SIGTERM") >= 0 {
+	if words, _ := logEvents(t, ns, pod.Name, "app", "START"); indexOf(words, "PRESTOP") >= 0 || indexOf(words, "SIGTERM") >= 0 {
 		t.Errorf("a SIGKILLed container must get no preStop or SIGTERM, log has %v", words)
 	}
 }
@@ -247,7 +256,7 @@ func TestGracePeriodEndsWithSIGKILL(t *testing.T) {
 		all := podsOf(t, cs, ns, "app=stubborn", true)
 		return len(all) == 0, describePods(all)
 	})
-	words, _ := logEvents(t, ns, "stubborn", "app")
+	words, _ := logEvents(t, ns, "stubborn", "app", "SIGTERM")
 	if indexOf(words, "PRESTOP") < 0 || indexOf(words, "SIGTERM") < 0 || indexOf(words, "EXIT") >= 0 {
 		t.Errorf("want PRESTOP and SIGTERM but no EXIT (killed at the end of the grace period), got %v", words)
 	}
@@ -421,8 +430,8 @@ func TestNativeSidecarStartsFirstAndStopsLast(t *testing.T) {
 	if len(sc) != 1 || len(ac) != 1 || sc[0].State.Running == nil || ac[0].State.Running == nil {
 		t.Fatalf("statuses: %s", describePods([]v1.Pod{p}))
 	}
-	_, sideStamps := logEvents(t, ns, p.Name, "sidecar")
-	_, appStamps := logEvents(t, ns, p.Name, "app")
+	_, sideStamps := logEvents(t, ns, p.Name, "sidecar", "START")
+	_, appStamps := logEvents(t, ns, p.Name, "app", "START")
 	if len(sideStamps) == 0 || len(appStamps) == 0 || sideStamps[0] >= appStamps[0] {
 		t.Errorf("the sidecar must start before the app: sidecar %v, app %v", sideStamps, appStamps)
 	}
@@ -433,31 +442,34 @@ func TestNativeSidecarStartsFirstAndStopsLast(t *testing.T) {
 		all := podsOf(t, cs, ns, "app=with-sidecar", true)
 		return len(all) == 0, describePods(all)
 	})
-	sideWords, sideTimes := logEvents(t, ns, p.Name, "sidecar")
-	appWords, appTimes := logEvents(t, ns, p.Name, "app")
+	sideWords, sideTimes := logEvents(t, ns, p.Name, "sidecar", "SIGTERM")
+	appWords, appTimes := logEvents(t, ns, p.Name, "app", "EXIT")
 	appExit, sideTerm := indexOf(appWords, "EXIT"), indexOf(sideWords, "SIGTERM")
 	if appExit < 0 || sideTerm < 0 || appTimes[appExit] > sideTimes[sideTerm] {
 		t.Errorf("the sidecar must get SIGTERM after the app exited: app %v %v, sidecar %v %v", appWords, appTimes, sideWords, sideTimes)
 	}
 }
 
-// An image the node cannot map leaves the container waiting with a clear reason.
+// An image the node does not have (and cannot pull: no registry is reachable) leaves the
+// container waiting with the kubelet's reason, naming the image.
 func TestUnknownImageWaitsWithReason(t *testing.T) {
 	cs, _ := clients(t)
 	ns := testNamespace(t, cs)
+	const image = "example.invalid/nothing:1"
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unknown-image"},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "example.invalid/nothing:1"}}}}
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: image}}}}
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the container to wait with ErrImagePull", func() (bool, string) {
+	waitFor(t, 60*time.Second, "the container to wait with ErrImagePull or ImagePullBackOff", func() (bool, string) {
 		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), "unknown-image", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		st := p.Status.ContainerStatuses
-		ok := len(st) == 1 && st[0].State.Waiting != nil && st[0].State.Waiting.Reason == "ErrImagePull" &&
-			strings.Contains(st[0].State.Waiting.Message, "images.yaml") && p.Status.Phase == v1.PodPending
+		ok := len(st) == 1 && st[0].State.Waiting != nil &&
+			(st[0].State.Waiting.Reason == "ErrImagePull" || st[0].State.Waiting.Reason == "ImagePullBackOff") &&
+			strings.Contains(st[0].State.Waiting.Message, image) && p.Status.Phase == v1.PodPending
 		return ok, describePods([]v1.Pod{*p})
 	})
 }
@@ -506,9 +518,10 @@ func TestAPIServerStopAndStart(t *testing.T) {
 	TestNodeIsReady(t)
 }
 
-// checkNoWayOut verifies that pods reach nothing outside the pod network: a pod's only IPv4
-// route is the pod range (so a connection to any other address fails at once with "network is
-// unreachable", and no packet leaves), and the bridge does not forward.
+// checkNoWayOut verifies that pods reach nothing outside the pod network: a pod's IPv4 routes
+// are the pod range and the kubernetes Service's address through the node (which the node
+// rewrites to the API server), so a connection to any other address fails at once with "network
+// is unreachable" and no packet leaves; and the bridge does not forward.
 func checkNoWayOut(t *testing.T, podIP string) {
 	t.Helper()
 	// 192.0.2.1 is TEST-NET-1 (documentation only); the connect fails locally, without a packet.
@@ -537,8 +550,10 @@ func checkNoWayOut(t *testing.T, podIP string) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(string(routes)), "\n")
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "10.244.0.0/16 dev eth0") {
-			t.Errorf("namespace %s must have the pod range as its only route, has %q", fields[0], routes)
+		sort.Strings(lines)
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "10.244.0.0/16 dev eth0") ||
+			strings.TrimSpace(lines[1]) != "10.96.0.1 via 10.244.0.1 dev eth0" {
+			t.Errorf("namespace %s must route the pod range and 10.96.0.1 only, has %q", fields[0], routes)
 		}
 		checked++
 	}

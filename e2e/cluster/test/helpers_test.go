@@ -267,28 +267,39 @@ func getJSON(url string, out any) error {
 	return json.Unmarshal(body, out)
 }
 
-// logFile is the node agent's log of a container (kept after the pod is gone).
+// logFile is the node's copy of a container's log, kept after the pod is gone
+// (cmd/kshard-node-recorder copies the kubelet's logs there within a fraction of a second).
 func logFile(t *testing.T, ns, pod, container string) string {
 	return filepath.Join(env(t, "KSHARD_CLUSTER_LOGS"), ns, pod, container+".log")
 }
 
-// logEvents returns the words of the test program's log lines ("PRESTOP", "SIGTERM", ...) with
-// their timestamps.
-func logEvents(t *testing.T, ns, pod, container string) ([]string, []int64) {
+// logEvents returns the words of the test program's log lines ("START", "PRESTOP", "SIGTERM",
+// ...) with their timestamps, once the log has every word of want (the copy trails the kubelet's
+// log by a moment).
+func logEvents(t *testing.T, ns, pod, container string, want ...string) ([]string, []int64) {
 	t.Helper()
-	raw, err := os.ReadFile(logFile(t, ns, pod, container))
-	if err != nil {
-		t.Fatalf("log of %s/%s/%s: %v", ns, pod, container, err)
-	}
 	var words []string
 	var stamps []int64
-	for _, line := range strings.Split(string(raw), "\n") {
-		var ts int64
-		var word string
-		if n, _ := fmt.Sscanf(line, "%d %s", &ts, &word); n == 2 {
-			words, stamps = append(words, word), append(stamps, ts)
+	waitFor(t, 10*time.Second, fmt.Sprintf("%v in the log of %s/%s/%s", want, ns, pod, container), func() (bool, string) {
+		raw, err := os.ReadFile(logFile(t, ns, pod, container))
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		words, stamps = nil, nil
+		for _, line := range strings.Split(string(raw), "\n") {
+			var ts int64
+			var word string
+			if n, _ := fmt.Sscanf(line, "%d %s", &ts, &word); n == 2 {
+				words, stamps = append(words, word), append(stamps, ts)
+			}
+		}
+		for _, w := range want {
+			if indexOf(words, w) < 0 {
+				return false, fmt.Sprintf("words %v", words)
+			}
+		}
+		return true, ""
+	})
 	return words, stamps
 }
 
@@ -301,7 +312,7 @@ func indexOf(words []string, w string) int {
 	return -1
 }
 
-// runScript runs one of the cluster's scripts (kill-pod.sh, apiserver.sh).
+// runScript runs one of the cluster's scripts (fault.sh, apiserver.sh).
 func runScript(t *testing.T, script string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{filepath.Join(env(t, "KSHARD_CLUSTER_SCRIPTS"), script)}, args...)...)

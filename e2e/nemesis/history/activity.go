@@ -12,7 +12,7 @@ import (
 // and ends with the first of:
 //   - a "stop" line of that pod for that counter (a stop call, or the app's reset, which logs a
 //     stop for every counter it drops);
-//   - the exit of the pod's app container, from the node agent's containers.jsonl (taken once
+//   - the exit of the pod's app container, from the node's containers.jsonl (taken once
 //     the container's cgroup is empty, so the process did nothing after it): the in-memory
 //     counter died with the process;
 //   - the release of a force-deleted pod's processes by the fault tool (which returns once they

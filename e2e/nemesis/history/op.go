@@ -1,6 +1,6 @@
 // Package history is the nemesis's record of what the clients saw (every increment and read of
 // the counters: when it started and ended, through which pod, the answer or the error) and the
-// checks of kshard's promise against it, with the counter's activation log and the node agent's
+// checks of kshard's promise against it, with the counter's activation log and the node's
 // container log:
 //
 //   - CheckFinal: every acknowledged increment is in the counter's final value, and no increment

@@ -78,7 +78,7 @@ func (r *run) check(finals map[string]int64, unread []string) {
 		c.Counters, c.Acked, c.Unknown, c.NotApplied, c.Total(), c.Counts)
 }
 
-// checkActivations reads the counter's event log and the node agent's container log and checks
+// checkActivations reads the counter's event log and the node's container log and checks
 // that no counter of this run was active on two pods at once.
 func (r *run) checkActivations(c *Checks) {
 	f, err := os.Open(r.cfg.EventLog)
@@ -94,7 +94,7 @@ func (r *run) checkActivations(c *Checks) {
 	}
 	containers, err := r.node.ContainerEvents()
 	if err != nil {
-		r.rep.problem("reading the node agent's containers.jsonl: %v", err)
+		r.rep.problem("reading the node's containers.jsonl: %v", err)
 		return
 	}
 	r.requireExits(containers)
@@ -115,8 +115,9 @@ func (r *run) checkActivations(c *Checks) {
 	}
 }
 
-// exitSeenWithin is how long after a kill the node agent has surely seen the process exit: it
-// records the exit when it reaps the process, a moment after the signal (the kill's "heal").
+// exitSeenWithin is how long after a kill the node's recorder has surely logged the process's
+// exit: containerd publishes it when the shim reaps the process, a moment after the signal (the
+// kill's "heal").
 const exitSeenWithin = 10 * time.Second
 
 // requireExits makes sure containers.jsonl has what the overlap check relies on: the exit of

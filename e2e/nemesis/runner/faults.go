@@ -143,7 +143,7 @@ func (r *run) newStep() {
 }
 
 // freeze freezes a container for hold, then thaws it (a restarted container starts thawed: the
-// node agent restarts a sidecar frozen past its liveness probe's failures).
+// kubelet restarts a sidecar frozen past its liveness probe's failures).
 func freeze(p *fault.Pod, container string, hold time.Duration, rec *FaultRecord) error {
 	t := time.Now()
 	if err := p.Freeze(container); err != nil {

@@ -51,7 +51,7 @@ func NewClients(kubeconfig string) (*kubernetes.Clientset, dynamic.Interface, er
 // container (the injected native sidecar included) passes its readiness probe. The containers'
 // readiness is used rather than the pod's Ready condition because the node lifecycle controller
 // sets that condition False on every pod of a node whose heartbeats it missed (after an API server
-// outage) until the node agent next posts the pod's status, while the processes serve all along.
+// outage) until the kubelet next posts the pod's status, while the processes serve all along.
 func IsServing(p *v1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.PodIP == "" || len(p.Status.ContainerStatuses) == 0 {
 		return false

@@ -95,11 +95,11 @@ func scenarioAPIServerOutage(c sc, s *suite) {
 
 	// Recovery of the cluster around kshard, reported: the node lifecycle controller marks the
 	// node's pods NotReady when the API server returns (it missed the node's heartbeats) until
-	// the node agent posts their status again.
+	// the kubelet posts their status again.
 	c.waitUntil(3*time.Minute, "the counter pods are Ready again", func() (bool, string) { return s.deploymentSettled(3) })
-	c.r.figure("API server back → counter pods Ready again (node agent)", secs(time.Since(back)))
+	c.r.figure("API server back → counter pods Ready again (kubelet)", secs(time.Since(back)))
 	s.waitOperators(c, 2*time.Minute)
-	c.r.figure("API server back → operator pods Ready again (node agent)", secs(time.Since(back)))
+	c.r.figure("API server back → operator pods Ready again (kubelet)", secs(time.Since(back)))
 	s.waitServiceEndpoints(c)
 	end := time.Now()
 	mv := s.history().Moves(t0, end)

@@ -135,7 +135,7 @@ func TestAPeerTokenIsNoGoodToTheManagerApi(t *testing.T) {
 }
 
 // sentToPeers is the token the victim's sidecar sends with its forwarded messages: the file its
-// environment names, as the node's agent projected it (what any peer of the victim receives).
+// environment names, as the kubelet projected it (what any peer of the victim receives).
 func sentToPeers(t *testing.T, c clusterClients, v victim) string {
 	t.Helper()
 	pod, err := c.cs.CoreV1().Pods(victimNamespace).Get(bg(), v.pod, metav1.GetOptions{})
@@ -157,10 +157,10 @@ func sentToPeers(t *testing.T, c clusterClients, v victim) string {
 	if file == "" {
 		t.Fatalf("the sidecar of %s names no token file", v.pod)
 	}
-	// The sidecar mounts its token volume at the file's directory: the agent keeps the volume
-	// under the pod's directory, by the volume's name.
-	path := filepath.Join(env(t, "KSHARD_CLUSTER_DIR"), "agent", "pods", string(pod.UID), "volumes",
-		"kshard-token", filepath.Base(file))
+	// The sidecar mounts its token volume (projected) at the file's directory: the kubelet keeps
+	// the volume under its root, by the pod's UID and the volume's name.
+	path := filepath.Join(env(t, "KSHARD_CLUSTER_DIR"), "kubelet", "pods", string(pod.UID), "volumes",
+		"kubernetes.io~projected", "kshard-token", filepath.Base(file))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("the victim's peer token: %v", err)

@@ -94,8 +94,8 @@ func tally(results []floodResult) (statuses map[string]int, unanswered, held, cu
 	return statuses, unanswered, held, cut
 }
 
-// watched is a process group whose memory is sampled during an attack: a pod's container, or
-// the whole pod when container is "".
+// watched is a process group whose memory is sampled during an attack: a pod's container (by
+// its runtime ID), or the whole pod when container is "".
 type watched struct {
 	name, uid, container string
 	limit                int64
@@ -114,7 +114,7 @@ func duringAttack(t *testing.T, c clusterClients, watch []watched, attack func()
 	peaks := map[string]int64{}
 	for _, w := range watch {
 		if rss := groupRSS(w.uid, w.container); rss < 0 {
-			t.Fatalf("no process of %s (uid %s) found in a cgroup .../pod-%s/%s", w.name, w.uid, w.uid, w.container)
+			t.Fatalf("no process of %s (uid %s) found in a cgroup .../pod%s/%s", w.name, w.uid, w.uid, w.container)
 		}
 	}
 	done := make(chan struct{})
@@ -172,15 +172,15 @@ func leader(t *testing.T, c clusterClients) *v1.Pod {
 }
 
 // groupRSS sums the resident memory of the processes of the pod with that uid, of its container
-// `container` alone when not "" (the local cluster runs each container in the cgroup
-// kshard/pod-<uid>/<container>); -1 when none is found.
-func groupRSS(uid, container string) int64 {
+// with that ID alone when not "" (the kubelet puts a container's processes in the cgroup
+// kubepods[/<qos>]/pod<uid>/<container id>); -1 when none is found.
+func groupRSS(uid, containerID string) int64 {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	total, found := int64(0), false
-	want := "/pod-" + uid + "/" + container
+	want := "/pod" + uid + "/" + containerID
 	for _, cg := range procs {
 		raw, err := os.ReadFile(cg)
-		if err != nil || !inCgroup(string(raw), want, container == "") {
+		if err != nil || !inCgroup(string(raw), want, containerID == "") {
 			continue
 		}
 		f, err := os.Open(filepath.Join(filepath.Dir(cg), "status"))
@@ -201,6 +201,25 @@ func groupRSS(uid, container string) int64 {
 		return -1
 	}
 	return total
+}
+
+// containerID is the runtime's ID of the pod's running container of that name (its status's
+// containerID without the "containerd://").
+func containerID(t *testing.T, c clusterClients, ns, pod, name string) string {
+	t.Helper()
+	p, err := c.cs.CoreV1().Pods(ns).Get(bg(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		if st.Name == name && st.State.Running != nil {
+			if _, id, ok := strings.Cut(st.ContainerID, "://"); ok {
+				return id
+			}
+		}
+	}
+	t.Fatalf("pod %s/%s has no running container %s", ns, pod, name)
+	return ""
 }
 
 // inCgroup is true when a /proc/<pid>/cgroup text names a cgroup at `want` (or, with prefix,
@@ -277,7 +296,8 @@ func TestASidecarKeepsItsMemoryAndItsShardsUnderAFlood(t *testing.T) {
 	var floodErr error
 	var admin []floodResult
 	var adminErr error
-	peaks := duringAttack(t, c, []watched{{v.pod + "/kshard-sidecar", v.uid, "kshard-sidecar", sidecarMemoryLimit}}, func() {
+	peaks := duringAttack(t, c, []watched{{v.pod + "/kshard-sidecar", v.uid,
+		containerID(t, c, victimNamespace, v.pod, "kshard-sidecar"), sidecarMemoryLimit}}, func() {
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {

@@ -116,7 +116,8 @@ func TestTheWebhookServesARenewedCertificateWithoutARestart(t *testing.T) {
 		}
 	}
 	t.Cleanup(restore)
-	// The node agent rewrites Secret volumes every 30 s; the operator looks every 10 s.
+	// The kubelet rewrites Secret volumes on its pod sync (every 30 s here, e2e/cluster/node.sh);
+	// the operator looks every 10 s.
 	waitFor(t, 90*time.Second, "every replica serves the renewed certificate", serving(der))
 	restore()
 	waitFor(t, 90*time.Second, "every replica serves the original certificate again", serving(oldBlock.Bytes))

@@ -14,13 +14,14 @@ import (
 const usage = `usage: kshard-fault [--cluster-dir DIR] <verb> <args>
 
   kill <ns> <pod> <container>      SIGKILL every process of the container (it restarts per restartPolicy)
+  crash <ns> <pod>                 SIGKILL every process of every container of the pod at once
   freeze <ns> <pod> <container>    freeze its processes (cgroup v2 freezer)
   thaw <ns> <pod> <container>      let them run again
   partition <ns> <pod> <target>... drop all traffic between the pod and each target, both ways:
                                    api (the API server, 10.244.0.1:6443), <pod IP>, or <ip>:<port> (TCP)
   heal <ns> <pod>                  remove the pod's partitions
   orphan <ns> <pod>                keep the pod running when its object is deleted, until release
-  release <ns> <pod>               release its orphans: SIGKILL and clean up those whose object is gone
+  release <ns> <pod>               release its orphans: the kubelet ends those whose object is gone
   pods                             list the node's pods: uid, IP, orphaned, partition rules
 `
 
@@ -32,6 +33,7 @@ type verb struct {
 
 var verbs = map[string]verb{
 	"kill":   {3, func(n *fault.Node, a []string) error { return n.Kill(a[0], a[1], a[2]) }},
+	"crash":  {2, crash},
 	"freeze": {3, func(n *fault.Node, a []string) error { return n.Freeze(a[0], a[1], a[2]) }},
 	"thaw":   {3, func(n *fault.Node, a []string) error { return n.Thaw(a[0], a[1], a[2]) }},
 	"partition": {-1, func(n *fault.Node, a []string) error {
@@ -49,6 +51,21 @@ var verbs = map[string]verb{
 	"orphan":  {2, func(n *fault.Node, a []string) error { return n.Orphan(a[0], a[1]) }},
 	"release": {2, func(n *fault.Node, a []string) error { return n.Release(a[0], a[1]) }},
 	"pods":    {0, listPods},
+}
+
+func crash(n *fault.Node, a []string) error {
+	p, err := n.Pod(a[0], a[1])
+	if err != nil {
+		return err
+	}
+	killed, err := p.Crash()
+	if err == nil && killed == 0 {
+		err = fmt.Errorf("%s: %w", p, fault.ErrNotRunning)
+	}
+	if err == nil {
+		fmt.Printf("SIGKILLed the processes of %d container(s) of %s\n", killed, p)
+	}
+	return err
 }
 
 func listPods(n *fault.Node, _ []string) error {

@@ -90,7 +90,7 @@ chaos: build
 demo: deps
 	@bash e2e/demo.sh
 
-# The local cluster's own acceptance tests (control plane, node agent, pods as processes).
+# The local cluster's own acceptance tests (control plane, the real node, faults, cleanup).
 cluster-test:
 	@bash e2e/cluster/test.sh
 

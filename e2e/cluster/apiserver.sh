@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts or stops the local cluster's kube-apiserver alone (etcd, the controller-manager and the
-# node agent keep running): e2e/cluster/apiserver.sh start|stop|restart|status.
+# node keep running): e2e/cluster/apiserver.sh start|stop|restart|status.
 # "start" returns once /readyz answers; "stop" once the process has exited.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

@@ -2,7 +2,8 @@
 # Builds the local cluster's programs: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, the kubelet (and kubectl when the machine has none), crictl and helm from the Go
 # module proxy at the versions pinned in versions.env, into ${KSHARD_CACHE:-~/.cache/kshard}/bin;
-# and the node agent and the test programs of this folder into e2e/cluster/bin. Each is rebuilt
+# and this folder's programs (the fault tool, the node's recorder, the test programs) into
+# e2e/cluster/bin. Each is rebuilt
 # only when its inputs changed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -76,6 +77,6 @@ build_if_needed "kube-apiserver, kube-controller-manager, kube-scheduler, kubele
   "$TOOLS_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/k8s/go.{mod,sum} <(k8s_ldflags) <(echo "$have_kubectl"))" build_k8s
 build_if_needed "helm $HELM_VERSION" "$HELM_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/helm/go.{mod,sum} <(helm_ldflags))" build_helm
 build_if_needed "crictl $CRICTL_VERSION" "$CRICTL_BIN" "$(stamp_of "$CLUSTER_SRC"/tools/crictl/go.{mod,sum})" build_crictl
-# The node agent and the test programs of this folder (relinked only when a source changed).
-local_stamp="$(stamp_of "$CLUSTER_SRC"/go.{mod,sum} $(find "$CLUSTER_SRC"/{cmd,agent,fault,nodestate} -name '*.go' | sort))"
-build_if_needed "the node agent and test programs" "$AGENT_BIN" "$local_stamp" build_local
+# This folder's programs (relinked only when a source changed).
+local_stamp="$(stamp_of "$CLUSTER_SRC"/go.{mod,sum} $(find "$CLUSTER_SRC"/{cmd,fault,nodestate} -name '*.go' | sort))"
+build_if_needed "the fault tool, the node's recorder and test programs" "$CLUSTER_BIN" "$local_stamp" build_local

@@ -14,7 +14,7 @@ TOOLS_BIN="$KSHARD_CACHE/bin/k8s-$KUBERNETES_VERSION"
 ETCD_BIN="$KSHARD_CACHE/bin/etcd-$ETCD_VERSION"
 HELM_BIN="$KSHARD_CACHE/bin/helm-$HELM_VERSION"
 CRICTL_BIN="$KSHARD_CACHE/bin/crictl-$CRICTL_VERSION"
-AGENT_BIN="$CLUSTER_SRC/bin"
+CLUSTER_BIN="$CLUSTER_SRC/bin"
 
 # Network: one bridge, pods on 10.244.0.0/16, the host (API server, probes) on 10.244.0.1.
 BRIDGE="${KSHARD_BRIDGE:-kshard0}"
@@ -25,7 +25,8 @@ APISERVER_PORT=6443
 ETCD_CLIENT_PORT=23790
 ETCD_PEER_PORT=23800
 NODE_NAME="${KSHARD_NODE_NAME:-kshard-node}"
-NETNS_PREFIX="kshard-"
+# The pods' network namespaces, as containerd names them.
+NETNS_PREFIX="cni-"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -92,7 +93,7 @@ setup_go() {
   die "no Go on this machine: install Go $GO_TOOLCHAIN_VERSION or later (any Go from 1.21 on fetches it)"
 }
 
-# The cgroup v2 hierarchy's mount point (the node agent keeps containers in <it>/kshard).
+# The cgroup v2 hierarchy's mount point (runc puts every container's processes in it too).
 cgroup2_root() {
   awk '{ for (i = 1; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -n1
 }

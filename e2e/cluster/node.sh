@@ -50,7 +50,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 EOF
   # Pods on the bridge up.sh made (it holds the node's address): no gateway, no masquerade, no
   # route but the pod range's own and the kubernetes Service's address (node_service_rule), the
-  # same isolation as the node agent's.
+  # isolation the tests check (e2e/cluster/test).
   cat >"$CNI_DIR/net.d/10-kshard.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -66,6 +66,9 @@ EOF
 EOF
   printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 10\n' \
     "$CONTAINERD_SOCK" "$CONTAINERD_SOCK" >"$CLUSTER_DIR/crictl.yaml"
+  # For the fault tool (fault/cri.go) and a user's look at the node: .cluster/crictl ps.
+  printf '#!/bin/sh\nexec %s --config %s "$@"\n' "$CRICTL" "$CLUSTER_DIR/crictl.yaml" >"$CLUSTER_DIR/crictl"
+  chmod +x "$CLUSTER_DIR/crictl"
   local pki="$CLUSTER_DIR/pki"
   cat >"$CLUSTER_DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -97,6 +100,8 @@ imageGCLowThresholdPercent: 99
 evictionHard: {}
 enforceNodeAllocatable: []
 maxPods: 250
+# Secret and ConfigMap volumes follow their sources on this period (a minute by default).
+syncFrequency: 30s
 serializeImagePulls: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
@@ -147,7 +152,7 @@ node_start() {
   fi
   # containers.jsonl, and the containers' output kept past their pods (cmd/kshard-node-recorder).
   if ! proc_alive kshard-node-recorder; then
-    proc_start kshard-node-recorder "$AGENT_BIN/kshard-node-recorder" --address "$CONTAINERD_SOCK" \
+    proc_start kshard-node-recorder "$CLUSTER_BIN/kshard-node-recorder" --address "$CONTAINERD_SOCK" \
       --log-dir "$CLUSTER_DIR/logs" --pods-dir "$CLUSTER_DIR/logs/pods"
   fi
   if ! proc_alive kube-scheduler; then
@@ -167,7 +172,7 @@ node_start() {
 # containerd and its shims, the containers' cgroups and the mounts under the node's folders.
 node_clean() {
   proc_stop kshard-node-recorder 5
-  # A kubelet the fault tool holds stopped for an orphan (fault/cri_orphan.go) takes SIGTERM only
+  # A kubelet the fault tool holds stopped for an orphan (fault/orphan.go) takes SIGTERM only
   # once resumed.
   proc_alive kubelet && kill -CONT "$(cat "$(pid_file kubelet)")" 2>/dev/null
   proc_stop kubelet 15

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Generates the cluster's certificates and keys with openssl into .cluster/pki (kept if present):
 # one CA for everything, the API server's serving certificate, client certificates for the
-# admin, the controller-manager, the node agent (system:node:<name>, and system:kube-scheduler for
-# binding pods) and the API server's kubelet client, the node agent's serving certificate, a front-proxy CA and client, and the
-# service-account signing key pair.
+# admin, the controller-manager, the kubelet (system:node:<name>), kube-scheduler and the API
+# server's kubelet client, the kubelet's serving certificate, a front-proxy CA and client, and
+# the service-account signing key pair.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -41,7 +41,6 @@ cert apiserver ca "/CN=kube-apiserver" serverAuth "$api_san"
 cert admin ca "/O=system:masters/CN=kshard-admin" clientAuth
 cert controller-manager ca "/CN=system:kube-controller-manager" clientAuth
 cert node ca "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
-# The node agent binds pods with the scheduler's identity (NodeRestriction forbids nodes to).
 cert scheduler ca "/CN=system:kube-scheduler" clientAuth
 cert kubelet ca "/O=system:nodes/CN=system:node:$NODE_NAME" serverAuth "IP:$BRIDGE_IP,DNS:$NODE_NAME"
 cert apiserver-kubelet-client ca "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # make cluster-up: builds what is missing, then starts the local cluster: certificates, the pod
-# bridge, etcd, kube-apiserver, kube-controller-manager and the node: the node agent, or with
-# KSHARD_NODE=kubelet the real kubelet, containerd and kube-scheduler running kshard's images
-# (node.sh). Starting a running cluster again is harmless (running components are left alone).
+# bridge, etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the node: the kubelet
+# with containerd and runc, running kshard's images (node.sh). Starting a running cluster again is
+# harmless (running components are left alone).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$CLUSTER_SRC/procs.sh"
 source "$CLUSTER_SRC/node.sh"
-NODE_KIND="${KSHARD_NODE:-agent}"
-case "$NODE_KIND" in agent | kubelet) ;; *) die "KSHARD_NODE is agent or kubelet, not '$NODE_KIND'" ;; esac
 
 [ "$(id -u)" = 0 ] || die "the local cluster needs root (network namespaces, bind mounts, cgroups)"
 for tool in ip openssl curl setsid; do
@@ -16,8 +14,8 @@ for tool in ip openssl curl setsid; do
 done
 up_start=$(date +%s)
 # KSHARD_SKIP_BUILD=1 starts with what is built (for debugging the scripts themselves).
-[ "${KSHARD_SKIP_BUILD:-}" = 1 ] || bash "$CLUSTER_SRC/build.sh"
-if [ "$NODE_KIND" = kubelet ] && [ "${KSHARD_SKIP_BUILD:-}" != 1 ]; then
+if [ "${KSHARD_SKIP_BUILD:-}" != 1 ]; then
+  bash "$CLUSTER_SRC/build.sh"
   timed "kshard's images" bash "$REPO_ROOT/images/build.sh"
 fi
 KUBECTL="$(kubectl_bin)"
@@ -25,8 +23,7 @@ PKI="$CLUSTER_DIR/pki"
 KUBECONFIG_FILE="$CLUSTER_DIR/kubeconfig"
 
 any_running=no
-for c in etcd kube-apiserver kube-controller-manager kshard-node-agent containerd kubelet kube-scheduler \
-  kshard-node-recorder; do
+for c in etcd kube-apiserver kube-controller-manager containerd kubelet kube-scheduler kshard-node-recorder; do
   proc_alive "$c" && any_running=yes
 done
 if [ "$any_running" = no ]; then
@@ -35,10 +32,6 @@ if [ "$any_running" = no ]; then
   rm -rf "$CLUSTER_DIR"
 fi
 mkdir -p "$CLUSTER_DIR"/{logs,pids,state}
-if [ -f "$CLUSTER_DIR/state/node" ] && [ "$(cat "$CLUSTER_DIR/state/node")" != "$NODE_KIND" ]; then
-  die "the running cluster's node is $(cat "$CLUSTER_DIR/state/node"), not $NODE_KIND: make cluster-down first"
-fi
-echo "$NODE_KIND" >"$CLUSTER_DIR/state/node"
 
 timed "certificates" bash "$CLUSTER_SRC/pki.sh"
 
@@ -102,29 +95,13 @@ if ! proc_alive kube-controller-manager; then
     --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*' --node-monitor-grace-period=2m --v=1
 fi
 
-if [ "$NODE_KIND" = kubelet ]; then
-  node_start
-elif ! proc_alive kshard-node-agent; then
-  proc_start kshard-node-agent "$AGENT_BIN/kshard-node-agent" \
-    --kubeconfig="$CLUSTER_DIR/node.kubeconfig" --scheduler-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
-    --node-name="$NODE_NAME" \
-    --node-ip="$BRIDGE_IP" --api-host="$BRIDGE_IP" --api-port="$APISERVER_PORT" \
-    --state-dir="$CLUSTER_DIR/agent" --log-dir="$CLUSTER_DIR/logs" \
-    --kubelet-cert="$PKI/kubelet.crt" --kubelet-key="$PKI/kubelet.key" --client-ca="$PKI/ca.crt" \
-    --images="$REPO_ROOT/e2e/images.yaml" --repo-root="$REPO_ROOT" \
-    --bridge="$BRIDGE" --pod-cidr="$POD_CIDR" --netns-prefix="$NETNS_PREFIX" \
-    --kubelet-version="$KUBERNETES_VERSION"
-fi
+node_start
 
 node_ready() {
   local c
-  if [ "$NODE_KIND" = kubelet ]; then
-    for c in containerd kshard-node-recorder kubelet kube-scheduler; do
-      proc_alive "$c" || die "$c exited; see .cluster/logs/$c.log"
-    done
-  else
-    proc_alive kshard-node-agent || die "the node agent exited; see .cluster/logs/kshard-node-agent.log"
-  fi
+  for c in containerd kshard-node-recorder kubelet kube-scheduler; do
+    proc_alive "$c" || die "$c exited; see .cluster/logs/$c.log"
+  done
   [ "$("$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" get node "$NODE_NAME" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
@@ -147,6 +124,7 @@ cat >&2 <<USAGE
   kubectl get nodes
   helm: $HELM_BIN/helm
   container logs: $CLUSTER_DIR/logs/<namespace>/<pod>/<container>.log (or kubectl logs)
+  the node: $CLUSTER_DIR/crictl ps
   stop: make cluster-down
 
 USAGE

@@ -41,7 +41,7 @@ fi
 [[ -x "$KSHARD_OPERATOR_BIN" ]] || { say "no operator binary at $KSHARD_OPERATOR_BIN"; exit 2; }
 
 setup_go
-say "building the stub pod program (image kshard/operator-stub-pod, see e2e/images.yaml)"
+say "building the stub pod program (image kshard/operator-stub-pod, images/build.sh)"
 (cd "$HERE" && go build -o bin/kshard-operator-stub-pod ./cmd/stub-pod)
 
 say "installing the ShardMap CRD"

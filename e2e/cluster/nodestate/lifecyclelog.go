@@ -11,7 +11,7 @@ import (
 // LifecycleLog appends one JSON line per container process start and exit to containers.jsonl
 // (ContainerEvent), for checkers that order the containers' lives against what the applications
 // did. Each line is one write(2) on an O_APPEND file, so lines never interleave, whoever else
-// appends. The node agent and the real node's recorder (cmd/kshard-node-recorder) write it.
+// appends. The node's recorder (cmd/kshard-node-recorder) writes it.
 type LifecycleLog struct {
 	mu   sync.Mutex
 	file *os.File

@@ -20,6 +20,9 @@ say "kubectl get shardmaps -n $NS"
 kubectl get shardmaps -n "$NS"
 say "kubectl get pods -n $NS (each pod: the counter app and the injected kshard-sidecar)"
 kubectl get pods -n "$NS" -o wide
+kubectl get pods -n "$NS" -o custom-columns='POD:.metadata.name,CONTAINER IDS:.status.containerStatuses[*].containerID,SIDECAR:.status.initContainerStatuses[*].containerID'
+say ".cluster/crictl ps (the node's containers, from kshard's images)"
+"$CLUSTER_DIR/crictl" ps
 
 pods() {
   kubectl -n "$NS" get pods -l app.kubernetes.io/name=counter \

@@ -199,3 +199,18 @@ func RunCommand(timeout time.Duration, dir, name string, args ...string) (string
 	}
 	return string(out), nil
 }
+
+// TerminationConfirmed says whether the kubelet has confirmed, in the pod's status, that nothing
+// of the pod runs any more: the pod is deleting (or finished) and every container has a
+// terminated state. It is the operator's rule for moving a pod's shards at once
+// (operator/pod_directory.cc, terminationConfirmed).
+func TerminationConfirmed(p *v1.Pod) bool {
+	final := p.DeletionTimestamp != nil || p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded
+	statuses := append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, c := range statuses {
+		if c.State.Terminated == nil {
+			return false
+		}
+	}
+	return final && len(statuses) > 0
+}

@@ -61,9 +61,12 @@ func scenarioCrash(c sc, s *suite) {
 	})
 	c.logf("SIGKILLed the %d containers of pod %s", n, victim)
 
-	// The pod is deleted (its uid as precondition); the kubelet confirms its end and the object
-	// goes. existed: the last time the object was seen, so surely existed until.
+	// The pod is deleted (its uid as precondition); the kubelet confirms its end in the pod's
+	// status, and the object goes. unconfirmed: the last time the object was seen without that
+	// confirmation (at first, the deletion's start: until then it was not even deleting). A
+	// confirmation stays once given (a deleting pod's containers are not restarted).
 	uid := pod.UID
+	unconfirmed := time.Now()
 	ctx, cancel = context.WithTimeout(bg(), 30*time.Second)
 	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}})
@@ -72,7 +75,6 @@ func scenarioCrash(c sc, s *suite) {
 		close(stopKilling)
 		c.fatalf("deleting pod %s: %v", victim, err)
 	}
-	existed := time.Now()
 	c.waitUntil(time.Minute, "pod "+victim+"'s object is gone", func() (bool, string) {
 		asked := time.Now()
 		ctx, cancel := apiCtx()
@@ -81,8 +83,8 @@ func scenarioCrash(c sc, s *suite) {
 		if apierrors.IsNotFound(err) || (err == nil && p.UID != uid) {
 			return true, ""
 		}
-		if err == nil {
-			existed = asked
+		if err == nil && !kube.TerminationConfirmed(p) {
+			unconfirmed = asked
 		}
 		return false, fmt.Sprintf("still there (%v)", err)
 	})
@@ -103,11 +105,11 @@ func scenarioCrash(c sc, s *suite) {
 		}
 	}
 
-	// Safety: no shard of the victim went to another pod while the pod object existed.
-	for _, snap := range s.history().Between(t0, existed) {
+	// Safety: no shard of the victim went to another pod before the kubelet confirmed its end.
+	for _, snap := range s.history().Between(t0, unconfirmed) {
 		for _, sh := range victimShards {
 			if o := snap.Map.Owners[sh-1]; o != "" && o != victim {
-				c.errorf("shard %d was given to %s at %s (epoch %d), while pod %s still existed",
+				c.errorf("shard %d was given to %s at %s (epoch %d), before the kubelet confirmed the end of pod %s",
 					sh, o, snap.At.Format("15:04:05.000"), snap.Map.Status.Epoch, victim)
 			}
 		}

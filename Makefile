@@ -123,8 +123,8 @@ fuzz:
 	@bash fuzz/run.sh long
 
 # Size limits of production code: no file over 700 lines, no function over 80 (lizard, pinned by
-# tools/lint/requirements.txt, in a venv under build/lint/ made by tools/python-venv.sh). Not part of `make test` yet: the files
-# that exceed them are being split (issue 31).
+# tools/lint/requirements.txt, in a venv under build/lint/ made by tools/python-venv.sh). Not part
+# of `make test` yet: the files that exceed them are being split (issue 31).
 lint:
 	@bash tools/lint.sh
 

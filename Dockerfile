@@ -49,7 +49,7 @@ FROM runtime AS sidecar
 COPY --from=binaries /out/kshard-sidecar /usr/local/bin/kshard-sidecar
 # glibc keeps 7 freed chunks per size in each thread's cache by default; a sidecar thread has
 # a dozen messages in flight, each holding several chunks of the same sizes, so the cache ran
-# dry and most allocations took the arena's slow path (docs/benchmarks.md, "Step 6").
+# dry and most allocations took the arena's slow path (docs/benchmarks-history.md, "Step 6").
 # bench/datapath/run.sh reads this line, so that it measures the sidecar as this image runs it.
 ENV GLIBC_TUNABLES=glibc.malloc.tcache_count=256
 EXPOSE 7100 7101 7102

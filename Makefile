@@ -9,7 +9,7 @@ export CCACHE_NOHASHDIR := 1
 
 .PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
         scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help \
-        images images-test
+        images images-test lint
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
@@ -24,6 +24,7 @@ help:
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
 	@echo "make fuzz          run every fuzz harness for longer"
+	@echo "make lint          size limits of production code (files ≤ 700 lines, functions ≤ 80; lizard)"
 
 # Debian packages the build and the tests need (apt-get only for what is missing).
 deps:
@@ -120,6 +121,12 @@ fuzz-smoke:
 # Every fuzz harness for FUZZ_SECONDS (default 300), growing build/fuzz/corpus-run/.
 fuzz:
 	@bash fuzz/run.sh long
+
+# Size limits of production code: no file over 700 lines, no function over 80 (lizard, pinned by
+# tools/lint/requirements.txt, in a venv under build/lint/ made by tools/python-venv.sh). Not part
+# of `make test` yet: the files that exceed them are being split (issue 31).
+lint:
+	@bash tools/lint.sh
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i

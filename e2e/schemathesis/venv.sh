@@ -5,13 +5,4 @@
 # (the manager API).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-here=e2e/schemathesis
-venv=build/schemathesis/venv
-if [[ ! -x $venv/bin/schemathesis ]] || ! cmp -s "$here/requirements.txt" "$venv/requirements.txt"; then
-  echo "schemathesis: installing $(grep '^schemathesis==' "$here/requirements.txt") into $venv" >&2
-  mkdir -p build/schemathesis
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt" >&2
-  cp "$here/requirements.txt" "$venv/requirements.txt"
-fi
-echo "$PWD/$venv/bin/schemathesis"
+exec bash tools/python-venv.sh e2e/schemathesis/requirements.txt build/schemathesis/venv schemathesis

@@ -125,8 +125,7 @@ bool ControllerContext::movesPending(const ShardMap& map, const ShardTable& tabl
   return moves.ok() && !moves->empty();
 }
 
-void ControllerContext::setConditions(ShardMap& map, const ShardTable& table,
-                                      bool retry) const {
+void ControllerContext::setConditions(ShardMap& map, const ShardTable& table, bool retry) const {
   ConditionFacts facts;
   facts.generation = map.metadata.generation;
   facts.retryPending = retry;
@@ -176,19 +175,21 @@ void ControllerContext::persist(ShardMap next, std::function<void(Status)> then)
     then(cancelled("leadership lost"));
     return;
   }
-  d.store.writeStatus(next, strand.wrap<StatusOr<ShardMap>>([this, then](StatusOr<ShardMap> stored) {
-    if (!stored.ok()) {
-      // Whatever happened, the next operation reads the object again: after a Conflict someone
-      // else wrote, and after a timeout the write may or may not have been applied.
-      stale = true;
-      log.warn("status write failed", {{"error", stored.status().toString()}});
-      then(stored.status());
-      return;
-    }
-    adopt(std::move(*stored));
-    consecutiveConflicts = 0;
-    then({});
-  }));
+  d.store.writeStatus(next,
+                      strand.wrap<StatusOr<ShardMap>>([this, then](StatusOr<ShardMap> stored) {
+                        if (!stored.ok()) {
+                          // Whatever happened, the next operation reads the object again: after a
+                          // Conflict someone else wrote, and after a timeout the write may or may
+                          // not have been applied.
+                          stale = true;
+                          log.warn("status write failed", {{"error", stored.status().toString()}});
+                          then(stored.status());
+                          return;
+                        }
+                        adopt(std::move(*stored));
+                        consecutiveConflicts = 0;
+                        then({});
+                      }));
 }
 
 }  // namespace kshard::manager

@@ -7,8 +7,8 @@ namespace kshard::manager {
 
 NextOperation nextOperation(const QueueFacts& f) {
   if (f.running || f.stopped) return NextOperation::kWait;
-  const bool urgent = f.requested && f.requested->immediate && f.acting && !f.empty &&
-                      f.frontIsRegister;
+  const bool urgent =
+      f.requested && f.requested->immediate && f.acting && !f.empty && f.frontIsRegister;
   if (f.empty || urgent) {
     return f.requested && f.acting ? NextOperation::kRound : NextOperation::kWait;
   }
@@ -27,8 +27,9 @@ void OperationQueue::enqueue(Op op, bool front) {
 }
 
 void OperationQueue::pump() {
-  const QueueFacts facts{opRunning_,     c_.stopped,   c_.acting(),
-                         requested_,     ops_.empty(), !ops_.empty() && ops_.front().name == "register"};
+  const QueueFacts facts{opRunning_,   c_.stopped,
+                         c_.acting(),  requested_,
+                         ops_.empty(), !ops_.empty() && ops_.front().name == "register"};
   switch (nextOperation(facts)) {
     case NextOperation::kWait:
       return;

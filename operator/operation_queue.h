@@ -46,7 +46,8 @@ class OperationQueue {
   struct Op {
     std::string name;                                // for logs
     std::function<void(std::function<void()>)> run;  // calls its argument once when finished
-    Reply reply;  // the caller waiting for this operation, answered if it is cancelled; may be empty
+    Reply
+        reply;  // the caller waiting for this operation, answered if it is cancelled; may be empty
   };
   using RoundStarter = std::function<void(RoundRequest, std::function<void()>)>;
 

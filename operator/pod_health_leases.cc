@@ -32,15 +32,16 @@ RemovalDecision decideRemoval(LeaseFacts& facts, const RemovalFacts& pod) {
 
 void PodHealthMonitor::renew(const protocol::Target& target, const Reply& reply) {
   const SteadyTime now = c_.d.scheduler.clock().now();
-  if (c_.stopped || !mayConfirmOwnership(c_.d.leadership, now,
-                                         graceWithoutApi(c_.current.spec.ownershipLease))) {
+  if (c_.stopped ||
+      !mayConfirmOwnership(c_.d.leadership, now, graceWithoutApi(c_.current.spec.ownershipLease))) {
     reply(notLeaderResponse(""));
     return;
   }
   const auto idx = c_.indexOf(target.pod);
   if (!idx || c_.pod(*idx).uid != target.uid) {
-    reply(http::Response::error(404, protocol::errors::kPodNotAlive,
-                                "pod " + target.pod + " (uid " + target.uid + ") is not registered"));
+    reply(
+        http::Response::error(404, protocol::errors::kPodNotAlive,
+                              "pod " + target.pod + " (uid " + target.uid + ") is not registered"));
     return;
   }
   const sharding::RegisteredPod& pod = c_.pod(*idx);
@@ -101,14 +102,16 @@ PodHealthMonitor::Removal PodHealthMonitor::removal(const sharding::RegisteredPo
   if (decision.firstSeen) {
     const auto waitMs =
         std::chrono::duration_cast<std::chrono::milliseconds>(decision.at - facts.now).count();
-    c_.log.warn("pod vanished without Kubernetes confirming its end; its shards move once its "
-                "ownership lease has run out, or when its sidecar releases them",
-                {{"pod", pod.name}, {"uid", pod.uid}, {"wait_ms", waitMs}});
+    c_.log.warn(
+        "pod vanished without Kubernetes confirming its end; its shards move once its "
+        "ownership lease has run out, or when its sidecar releases them",
+        {{"pod", pod.name}, {"uid", pod.uid}, {"wait_ms", waitMs}});
     c_.event(EventType::kWarning, "PodVanished",
              "pod " + pod.name + " (uid " + pod.uid +
                  ") is gone but its containers were not reported terminated (a force delete or "
                  "a lost node?): its shards move in at most " +
-                 std::to_string((waitMs + 999) / 1000) + " s, when its ownership lease has run out");
+                 std::to_string((waitMs + 999) / 1000) +
+                 " s, when its ownership lease has run out");
   }
   if (c_.acting()) releaseDeadPod(pod);
   scheduleRemovalCheck(pod.name, decision.at);
@@ -126,8 +129,7 @@ void PodHealthMonitor::releaseDeadPod(const sharding::RegisteredPod& pod) {
   c_.fenceFloor = std::max(c_.fenceFloor, fence);
   protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
                               static_cast<protocol::Epoch>(fence), shards};
-  c_.d.pods.unassign(pod.address, req,
-                     c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
+  c_.d.pods.unassign(pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
                      c_.strand.wrap<Status>([this, key, name = pod.name](Status s) {
                        c_.leases.releasing.erase(key);
                        if (!s.ok()) {

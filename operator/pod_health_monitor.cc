@@ -19,10 +19,10 @@ Inspection inspection(const StatusOr<std::optional<PodInfo>>& fetched,
   return i;
 }
 
-DroppedPods dropDeadPods(
-    ShardMap& map, sharding::ShardTable& table, const std::map<std::string, Inspection>& seen,
-    const std::function<bool(const sharding::RegisteredPod&, const std::optional<PodInfo>&)>&
-        keep) {
+DroppedPods dropDeadPods(ShardMap& map, sharding::ShardTable& table,
+                         const std::map<std::string, Inspection>& seen,
+                         const std::function<bool(const sharding::RegisteredPod&,
+                                                  const std::optional<PodInfo>&)>& keep) {
   DroppedPods out;
   for (auto i = static_cast<PodIndex>(map.status.pods.size()) - 1; i >= 0; --i) {
     const auto pod = map.status.pods[static_cast<std::size_t>(i)];
@@ -83,18 +83,18 @@ void PodHealthMonitor::pingUnhealthy(const std::string& name, const std::string&
     checksInFlight_.erase(name);
     return;
   }
-  c_.d.pods.ping(address, c_.key, ControllerContext::targetOf(c_.pod(*registered)),
-                 c_.current.spec.pingTimeout,
-                 c_.strand.wrap<StatusOr<protocol::PingResponse>>(
-                     [this, name](StatusOr<protocol::PingResponse> r) {
-                       checksInFlight_.erase(name);
-                       if (!c_.indexOf(name)) return;
-                       c_.runtime[name].reachable = r.ok() && r->pod == name;
-                       if (!c_.runtime[name].reachable) {
-                         c_.log.warn("pod alive but unreachable; it gets no new shards",
-                                     {{"pod", name}});
-                       }
-                     }));
+  c_.d.pods.ping(
+      address, c_.key, ControllerContext::targetOf(c_.pod(*registered)),
+      c_.current.spec.pingTimeout,
+      c_.strand.wrap<StatusOr<protocol::PingResponse>>(
+          [this, name](StatusOr<protocol::PingResponse> r) {
+            checksInFlight_.erase(name);
+            if (!c_.indexOf(name)) return;
+            c_.runtime[name].reachable = r.ok() && r->pod == name;
+            if (!c_.runtime[name].reachable) {
+              c_.log.warn("pod alive but unreachable; it gets no new shards", {{"pod", name}});
+            }
+          }));
 }
 
 void PodHealthMonitor::checkPods(std::set<std::string> names,
@@ -121,17 +121,16 @@ void PodHealthMonitor::inspectPods(std::set<std::string> names,
   for (const auto& name : names) {
     const auto idx = c_.indexOf(name);
     const std::string uid = idx ? c_.pod(*idx).uid : std::string();
-    c_.d.directory.fetch(
-        c_.ref.ns, name,
-        c_.strand.wrap<StatusOr<std::optional<PodInfo>>>(
-            [this, check, name, uid, then](StatusOr<std::optional<PodInfo>> pod) {
-              check->seen[name] = inspection(pod, uid);
-              if (!pod.ok()) {
-                c_.log.warn("cannot check pod with the API",
-                            {{"pod", name}, {"error", pod.status().toString()}});
-              }
-              if (--check->outstanding == 0) then(check->seen);
-            }));
+    c_.d.directory.fetch(c_.ref.ns, name,
+                         c_.strand.wrap<StatusOr<std::optional<PodInfo>>>(
+                             [this, check, name, uid, then](StatusOr<std::optional<PodInfo>> pod) {
+                               check->seen[name] = inspection(pod, uid);
+                               if (!pod.ok()) {
+                                 c_.log.warn("cannot check pod with the API",
+                                             {{"pod", name}, {"error", pod.status().toString()}});
+                               }
+                               if (--check->outstanding == 0) then(check->seen);
+                             }));
   }
 }
 

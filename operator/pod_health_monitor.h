@@ -37,10 +37,10 @@ struct DroppedPods {
 };
 // Removes from `map` and `table` the pods `seen` shows dead, except those with shards for which
 // `keep` says they may still run. Pure but for what `keep` does.
-DroppedPods dropDeadPods(sharding::ShardMap& map, sharding::ShardTable& table,
-                         const std::map<std::string, Inspection>& seen,
-                         const std::function<bool(const sharding::RegisteredPod&,
-                                                  const std::optional<PodInfo>&)>& keep);
+DroppedPods dropDeadPods(
+    sharding::ShardMap& map, sharding::ShardTable& table,
+    const std::map<std::string, Inspection>& seen,
+    const std::function<bool(const sharding::RegisteredPod&, const std::optional<PodInfo>&)>& keep);
 
 // The epoch of a write that removes pods (epoch rule 1: the owners change when they had shards;
 // epoch rule 3: an unassign sent at an epoch not yet persisted is covered). Pure.

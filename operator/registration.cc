@@ -111,31 +111,29 @@ void Registration::registerPod(const protocol::RegisterRequest& request, const R
   }
   c_.d.directory.fetch(
       c_.ref.ns, request.pod,
-      c_.strand.wrap<StatusOr<std::optional<PodInfo>>>(
-          [this, request, reply](StatusOr<std::optional<PodInfo>> pod) {
-            if (!c_.leadingNow()) return reply(notLeaderResponse(""));
-            if (!pod.ok()) {
-              return reply(unavailableResponse("cannot check pod " + request.pod +
-                                       " with the Kubernetes API: " + pod.status().message()));
-            }
-            if (auto refusal = registerRefusal(c_.ref, *pod, request)) {
-              c_.log.warn("register refused", {{"pod", request.pod},
-                                               {"uid", request.uid},
-                                               {"reason", refusal->message}});
-              c_.event(EventType::kWarning, "RegisterRefused", refusal->message);
-              return reply(http::Response::error(refusal->status, refusal->code, refusal->message));
-            }
-            admit(request, reply);
-          }));
+      c_.strand.wrap<StatusOr<std::optional<PodInfo>>>([this, request, reply](
+                                                           StatusOr<std::optional<PodInfo>> pod) {
+        if (!c_.leadingNow()) return reply(notLeaderResponse(""));
+        if (!pod.ok()) {
+          return reply(unavailableResponse("cannot check pod " + request.pod +
+                                           " with the Kubernetes API: " + pod.status().message()));
+        }
+        if (auto refusal = registerRefusal(c_.ref, *pod, request)) {
+          c_.log.warn("register refused",
+                      {{"pod", request.pod}, {"uid", request.uid}, {"reason", refusal->message}});
+          c_.event(EventType::kWarning, "RegisterRefused", refusal->message);
+          return reply(http::Response::error(refusal->status, refusal->code, refusal->message));
+        }
+        admit(request, reply);
+      }));
 }
 
 void Registration::admit(protocol::RegisterRequest request, Reply reply) {
   // Registrations that wait together are recorded together, in one status write: a thousand
   // pods starting at once cost a few writes of the large status instead of a thousand.
-  const bool fits =
-      openBatch_ && openBatch_->items.size() < kMaxBatch &&
-      std::none_of(openBatch_->items.begin(), openBatch_->items.end(),
-                   [&](const auto& item) { return item.first.pod == request.pod; });
+  const bool fits = openBatch_ && openBatch_->items.size() < kMaxBatch &&
+                    std::none_of(openBatch_->items.begin(), openBatch_->items.end(),
+                                 [&](const auto& item) { return item.first.pod == request.pod; });
   if (fits) {
     openBatch_->items.emplace_back(std::move(request), std::move(reply));
     return;
@@ -166,7 +164,8 @@ void Registration::run(const BatchPtr& batch, int attempt, std::function<void()>
   }
   c_.ensureFresh([this, batch, attempt, done](Status loaded) {
     if (!loaded.ok()) {
-      batch->answerAll(unavailableResponse("cannot load ShardMap " + c_.key + ": " + loaded.message()));
+      batch->answerAll(
+          unavailableResponse("cannot load ShardMap " + c_.key + ": " + loaded.message()));
       done();
       return;
     }
@@ -184,11 +183,12 @@ void Registration::record(const BatchPtr& batch, int attempt, std::function<void
   ShardMap next = c_.current;
   std::vector<protocol::RegisterRequest> requests;
   for (const auto& item : batch->items) requests.push_back(item.first);
-  auto outcomes = applyRegistrations(next, *table, requests, c_.fenceFloor, [this](const auto& pod) {
-    if (health_.removal(pod, std::nullopt) != PodHealthMonitor::Removal::kLater) return false;
-    health_.queueRemoval(pod.name, "replaced by a new pod of the same name");
-    return true;
-  });
+  auto outcomes =
+      applyRegistrations(next, *table, requests, c_.fenceFloor, [this](const auto& pod) {
+        if (health_.removal(pod, std::nullopt) != PodHealthMonitor::Removal::kLater) return false;
+        health_.queueRemoval(pod.name, "replaced by a new pod of the same name");
+        return true;
+      });
   sharding::writeShardTable(*table, next.status);
   c_.setConditions(next, *table, c_.retryPending);
   if (next.status == c_.current.status) return answer(batch, outcomes, done);
@@ -197,7 +197,8 @@ void Registration::record(const BatchPtr& batch, int attempt, std::function<void
     if (written.code() == StatusCode::kConflict && attempt < kMaxRegisterAttempts) {
       enqueue(batch, attempt + 1, /*front=*/true);
     } else {
-      batch->answerAll(unavailableResponse("could not record the registration: " + written.message()));
+      batch->answerAll(
+          unavailableResponse("could not record the registration: " + written.message()));
     }
     done();
   });
@@ -210,9 +211,10 @@ void Registration::answer(const BatchPtr& batch, const std::vector<RegisterOutco
     const auto& [request, reply] = batch->items[i];
     const RegisterOutcome& outcome = outcomes[i];
     if (outcome.deferred) {
-      reply(unavailableResponse("a pod named " + request.pod +
-                        " with another uid is registered and may still run; its shards move "
-                        "once its ownership lease has run out: retry"));
+      reply(
+          unavailableResponse("a pod named " + request.pod +
+                              " with another uid is registered and may still run; its shards move "
+                              "once its ownership lease has run out: retry"));
       continue;
     }
     // A new incarnation starts afresh; a restarted sidecar is reachable again. The register
@@ -228,12 +230,11 @@ void Registration::answer(const BatchPtr& batch, const std::vector<RegisterOutco
                                    {"uid", request.uid},
                                    {"address", request.address},
                                    {"version", request.version}});
-    c_.event(EventType::kNormal, "PodRegistered",
-             "pod " + request.pod + " (version " +
-                 (request.version.empty() ? std::string("none") : request.version) +
-                 ") registered" +
-                 (outcome.replaced.empty() ? std::string()
-                                           : "; it replaces uid " + outcome.replaced));
+    c_.event(
+        EventType::kNormal, "PodRegistered",
+        "pod " + request.pod + " (version " +
+            (request.version.empty() ? std::string("none") : request.version) + ") registered" +
+            (outcome.replaced.empty() ? std::string() : "; it replaces uid " + outcome.replaced));
   }
   // The first pod gets every shard at once; otherwise a balancing round gives it a share.
   const bool unassigned = c_.current.status.unassignedCount > 0;
@@ -272,22 +273,21 @@ void Registration::resendAssign(const std::string& podName, std::function<void()
   // Epoch rule 3: re-sends carry the current persisted epoch.
   protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
                               static_cast<protocol::Epoch>(c_.current.status.epoch), shards};
-  c_.d.pods.assign(
-      pod.address, req, c_.current.spec.shards, c_.current.spec.pingTimeout,
-      c_.strand.wrap<StatusOr<protocol::AssignResponse>>(
-          [this, podName, done](StatusOr<protocol::AssignResponse> r) {
-            if (!r.ok() || !r->refused.empty()) {
-              c_.log.warn("re-sent assign failed",
-                          {{"pod", podName},
-                           {"error", r.ok() ? "refused " + r->refused.toString()
-                                            : r.status().toString()}});
-              if (auto it = c_.runtime.find(podName); it != c_.runtime.end()) {
-                it->second.reachable = false;
-              }
-              queue_.retryRoundIn(c_.current.spec.rebalanceRetryInterval);
-            }
-            done();
-          }));
+  c_.d.pods.assign(pod.address, req, c_.current.spec.shards, c_.current.spec.pingTimeout,
+                   c_.strand.wrap<StatusOr<protocol::AssignResponse>>(
+                       [this, podName, done](StatusOr<protocol::AssignResponse> r) {
+                         if (!r.ok() || !r->refused.empty()) {
+                           c_.log.warn("re-sent assign failed",
+                                       {{"pod", podName},
+                                        {"error", r.ok() ? "refused " + r->refused.toString()
+                                                         : r.status().toString()}});
+                           if (auto it = c_.runtime.find(podName); it != c_.runtime.end()) {
+                             it->second.reachable = false;
+                           }
+                           queue_.retryRoundIn(c_.current.spec.rebalanceRetryInterval);
+                         }
+                         done();
+                       }));
 }
 
 }  // namespace kshard::manager

@@ -142,8 +142,8 @@ std::string readPing(const sharding::RegisteredPod& pod,
     problem = "ping: " + answer.status().toString();
   } else if (answer->pod != pod.name || answer->uid != pod.uid ||
              answer->incarnation != pod.incarnation) {
-    problem = "ping: answered by pod " + answer->pod + " (uid " + answer->uid +
-              ", incarnation " + answer->incarnation + ")";
+    problem = "ping: answered by pod " + answer->pod + " (uid " + answer->uid + ", incarnation " +
+              answer->incarnation + ")";
   } else {
     auto held = sharding::ShardSet::parse(answer->shards, shardCount);
     if (!held.ok()) {
@@ -157,8 +157,8 @@ std::string readPing(const sharding::RegisteredPod& pod,
   return problem;
 }
 
-RoundEnd roundEnd(std::string_view result, std::optional<std::size_t> applied,
-                  int conflictsInARow, Duration retryInterval) {
+RoundEnd roundEnd(std::string_view result, std::optional<std::size_t> applied, int conflictsInARow,
+                  Duration retryInterval) {
   RoundEnd end;
   const bool reachedAssign = result != "conflict" && result != "failed" && result != "aborted";
   if (applied && reachedAssign) end.moved = static_cast<std::int64_t>(*applied);

@@ -10,12 +10,11 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
-#include <vector>
-
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -112,8 +111,8 @@ struct RoundEnd {
 };
 // `applied`: the commit's applied moves, when the round got that far. `conflictsInARow` counts
 // this round when it met a Conflict: the first is retried at once, later ones back off.
-RoundEnd roundEnd(std::string_view result, std::optional<std::size_t> applied,
-                  int conflictsInARow, Duration retryInterval);
+RoundEnd roundEnd(std::string_view result, std::optional<std::size_t> applied, int conflictsInARow,
+                  Duration retryInterval);
 
 // Shard counts differ by at most one between the registered pods (true with no pods).
 bool balancedWithinOne(const std::vector<std::int32_t>& counts);

@@ -128,8 +128,8 @@ void RoundRunner::ping(const RoundPtr& round) {
     const sharding::RegisteredPod pod = c_.pod(p);
     auto answered = c_.strand.wrap<StatusOr<protocol::PingResponse>>(
         [this, round, p, pod](StatusOr<protocol::PingResponse> r) {
-          const std::string problem = readPing(pod, r, c_.current.spec.shards,
-                                               round->pings[static_cast<std::size_t>(p)]);
+          const std::string problem =
+              readPing(pod, r, c_.current.spec.shards, round->pings[static_cast<std::size_t>(p)]);
           if (!problem.empty()) round->failed[pod.name] = problem;
           if (auto it = c_.runtime.find(pod.name); it != c_.runtime.end()) {
             it->second.reachable = problem.empty();

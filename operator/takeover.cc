@@ -88,10 +88,10 @@ void Takeover::claim(std::map<std::string, Inspection> seen, std::function<void(
     c_.log.info("took over the ShardMap", {{"epoch", c_.current.status.epoch},
                                            {"pods", c_.current.status.pods.size()},
                                            {"dropped_dead_pods", count}});
-    c_.event(EventType::kNormal, "LeaderTookOver",
-             c_.d.self.pod + " leads this ShardMap at epoch " +
-                 std::to_string(c_.current.status.epoch) +
-                 (count == 0 ? std::string() : "; dropped " + std::to_string(count) + " dead pods"));
+    c_.event(
+        EventType::kNormal, "LeaderTookOver",
+        c_.d.self.pod + " leads this ShardMap at epoch " + std::to_string(c_.current.status.epoch) +
+            (count == 0 ? std::string() : "; dropped " + std::to_string(count) + " dead pods"));
     // Epoch rule 3: re-send every stored assignment at the new epoch (after the ping confirms
     // each pod is still the one registered).
     queue_.requestRound({count != 0, true});

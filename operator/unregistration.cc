@@ -49,8 +49,7 @@ http::Response unassignFailedResponse(const Status& failure) {
 // ---------------------------------------------------------------------------------------------
 // The hold
 
-void Unregistration::unregisterPod(const protocol::UnregisterRequest& request,
-                                   const Reply& reply) {
+void Unregistration::unregisterPod(const protocol::UnregisterRequest& request, const Reply& reply) {
   // The hold needs the pod's deletion deadline, and the sidecar whether its pod is being
   // deleted. The informer has it, unless the unregister arrived before the informer heard of
   // the delete: then the API is asked.
@@ -144,8 +143,9 @@ void Unregistration::enqueue(const protocol::UnregisterRequest& request, const R
 void Unregistration::run(const protocol::UnregisterRequest& request, const Reply& reply,
                          int attempt, std::function<void()> done) {
   if (!c_.acting()) {
-    reply(c_.tookOver || !c_.leadingNow() ? notLeaderResponse("")
-                                          : unavailableResponse("the leader is taking over; retry"));
+    reply(c_.tookOver || !c_.leadingNow()
+              ? notLeaderResponse("")
+              : unavailableResponse("the leader is taking over; retry"));
     done();
     return;
   }
@@ -192,18 +192,17 @@ void Unregistration::release(const protocol::UnregisterRequest& request, const R
   c_.fenceFloor = std::max(c_.fenceFloor, fence);
   protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
                               static_cast<protocol::Epoch>(fence), shards};
-  c_.d.pods.unassign(
-      pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
-      c_.strand.wrap<Status>([this, request, reply, attempt, done, pod](Status s) {
-        if (!c_.acting()) {
-          reply(notLeaderResponse(""));
-          return done();
-        }
-        if (s.ok()) return removeAndPersist(request, reply, attempt, pod, done);
-        c_.log.warn("unassign before unregister failed",
-                    {{"pod", pod.name}, {"error", s.toString()}});
-        releaseFailed(request, reply, attempt, pod, s, done);
-      }));
+  c_.d.pods.unassign(pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
+                     c_.strand.wrap<Status>([this, request, reply, attempt, done, pod](Status s) {
+                       if (!c_.acting()) {
+                         reply(notLeaderResponse(""));
+                         return done();
+                       }
+                       if (s.ok()) return removeAndPersist(request, reply, attempt, pod, done);
+                       c_.log.warn("unassign before unregister failed",
+                                   {{"pod", pod.name}, {"error", s.toString()}});
+                       releaseFailed(request, reply, attempt, pod, s, done);
+                     }));
 }
 
 // Without the pod's acknowledgement its shards may be taken only if it is dead, and surely runs
@@ -211,21 +210,20 @@ void Unregistration::release(const protocol::UnregisterRequest& request, const R
 void Unregistration::releaseFailed(const protocol::UnregisterRequest& request, const Reply& reply,
                                    int attempt, const sharding::RegisteredPod& pod,
                                    const Status& failure, std::function<void()> done) {
-  health_.inspectPods(
-      {pod.name}, [this, request, reply, attempt, done, pod,
-                   failure](std::map<std::string, Inspection> seen) {
-        const Inspection& i = seen[pod.name];
-        if (i.health == PodHealth::kDead &&
-            health_.removal(pod, i.observed) == PodHealthMonitor::Removal::kNow) {
-          return removeAndPersist(request, reply, attempt, pod, done);
-        }
-        if (i.health == PodHealth::kDead) health_.queueRemoval(pod.name, "died while unregistering");
-        reply(unassignFailedResponse(failure));
-        // Epoch rule 3: the unassign went out at an epoch not yet persisted; the round persists
-        // it before any further assign.
-        queue_.requestRound({});
-        done();
-      });
+  health_.inspectPods({pod.name}, [this, request, reply, attempt, done, pod,
+                                   failure](std::map<std::string, Inspection> seen) {
+    const Inspection& i = seen[pod.name];
+    if (i.health == PodHealth::kDead &&
+        health_.removal(pod, i.observed) == PodHealthMonitor::Removal::kNow) {
+      return removeAndPersist(request, reply, attempt, pod, done);
+    }
+    if (i.health == PodHealth::kDead) health_.queueRemoval(pod.name, "died while unregistering");
+    reply(unassignFailedResponse(failure));
+    // Epoch rule 3: the unassign went out at an epoch not yet persisted; the round persists
+    // it before any further assign.
+    queue_.requestRound({});
+    done();
+  });
 }
 
 void Unregistration::removeAndPersist(const protocol::UnregisterRequest& request,

@@ -58,9 +58,8 @@ class Unregistration {
                      const sharding::RegisteredPod& pod, const Status& failure,
                      std::function<void()> done);
   // Removes the pod from the map and persists; answers the caller.
-  void removeAndPersist(const protocol::UnregisterRequest& request, const Reply& reply,
-                        int attempt, const sharding::RegisteredPod& pod,
-                        std::function<void()> done);
+  void removeAndPersist(const protocol::UnregisterRequest& request, const Reply& reply, int attempt,
+                        const sharding::RegisteredPod& pod, std::function<void()> done);
 
   ControllerContext& c_;
   OperationQueue& queue_;

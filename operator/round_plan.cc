@@ -134,4 +134,42 @@ bool balancedWithinOne(const std::vector<std::int32_t>& counts) {
   return *hi - *lo <= 1;
 }
 
+std::string readPing(const sharding::RegisteredPod& pod,
+                     const StatusOr<protocol::PingResponse>& answer, std::int32_t shardCount,
+                     PingOutcome& out) {
+  std::string problem;
+  if (!answer.ok()) {
+    problem = "ping: " + answer.status().toString();
+  } else if (answer->pod != pod.name || answer->uid != pod.uid ||
+             answer->incarnation != pod.incarnation) {
+    problem = "ping: answered by pod " + answer->pod + " (uid " + answer->uid + ", incarnation " +
+              answer->incarnation + ")";
+  } else {
+    auto held = sharding::ShardSet::parse(answer->shards, shardCount);
+    if (!held.ok()) {
+      problem = "ping: " + held.status().message();
+    } else {
+      out.state = PingOutcome::State::kAnswered;
+      held->forEach([&](sharding::ShardId s) { out.held.push_back(s); });
+    }
+  }
+  if (!problem.empty()) out.state = PingOutcome::State::kFailed;
+  return problem;
+}
+
+RoundEnd roundEnd(std::string_view result, std::optional<std::size_t> applied, int conflictsInARow,
+                  Duration retryInterval) {
+  RoundEnd end;
+  const bool reachedAssign = result != "conflict" && result != "failed" && result != "aborted";
+  if (applied && reachedAssign) end.moved = static_cast<std::int64_t>(*applied);
+  end.failed = result == "partial" || result == "failed" || result == "conflict";
+  if (result == "conflict") {
+    // Another writer moved the object on: reload and go again at once, then back off.
+    end.retryIn = conflictsInARow <= 1 ? Duration{0} : retryInterval;
+  } else if (end.failed) {
+    end.retryIn = retryInterval;
+  }
+  return end;
+}
+
 }  // namespace kshard::manager

@@ -10,9 +10,15 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/status.h"
+#include "protocol/wire.h"
 #include "sharding/planner.h"
 #include "sharding/shard_map.h"
 
@@ -88,6 +94,25 @@ struct RoundCommit {
 RoundCommit commitRound(const sharding::ShardTable& table, std::int64_t currentEpoch,
                         const RoundPlan& plan, const std::set<PodIndex>& unassignFailed,
                         bool mustPersist = false);
+
+// Reads a ping's answer from registered pod `pod` into `out` (kAnswered with what it holds, or
+// kFailed). Returns what failed, empty when it answered. Pod IPs are reused, and sidecars
+// restart: an answer from another pod, uid or incarnation is a failure.
+std::string readPing(const sharding::RegisteredPod& pod,
+                     const StatusOr<protocol::PingResponse>& answer, std::int32_t shardCount,
+                     PingOutcome& out);
+
+// How a round that ended with `result` ("idle", "moved", "partial", "conflict", "failed",
+// "aborted") counts and what follows it.
+struct RoundEnd {
+  std::int64_t moved = 0;  // shards moved: the applied moves of a round that got past persist
+  bool failed = false;     // a step failed: the conditions show a retry pending
+  std::optional<Duration> retryIn;  // when the next round retries (none: the periodic one)
+};
+// `applied`: the commit's applied moves, when the round got that far. `conflictsInARow` counts
+// this round when it met a Conflict: the first is retried at once, later ones back off.
+RoundEnd roundEnd(std::string_view result, std::optional<std::size_t> applied, int conflictsInARow,
+                  Duration retryInterval);
 
 // Shard counts differ by at most one between the registered pods (true with no pods).
 bool balancedWithinOne(const std::vector<std::int32_t>& counts);

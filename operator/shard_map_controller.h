@@ -9,6 +9,16 @@
 // operation writes at a time, so every status write carries the resourceVersion of the previous
 // one, and a round never interleaves with another.
 //
+// This class is the facade: it routes each call to the part whose one job it is (their state is
+// ControllerContext, controller_context.h):
+//   OperationQueue     operation_queue.h     one operation at a time; round requests and timers
+//   Takeover           takeover.h            a new leader's first write
+//   RoundRunner        round_runner.h        one rebalance round, an explicit state machine
+//   Registration       registration.h        register, batched
+//   Unregistration     unregistration.h      unregister, with the unregister hold
+//   PodHealthMonitor   pod_health_monitor.h  dead and unhealthy pods, ownership leases
+// Each part's decisions are pure functions declared next to it, tested without I/O.
+//
 // A rebalance round (one at a time):
 //   1. decide: the planner on the stored owners (pure, seeded Random);
 //   2. ping the pods involved (every pod in periodic rounds, to reconcile), in parallel, within
@@ -50,64 +60,30 @@
 // Public methods are thread-safe and return at once; replies run on the strand.
 #pragma once
 
-#include <cstdint>
-#include <deque>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
-#include <vector>
 
-#include "base/logger.h"
-#include "base/random.h"
-#include "base/scheduler.h"
-#include "http/message.h"
-#include "operator/event_sink.h"
-#include "operator/leadership.h"
-#include "operator/operator_metrics.h"
-#include "operator/pod_client.h"
-#include "operator/pod_directory.h"
-#include "operator/round_plan.h"
-#include "operator/shard_map_store.h"
-#include "protocol/wire.h"
-#include "sharding/shard_map.h"
+#include "operator/controller_context.h"
+#include "operator/operation_queue.h"
+#include "operator/pod_health_monitor.h"
+#include "operator/registration.h"
+#include "operator/round_runner.h"
+#include "operator/takeover.h"
+#include "operator/unregistration.h"
 
 namespace kshard::manager {
-
-struct ControllerDeps {
-  Scheduler& scheduler;  // must run tasks one at a time (ThreadScheduler, ManualScheduler)
-  Random& random;        // the planner's samples
-  ShardMapStore& store;
-  PodClient& pods;
-  PodDirectory& directory;
-  Leadership& leadership;
-  EventSink& events;
-  OperatorMetrics& metrics;
-  Logger logger;
-  sharding::ManagerRef self;  // this replica's pod name and manager API address
-  // The longest a terminating pod's unregister is held while newer pods start
-  // (operator/unregister_hold.h); zero turns the hold off.
-  Duration maxUnregisterHold = std::chrono::seconds(60);
-};
-
-using Reply = std::function<void(http::Response)>;
-
-// The body of a follower's (or deposed leader's) 503: {"error": {...}, "leader": "ip:port"}.
-http::Response notLeaderResponse(const std::string& leaderAddress);
 
 class ShardMapController : public std::enable_shared_from_this<ShardMapController> {
  public:
   // `observed` is the ShardMap as the informer (or a list) saw it.
   static std::shared_ptr<ShardMapController> create(ControllerDeps deps,
                                                     sharding::ShardMap observed);
-  ~ShardMapController();
+  ~ShardMapController() = default;
   ShardMapController(const ShardMapController&) = delete;
   ShardMapController& operator=(const ShardMapController&) = delete;
 
-  const protocol::ShardMapRef& ref() const { return ref_; }
+  const protocol::ShardMapRef& ref() const { return c_.ref; }
 
   // The informer saw a new version of the object (a spec change is picked up by a reload).
   void observe(sharding::ShardMap observed);
@@ -138,167 +114,18 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   std::optional<sharding::ManagerRef> storedManager() const;
 
  private:
-  struct Op {
-    std::string name;                                // for logs
-    std::function<void(std::function<void()>)> run;  // calls its argument once when finished
-    Reply
-        reply;  // the caller waiting for this operation, answered if it is cancelled; may be empty
-  };
-  struct RoundRequest {
-    bool immediate = false;
-    bool resendAll = false;
-  };
-  struct Round;
-
   ShardMapController(ControllerDeps deps, sharding::ShardMap observed);
 
-  // Strand plumbing.
-  void post(std::function<void()> task);
-  template <typename T>
-  std::function<void(T)> onStrand(std::function<void(T)> fn);
-  // Leading and done taking over: may act on pods and on the store.
-  bool acting() const;
   // Runs `body` on the strand if this replica leads; answers NotLeader otherwise.
   void leaderCall(Reply reply, std::function<void(Reply)> body);
-  // Holds the lease (the takeover itself runs in this state).
-  bool leadingNow() const;
 
-  // Operations.
-  struct Refusal {
-    int status;
-    std::string_view code;
-    std::string message;
-  };
-  // Why `pod` (what the API shows for the caller's name) may not register as `request`; nullopt
-  // when it may.
-  std::optional<Refusal> registerRefusal(const std::optional<PodInfo>& pod,
-                                         const protocol::RegisterRequest& request) const;
-  void enqueue(Op op, bool front = false);
-  void pump();
-  void requestRound(RoundRequest request);
-  void ensureFresh(std::function<void(Status)> then);
-  void adopt(sharding::ShardMap map);
-  void persist(sharding::ShardMap next, std::function<void(Status)> then);
-  void takeover(std::function<void()> done);
-  void scheduleTakeoverRetry();
-  void runRound(RoundRequest request, std::function<void()> done);
-  void roundPing(std::shared_ptr<Round> round);
-  void roundUnassign(std::shared_ptr<Round> round);
-  void roundPersist(std::shared_ptr<Round> round);
-  void roundAssign(std::shared_ptr<Round> round);
-  void roundCheckFailed(std::shared_ptr<Round> round);
-  void roundFinish(std::shared_ptr<Round> round, std::string_view result);
-  // Registrations admitted but not yet recorded, written together by one "register" op.
-  struct RegisterBatch {
-    std::vector<std::pair<protocol::RegisterRequest, Reply>> items;  // distinct pods
-  };
-  static constexpr std::size_t kMaxRegisterBatch = 256;
-  void admitRegister(protocol::RegisterRequest request, Reply reply);
-  void doRegister(std::shared_ptr<RegisterBatch> batch, int attempt, std::function<void()> done);
-  // resendAssign for each pod in turn, then `then`.
-  void resendEach(std::vector<std::string> pods, std::function<void()> then);
-  void doUnregister(protocol::UnregisterRequest request, Reply reply, int attempt,
-                    std::function<void()> done);
-  // The 409 UnregisterDeferred for this unregister, or nullopt to go ahead
-  // (operator/unregister_hold.h). `observed` is the API's view of the pod.
-  std::optional<http::Response> deferral(const protocol::UnregisterRequest& request,
-                                         const std::optional<PodInfo>& observed);
-  // startingVersions() of the informer's pods, recomputed only when a pod or the status changed.
-  const std::vector<std::string>& starting();
-  void queueRemoval(const std::string& podName, std::string reason);
-  void removeDead(std::set<std::string> candidates, std::function<void()> done);
-  // What removeDead may do with a dead pod now (shard_map_controller_leases.cc).
-  enum class Removal { kNow, kLater };
-  Removal removal(const sharding::RegisteredPod& pod, const std::optional<PodInfo>& observed);
-  // A register or renew confirmed the pod's ownership lease now.
-  void recordGrant(const std::string& pod, const std::string& uid);
-  // The dead pod's sidecar may still run: asks it to release its shards (an unassign), so that
-  // they need not wait for its lease. A success queues the pod's removal again.
-  void releaseDeadPod(const sharding::RegisteredPod& pod);
-  void scheduleRemovalCheck(const std::string& podName, SteadyTime at);
-  // Forgets the lease facts of pods no longer registered.
-  void forgetLeases();
-  // The pod was found dead (vanished) and waits for its removal: it gets no ping, assign or
-  // new shard from now on, so that a release it acknowledged stays true until the removal.
-  bool awaitingRemoval(const sharding::RegisteredPod& pod) const;
-  void checkPods(std::set<std::string> names,
-                 std::function<void(std::map<std::string, PodHealth>)> then);
-  // As checkPods, with what the API showed (nullopt: gone, or the API could not be asked).
-  struct Inspection {
-    PodHealth health = PodHealth::kAlive;
-    std::optional<PodInfo> observed;
-  };
-  void inspectPods(std::set<std::string> names,
-                   std::function<void(std::map<std::string, Inspection>)> then);
-  void resendAssign(const std::string& podName, std::function<void()> done);
-
-  // Status helpers.
-  std::optional<sharding::PodIndex> indexOf(const std::string& podName) const;
-  // Whom commands to a registered pod are meant for.
-  static protocol::Target targetOf(const sharding::RegisteredPod& pod) {
-    return {pod.name, pod.uid, pod.incarnation};
-  }
-  std::vector<PodRuntime> runtimeVector() const;
-  bool movesPending(const sharding::ShardMap& map, const sharding::ShardTable& table) const;
-  void setConditions(sharding::ShardMap& map, const sharding::ShardTable& table,
-                     bool retryPending) const;
-  void schedulePeriodic();
-  void scheduleRetry(Duration delay);
-  void event(EventType type, std::string reason, std::string message);
-
-  ControllerDeps d_;
-  const protocol::ShardMapRef ref_;
-  const std::string key_;  // "{namespace}/{name}"
-  Logger log_;
-
-  mutable std::mutex mu_;  // held by every strand task; guards everything below
-  sharding::ShardMap current_;
-  bool stale_ = true;  // reload from the store before the next operation
-  bool leading_ = false;
-  bool tookOver_ = false;  // the takeover write succeeded in this term
-  bool stopped_ = false;
-  // The highest epoch an unassign from this replica carried. While it is above status.epoch, the
-  // next write bumps the epoch to it before any assign (epoch rule 3).
-  std::int64_t fenceFloor_ = 0;
-  std::map<std::string, PodRuntime> runtime_;  // by pod name
-  std::deque<Op> ops_;
-  // The batch the next queued "register" op will write; null when none is queued.
-  std::shared_ptr<RegisterBatch> openBatch_;
-  bool opRunning_ = false;
-  std::uint64_t opSeq_ = 0;
-  std::optional<RoundRequest> requested_;
-  Scheduler::TaskId periodicTimer_ = 0;
-  Scheduler::TaskId retryTimer_ = 0;
-  bool retryPending_ = false;
-  int consecutiveConflicts_ = 0;
-  std::uint64_t roundSeq_ = 0;
-  std::set<std::string> removalsQueued_;  // pods the next remove-dead operation checks
-  bool removalOpQueued_ = false;
-  std::set<std::string> checksInFlight_;
-  std::optional<sharding::ManagerRef> storedManager_;
-  // The memo behind starting(): valid for podsGeneration_ and the status' resourceVersion.
-  std::uint64_t podsGeneration_ = 0;  // bumped by every podChanged
-  struct StartingMemo {
-    std::uint64_t podsGeneration = 0;
-    std::string resourceVersion;
-    std::vector<std::string> versions;
-  };
-  std::optional<StartingMemo> startingMemo_;
-  // Pods whose unregister is being held, with when the first deferral was answered.
-  std::map<std::string, SteadyTime> held_;
-
-  // Ownership leases (kept across leadership terms). By "{pod}/{uid}": the last renew this
-  // replica granted, when it first found the pod dead, and dead pods whose sidecar released its
-  // shards (or is being asked to).
-  SteadyTime termStart_{};
-  std::map<std::string, SteadyTime> grants_;
-  std::map<std::string, SteadyTime> deathSeen_;
-  // Pods whose sidecar spoke (registered or renewed) while the informer showed every container
-  // terminated: that status predates a restart the kubelet could not report, and confirms no end.
-  std::set<std::string> staleTermination_;
-  std::set<std::string> released_;
-  std::set<std::string> releasing_;
-  std::map<std::string, Scheduler::TaskId> removalChecks_;  // by pod name
+  ControllerContext c_;
+  OperationQueue queue_{c_};
+  PodHealthMonitor health_{c_, queue_};
+  RoundRunner rounds_{c_, queue_, health_};
+  Takeover takeover_{c_, queue_, health_};
+  Registration registration_{c_, queue_, health_};
+  Unregistration unregistration_{c_, queue_, health_};
 };
 
 }  // namespace kshard::manager

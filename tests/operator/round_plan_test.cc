@@ -9,6 +9,7 @@ namespace kshard::manager {
 namespace {
 
 using sharding::ShardTable;
+using namespace std::chrono_literals;
 
 // 10 shards: pod 0 owns 1-6, pod 1 owns 7-10 (all at epoch 3).
 ShardTable twoPods() {
@@ -169,8 +170,8 @@ TEST(StatusSize, TenThousandShardsOverAThousandPodsStaysUnder320KiB) {
     map.status.pods.push_back(
         {"counter-7d9f8c6b5-" + std::to_string(100000 + p),
          "0b4f1c2e-8a7d-4e61-9b3a-" + std::to_string(100000000000LL + p),
-         "10.244." + std::to_string(p / 250) + "." + std::to_string(p % 250) + ":7101", "2.14.3",
-         0, "5f0c9a7e3b1d4c2a"});
+         "10.244." + std::to_string(p / 250) + "." + std::to_string(p % 250) + ":7101", "2.14.3", 0,
+         "5f0c9a7e3b1d4c2a"});
   }
   ShardTable table(kShards);
   SeededRandom random(3);
@@ -205,7 +206,9 @@ TEST(StatusSize, AfterThreeHundredPodReplacementsStaysUnderOneMiB) {
         "counter-7d9f8c6b5-" + std::to_string(100000 + n),
         "0b4f1c2e-8a7d-4e61-9b3a-" + std::to_string(100000000000LL + n),
         "10.244." + std::to_string(n / 250 % 256) + "." + std::to_string(n % 250) + ":7101",
-        "2.14.3", 0, "5f0c9a7e3b1d4c2a"};
+        "2.14.3",
+        0,
+        "5f0c9a7e3b1d4c2a"};
   };
   for (int p = 0; p < kPods; ++p) map.status.pods.push_back(podNamed(p));
   ShardTable table(kShards);
@@ -235,6 +238,53 @@ TEST(StatusSize, AfterThreeHundredPodReplacementsStaysUnderOneMiB) {
   EXPECT_LT(bytes, 1024u * 1024u) << "status is " << bytes << " bytes";
   RecordProperty("status_bytes", static_cast<int>(bytes));
   RecordProperty("assignment_groups", static_cast<int>(map.status.assignments.size()));
+}
+
+TEST(ReadPing, OnlyTheRegisteredProcessAnswers) {
+  const sharding::RegisteredPod pod{"a", "ua", "x:1", "1", 0, "inc-1"};
+  protocol::PingResponse r{"a", "ua", "inc-1", 3, "1-2,5"};
+  PingOutcome out;
+  EXPECT_EQ(readPing(pod, r, 10, out), "");
+  EXPECT_EQ(out.state, PingOutcome::State::kAnswered);
+  EXPECT_EQ(out.held, (Shards{1, 2, 5}));
+
+  for (auto wrong : {protocol::PingResponse{"b", "ua", "inc-1", 3, "1"},
+                     protocol::PingResponse{"a", "ub", "inc-1", 3, "1"},
+                     protocol::PingResponse{"a", "ua", "inc-2", 3, "1"}}) {
+    PingOutcome o;
+    EXPECT_NE(readPing(pod, wrong, 10, o).find("answered by pod"), std::string::npos);
+    EXPECT_EQ(o.state, PingOutcome::State::kFailed);
+    EXPECT_TRUE(o.held.empty());
+  }
+  PingOutcome bad;
+  EXPECT_NE(readPing(pod, protocol::PingResponse{"a", "ua", "inc-1", 3, "11"}, 10, bad), "");
+  EXPECT_EQ(bad.state, PingOutcome::State::kFailed);
+  PingOutcome timedOut;
+  EXPECT_EQ(readPing(pod, StatusOr<protocol::PingResponse>(deadlineExceeded("slow")), 10, timedOut)
+                .rfind("ping: ", 0),
+            0u);
+  EXPECT_EQ(timedOut.state, PingOutcome::State::kFailed);
+}
+
+TEST(RoundEnd, MovesCountOnlyPastThePersist) {
+  EXPECT_EQ(roundEnd("moved", 4, 1, 5s).moved, 4);
+  EXPECT_EQ(roundEnd("partial", 4, 1, 5s).moved, 4);
+  EXPECT_EQ(roundEnd("idle", std::nullopt, 1, 5s).moved, 0);
+  for (auto result : {"conflict", "failed", "aborted"}) {
+    EXPECT_EQ(roundEnd(result, 4, 1, 5s).moved, 0) << result;
+  }
+}
+
+TEST(RoundEnd, FailuresAreRetriedAndAFirstConflictAtOnce) {
+  EXPECT_FALSE(roundEnd("moved", 1, 1, 5s).retryIn);
+  EXPECT_FALSE(roundEnd("idle", 0, 1, 5s).failed);
+  EXPECT_FALSE(roundEnd("aborted", 0, 1, 5s).failed);
+  EXPECT_TRUE(roundEnd("partial", 0, 1, 5s).failed);
+  EXPECT_EQ(roundEnd("partial", 0, 1, 5s).retryIn, Duration(5s));
+  EXPECT_EQ(roundEnd("failed", 0, 1, 5s).retryIn, Duration(5s));
+  EXPECT_EQ(roundEnd("conflict", 0, 1, 5s).retryIn, Duration(0s));
+  EXPECT_EQ(roundEnd("conflict", 0, 2, 5s).retryIn, Duration(5s));
+  EXPECT_TRUE(roundEnd("conflict", 0, 2, 5s).failed);
 }
 
 }  // namespace

@@ -1,0 +1,315 @@
+#include "operator/round_runner.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kshard::manager {
+namespace {
+
+using sharding::ShardMap;
+using sharding::ShardSet;
+
+std::string joinNames(const std::map<std::string, std::string>& failed) {
+  std::string out;
+  for (const auto& [name, why] : failed) {
+    if (!out.empty()) out += "; ";
+    out += name + ": " + why;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct RoundRunner::Round {
+  std::uint64_t id = 0;
+  RoundRequest request;
+  Step step = Step::kDecide;
+  SteadyTime started{};
+  std::function<void()> done;
+  sharding::ShardTable table{1};
+  std::int64_t epoch = 0;  // status.epoch when the round started
+  std::vector<Move> moves;
+  std::vector<PingOutcome> pings;
+  RoundPlan plan;
+  std::set<PodIndex> unassignFailed;
+  std::optional<RoundCommit> commit;
+  std::map<std::string, std::string> failed;  // pod name -> what failed
+  std::size_t outstanding = 0;                // calls of the current step not answered yet
+};
+
+void RoundRunner::run(RoundRequest request, std::function<void()> done) {
+  if (!c_.acting()) {
+    done();
+    return;
+  }
+  auto round = std::make_shared<Round>();
+  round->id = ++roundSeq_;
+  round->request = request;
+  round->started = c_.d.scheduler.clock().now();
+  round->done = std::move(done);
+  advance(round);
+}
+
+void RoundRunner::advance(const RoundPtr& round) {
+  switch (round->step) {
+    case Step::kDecide:
+      return decide(round);
+    case Step::kPing:
+      return ping(round);
+    case Step::kUnassign:
+      return unassign(round);
+    case Step::kPersist:
+      return persist(round);
+    case Step::kAssign:
+      return assign(round);
+    case Step::kCheckFailed:
+      return checkFailed(round);
+  }
+}
+
+void RoundRunner::then(const RoundPtr& round, Step next) {
+  round->step = next;
+  advance(round);
+}
+
+// 1. Decide (pure), on the map as stored.
+void RoundRunner::decide(const RoundPtr& round) {
+  c_.ensureFresh([this, round](Status loaded) {
+    if (!loaded.ok()) return finish(round, "failed");
+    if (!c_.acting()) return finish(round, "aborted");
+    auto table = c_.table();
+    if (!table.ok()) {
+      c_.log.error("stored status is invalid; not rebalancing",
+                   {{"error", table.status().toString()}});
+      c_.event(EventType::kWarning, "InvalidStatus", table.status().message());
+      return finish(round, "failed");
+    }
+    round->table = std::move(*table);
+    // Normally status.epoch. Higher only if an unassign of this replica carried an epoch that no
+    // write has reached yet; the round then persists at least that epoch (epoch rule 3).
+    round->epoch = std::max(c_.current.status.epoch, c_.fenceFloor - 1);
+    for (const auto& p : c_.current.status.pods) {
+      const PodHealth health = assessPod(c_.d.directory.cached(c_.ref.ns, p.name), p.uid);
+      c_.runtime[p.name].terminating = health == PodHealth::kTerminating;
+      // A dead pod waiting for its removal receives nothing.
+      if (health_.awaitingRemoval(p)) c_.runtime[p.name].reachable = false;
+      if (health == PodHealth::kDead) {
+        health_.queueRemoval(p.name, "the pod informer shows it dead");
+      }
+    }
+    auto moves = sharding::decide(
+        planningInput(c_.current, round->table, c_.runtimeVector(), round->request.immediate),
+        c_.d.random);
+    if (!moves.ok()) {
+      c_.log.error("planner refused its input", {{"error", moves.status().toString()}});
+      return finish(round, "failed");
+    }
+    round->moves = std::move(*moves);
+    then(round, Step::kPing);
+  });
+}
+
+// 2. Ping the pods involved; periodic rounds and takeover ping every pod, whose answers reconcile
+// what the pods hold with the map (epoch rule 4).
+void RoundRunner::ping(const RoundPtr& round) {
+  const auto podCount = static_cast<std::int32_t>(c_.current.status.pods.size());
+  round->pings.assign(static_cast<std::size_t>(podCount), PingOutcome{});
+  const bool all = !round->request.immediate || round->request.resendAll;
+  const std::vector<PodIndex> targets = podsToPing(round->moves, podCount, all);
+  if (targets.empty()) return then(round, Step::kUnassign);
+  round->step = Step::kUnassign;
+  round->outstanding = targets.size();
+  for (PodIndex p : targets) {
+    const sharding::RegisteredPod pod = c_.pod(p);
+    auto answered = c_.strand.wrap<StatusOr<protocol::PingResponse>>(
+        [this, round, p, pod](StatusOr<protocol::PingResponse> r) {
+          const std::string problem =
+              readPing(pod, r, c_.current.spec.shards, round->pings[static_cast<std::size_t>(p)]);
+          if (!problem.empty()) round->failed[pod.name] = problem;
+          if (auto it = c_.runtime.find(pod.name); it != c_.runtime.end()) {
+            it->second.reachable = problem.empty();
+          }
+          if (--round->outstanding == 0) advance(round);
+        });
+    // A dead pod waiting for its removal is not asked: its answer must not lead to an assign
+    // (rounds re-send what the map gives a pod it does not hold).
+    if (health_.awaitingRemoval(pod)) {
+      answered(failedPrecondition("dead; its shards wait for its removal"));
+      continue;
+    }
+    c_.d.pods.ping(pod.address, c_.key, ControllerContext::targetOf(pod),
+                   c_.current.spec.pingTimeout, std::move(answered));
+  }
+}
+
+// 3. Unassign. Epoch rule 2: the unassign carries the epoch the following persist writes; the pod
+// fences those shards against any older assign still in flight.
+void RoundRunner::unassign(const RoundPtr& round) {
+  if (!c_.acting()) return finish(round, "aborted");
+  round->plan = planRound(round->table, round->moves, round->pings, round->request.resendAll);
+  for (const auto& [p, shards] : round->plan.strays) {
+    c_.log.warn("pod holds shards the map does not give it; unassigning them",
+                {{"pod", c_.pod(p).name}, {"shards", ShardSet::of(shards).toString()}});
+  }
+  if (round->plan.unassign.empty()) return then(round, Step::kPersist);
+  const std::int64_t fence = round->epoch + 1;
+  c_.fenceFloor = std::max(c_.fenceFloor, fence);
+  round->step = Step::kPersist;
+  round->outstanding = round->plan.unassign.size();
+  for (const auto& [p, shards] : round->plan.unassign) {
+    const sharding::RegisteredPod pod = c_.pod(p);
+    protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
+                                static_cast<protocol::Epoch>(fence), ShardSet::of(shards)};
+    c_.d.pods.unassign(pod.address, req,
+                       c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
+                       c_.strand.wrap<Status>([this, round, p, pod](Status s) {
+                         if (!s.ok()) {
+                           round->unassignFailed.insert(p);
+                           round->failed[pod.name] = "unassign: " + s.toString();
+                         }
+                         if (--round->outstanding == 0) advance(round);
+                       }));
+  }
+}
+
+// 4. Persist before assigning (write-ahead): a leader that dies after the write leaves a map its
+// successor finishes; one that dies before it leaves the old owners, which still hold or were
+// told to release their shards, and nobody else was told to take them.
+void RoundRunner::persist(const RoundPtr& round) {
+  // Unassigns may have gone out at epoch + 1: the next leader bumps the epoch when it takes over
+  // (epoch rule 3), and this replica does too if it leads again (fenceFloor).
+  if (!c_.acting()) return finish(round, "aborted");
+  // Epoch rule 3: if this replica ever sent an unassign at an epoch not yet persisted (this round
+  // or a failed earlier one), this round persists, so its assigns carry at least that epoch.
+  const bool mustPersist = c_.fenceFloor > c_.current.status.epoch;
+  round->commit =
+      commitRound(round->table, round->epoch, round->plan, round->unassignFailed, mustPersist);
+  const RoundCommit& commit = *round->commit;
+  ShardMap next = c_.current;
+  if (commit.persist) {
+    // Epoch rule 1: a persisted change of the owners is a new epoch; the moved shards' groups
+    // carry it (commitRound assigned them at commit.epoch).
+    sharding::writeShardTable(commit.table, next.status);
+    next.status.epoch = commit.epoch;
+  }
+  c_.setConditions(next, commit.table, !round->failed.empty());
+  if (next.status == c_.current.status) return then(round, Step::kAssign);
+  c_.persist(std::move(next), [this, round](Status written) {
+    // Epoch rule 6: without the write nothing is assigned. Conflict: another writer moved the
+    // object on; the next round starts from what it wrote.
+    if (!written.ok()) {
+      return finish(round, written.code() == StatusCode::kConflict ? "conflict" : "failed");
+    }
+    then(round, Step::kAssign);
+  });
+}
+
+// 5. Assign, at the persisted epoch (epoch rule 3). Assign is idempotent.
+void RoundRunner::assign(const RoundPtr& round) {
+  // Epoch rule 7: no assign after losing the lease, even with the write done; the next leader
+  // re-sends it at its own epoch.
+  if (!c_.acting()) return finish(round, "aborted");
+  const RoundCommit& commit = *round->commit;
+  if (commit.assign.empty()) return then(round, Step::kCheckFailed);
+  round->step = Step::kCheckFailed;
+  round->outstanding = commit.assign.size();
+  for (const auto& [p, shards] : commit.assign) {
+    const sharding::RegisteredPod pod = c_.pod(p);
+    protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
+                                static_cast<protocol::Epoch>(commit.epoch), ShardSet::of(shards)};
+    auto answered = c_.strand.wrap<StatusOr<protocol::AssignResponse>>(
+        [this, round, pod](StatusOr<protocol::AssignResponse> r) {
+          if (!r.ok()) {
+            round->failed[pod.name] = "assign: " + r.status().toString();
+          } else if (!r->refused.empty()) {
+            // A fence newer than our epoch: some replica sent an unassign this one does not
+            // know of. The map stays as persisted; the next round reconciles.
+            round->failed[pod.name] = "assign: refused as stale: " + r->refused.toString();
+            c_.log.error("pod refused an assign as stale",
+                         {{"pod", pod.name}, {"shards", r->refused.toString()}});
+          }
+          if (--round->outstanding == 0) advance(round);
+        });
+    // A pod found dead since the round began gets nothing: its sidecar may have released its
+    // shards, and the removal that follows relies on it holding none.
+    if (health_.awaitingRemoval(pod)) {
+      answered(failedPrecondition("dead; not assigned"));
+      continue;
+    }
+    c_.d.pods.assign(pod.address, req, c_.current.spec.shards, c_.current.spec.pingTimeout,
+                     std::move(answered));
+  }
+}
+
+// 6. Pods that failed a step: ask the API. Dead ones are removed (and a round follows at once);
+// alive ones keep their shards and get no new ones until they answer a ping.
+void RoundRunner::checkFailed(const RoundPtr& round) {
+  if (round->failed.empty()) {
+    return finish(round, round->commit && !round->commit->applied.empty() ? "moved" : "idle");
+  }
+  std::set<std::string> names;
+  for (const auto& [name, why] : round->failed) names.insert(name);
+  health_.checkPods(names, [this, round](std::map<std::string, PodHealth> health) {
+    for (const auto& [name, h] : health) {
+      if (h == PodHealth::kDead) {
+        health_.queueRemoval(name, "failed a rebalance step and the API shows it dead");
+      } else if (auto it = c_.runtime.find(name); it != c_.runtime.end()) {
+        it->second.reachable = false;
+      }
+    }
+    finish(round, "partial");
+  });
+}
+
+void RoundRunner::finish(const RoundPtr& round, std::string_view result) {
+  const double seconds =
+      std::chrono::duration<double>(c_.d.scheduler.clock().now() - round->started).count();
+  const RoundEnd end = roundEnd(
+      result,
+      round->commit ? std::optional<std::size_t>(round->commit->applied.size()) : std::nullopt,
+      c_.consecutiveConflicts + 1, c_.current.spec.rebalanceRetryInterval);
+  c_.d.metrics.roundFinished(c_.key, result, seconds, end.moved);
+  c_.log.info("rebalance round finished",
+              {{"round", round->id},
+               {"result", std::string(result)},
+               {"moves", end.moved},
+               {"epoch", c_.current.status.epoch},
+               {"failed_pods", round->failed.size()},
+               {"duration_ms", static_cast<std::int64_t>(seconds * 1e3)}});
+  if (end.moved > 0) {
+    c_.event(EventType::kNormal, "Rebalanced",
+             "moved " + std::to_string(end.moved) + " shards in " +
+                 std::to_string(static_cast<std::int64_t>(seconds * 1e3)) + " ms (epoch " +
+                 std::to_string(c_.current.status.epoch) + ")");
+  }
+  if (result == "aborted") return round->done();
+  if (result == "partial") {
+    c_.event(EventType::kWarning, "RebalanceIncomplete",
+             joinNames(round->failed) + "; retrying in " +
+                 sharding::formatDuration(c_.current.spec.rebalanceRetryInterval));
+  }
+  c_.retryPending = end.failed;
+  if (!c_.acting()) return round->done();
+  if (result == "conflict") ++c_.consecutiveConflicts;
+  if (end.retryIn) queue_.retryRoundIn(*end.retryIn);
+  queue_.schedulePeriodic();
+  writeConditions(round);
+}
+
+// 7. Conditions: the persist above wrote them as of the unassign step; assign failures are known
+// only now. Written only when they changed.
+void RoundRunner::writeConditions(const RoundPtr& round) {
+  if (c_.stale) return round->done();
+  auto table = c_.table();
+  ShardMap next = c_.current;
+  if (table.ok()) c_.setConditions(next, *table, c_.retryPending);
+  if (next.status == c_.current.status) return round->done();
+  c_.persist(std::move(next), [round](Status) { round->done(); });
+}
+
+}  // namespace kshard::manager

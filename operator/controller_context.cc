@@ -47,7 +47,9 @@ void Strand::post(std::function<void()> task) {
 
 Scheduler::TaskId Strand::after(Duration delay, std::function<void()> task) {
   return scheduler_.runAfter(delay, [this, owner = owner_, task = std::move(task)] {
-    if (!owner.lock()) return;
+    // Held across post(), as in wrap().
+    const auto self = owner.lock();
+    if (!self) return;
     post(task);
   });
 }

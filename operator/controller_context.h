@@ -76,7 +76,9 @@ class Strand {
   template <typename T>
   std::function<void(T)> wrap(std::function<void(T)> fn) {
     return [this, owner = owner_, fn = std::move(fn)](T result) {
-      if (!owner.lock()) return;
+      // The owner is held across post(): post() reads this strand, which the owner holds.
+      const auto self = owner.lock();
+      if (!self) return;
       post([fn, result = std::move(result)]() mutable { fn(std::move(result)); });
     };
   }

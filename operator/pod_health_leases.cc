@@ -129,17 +129,22 @@ void PodHealthMonitor::releaseDeadPod(const sharding::RegisteredPod& pod) {
   c_.fenceFloor = std::max(c_.fenceFloor, fence);
   protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
                               static_cast<protocol::Epoch>(fence), shards};
-  c_.d.pods.unassign(pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
-                     c_.strand.wrap<Status>([this, key, name = pod.name](Status s) {
-                       c_.leases.releasing.erase(key);
-                       if (!s.ok()) {
-                         c_.log.info("a vanished pod's sidecar did not release its shards",
-                                     {{"pod", name}, {"error", s.toString()}});
-                         return;
-                       }
-                       c_.leases.released.insert(key);
-                       queueRemoval(name, "its sidecar released its shards");
-                     }));
+  c_.d.pods.unassign(
+      pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
+      c_.strand.wrap<Status>([this, key, name = pod.name, term = c_.termStart](Status s) {
+        c_.leases.releasing.erase(key);
+        if (!s.ok()) {
+          c_.log.info("a vanished pod's sidecar did not release its shards",
+                      {{"pod", name}, {"error", s.toString()}});
+          return;
+        }
+        // A release answered after this term ended may have been undone by
+        // another leader's assigns (as stopLeading's forgetReleases says): it
+        // counts only in the term that asked for it.
+        if (!c_.acting() || c_.termStart != term) return;
+        c_.leases.released.insert(key);
+        queueRemoval(name, "its sidecar released its shards");
+      }));
 }
 
 void PodHealthMonitor::scheduleRemovalCheck(const std::string& podName, SteadyTime at) {

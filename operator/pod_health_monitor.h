@@ -98,6 +98,8 @@ class PodHealthMonitor {
   bool awaitingRemoval(const sharding::RegisteredPod& pod) const;
   // A release obtained in this term may be undone by another leader's assigns.
   void forgetReleases() { c_.leases.released.clear(); }
+  // The queue dropped its operations: a queued remove-dead is gone too.
+  void dropQueuedRemovals() { removalsQueued_.clear(); removalOpQueued_ = false; }
 
  private:
   void removeDead(std::set<std::string> candidates, std::function<void()> done);

@@ -68,6 +68,7 @@ void ShardMapController::stopLeading() {
     health_.forgetReleases();
     registration_.closeBatch();
     queue_.cancelAll(notLeaderResponse(""));
+    health_.dropQueuedRemovals();
     c_.log.info("leadership lost; stopping");
   });
 }

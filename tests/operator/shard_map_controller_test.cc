@@ -260,9 +260,9 @@ TEST(ShardMapController, FollowerAnswersNotLeader) {
   h.addReplica("kshard-operator-1");
   h.startPod("a");
   http::Response r = h.call([&](Reply reply) {
-    h.controller(1).registerPod({"a", h.pods.find("a")->uid, h.pods.find("a")->address, "1",
-                                 h.pods.find("a")->incarnation},
-                                reply);
+    h.controller(1).registerPod(
+        {"a", h.pods.find("a")->uid, h.pods.find("a")->address, "1", h.pods.find("a")->incarnation},
+        reply);
   });
   EXPECT_EQ(r.status, 503);
   EXPECT_NE(r.body.find("NotLeader"), std::string::npos) << r.body;
@@ -847,6 +847,40 @@ TEST(ShardMapController, MetricsCountRoundsMovesAndApiState) {
   EXPECT_NE(text.find("kshard_operator_unassigned_shards{shard_map=\"demo/counter\"} 0"),
             std::string::npos);
   EXPECT_NE(text.find("kshard_operator_rebalance_duration_seconds_count"), std::string::npos);
+}
+
+// A remove-dead queued behind a running operation is dropped with the queue when the lease is
+// lost; once the replica leads again, a pod that dies is still removed (its "queued" mark went
+// with the operation).
+TEST(ShardMapController, DeadPodsAreRemovedAfterTheLeaseIsLostAndRegained) {
+  ControllerHarness h(30);
+  h.lead();
+  for (const std::string n : {"a", "b", "c"}) {
+    h.startPod(n);
+    ASSERT_EQ(h.registerPod(n), 200) << n;
+  }
+  ASSERT_TRUE(h.runUntil([&] { return h.converged(); }, 600s));
+  h.startPod("d");
+  ASSERT_EQ(h.registerPod("d"), 200);
+  // The round that gives d a share waits for its write; c dies meanwhile, and its removal
+  // waits behind the round.
+  h.store.holdWrites = true;
+  ASSERT_TRUE(h.runUntil([&] { return !h.store.held.empty(); }, 60s));
+  h.killPod("c");
+  h.run(100ms);
+  // The lease is lost before the round ends: the queued removal is dropped.
+  h.loseLease(0);
+  h.store.holdWrites = false;
+  for (auto& w : h.store.held) w();
+  h.store.held.clear();
+  h.run(10s);
+  h.lead(0);
+  h.run(5s);
+  // b dies (the kubelet confirms it: its shards may move at once).
+  h.killPod("b");
+  EXPECT_TRUE(h.runUntil([&] { return h.counts().count("b") == 0; }, 120s))
+      << "the dead pod b was never removed from the map";
+  EXPECT_TRUE(h.runUntil([&] { return h.converged(); }, 600s)) << "b's shards stayed on a dead pod";
 }
 
 }  // namespace

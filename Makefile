@@ -8,7 +8,7 @@ export CCACHE_NOHASHDIR := 1
 .DEFAULT_GOAL := build
 
 .PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
-        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help \
+        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format lint clean help \
         images images-test
 
 help:
@@ -24,6 +24,7 @@ help:
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
 	@echo "make fuzz          run every fuzz harness for longer"
+	@echo "make lint          static checks: the include graph between the top-level folders"
 
 # Debian packages the build and the tests need (apt-get only for what is missing).
 deps:
@@ -50,6 +51,10 @@ build-dev:
 
 unit-test: build-dev
 	@ctest --preset dev -j 2
+
+# Static checks of the tree: the include graph between top-level folders (tools/check-includes.py).
+lint:
+	@python3 tools/check-includes.py
 
 # The chart: helm lint, and its CRD is the one in crds/.
 chart-test:

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "base/log_throttle.h"
-#include "http/beast_message.h"
-#include "http/beast_stream.h"
 #include "http/channel.h"
-#include "http/channel_flow.h"
-#include "http/io_threads_impl.h"
+#include "http/internal/beast_message.h"
+#include "http/internal/beast_stream.h"
+#include "http/internal/channel_flow.h"
+#include "http/internal/io_threads_impl.h"
+#include "http/internal/tls_context.h"
 #include "http/router.h"
-#include "http/tls_context.h"
 
 namespace kshard::http {
 

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "http/beast_client.h"
-#include "http/beast_stream.h"
 #include "http/channel.h"
-#include "http/io_threads_impl.h"
-#include "http/origin.h"
+#include "http/internal/beast_stream.h"
+#include "http/internal/io_threads_impl.h"
+#include "http/internal/origin.h"
 
 namespace kshard::http {
 

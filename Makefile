@@ -8,8 +8,8 @@ export CCACHE_NOHASHDIR := 1
 .DEFAULT_GOAL := build
 
 .PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
-        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format clean help \
-        images images-test lint
+        scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format lint clean help \
+        images images-test
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
@@ -24,7 +24,7 @@ help:
 	@echo "make cluster-down  stop it and remove everything it created"
 	@echo "make bench         run the benchmarks (figures go to docs/benchmarks.md)"
 	@echo "make fuzz          run every fuzz harness for longer"
-	@echo "make lint          size limits of production code (files ≤ 700 lines, functions ≤ 80; lizard)"
+	@echo "make lint          static checks: the include graph, and size limits (files ≤ 700 lines, functions ≤ 80)"
 
 # Debian packages the build and the tests need (apt-get only for what is missing).
 deps:
@@ -122,10 +122,11 @@ fuzz-smoke:
 fuzz:
 	@bash fuzz/run.sh long
 
-# Size limits of production code: no file over 700 lines, no function over 80 (lizard, pinned by
-# tools/lint/requirements.txt, in a venv under build/lint/ made by tools/python-venv.sh). Not part
-# of `make test` yet: the files that exceed them are being split (issue 31).
+# Static checks: the include graph between the top-level folders (tools/check-includes.py), and
+# the size limits of production code, no file over 700 lines and no function over 80 (lizard,
+# pinned by tools/lint/requirements.txt, in a venv under build/lint/: tools/lint.sh).
 lint:
+	@python3 tools/check-includes.py
 	@bash tools/lint.sh
 
 format:

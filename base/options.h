@@ -49,6 +49,7 @@ class OptionSet {
   [[nodiscard]] StatusOr<Outcome> parse(int argc, const char* const* argv,
                                         const Environment& env = nullptr);
   std::string usage() const;
+  const std::string& program() const { return program_; }
 
  private:
   struct Option {

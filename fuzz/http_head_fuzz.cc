@@ -1,5 +1,5 @@
-// The data path's HTTP message reader (http/beast_message.h, MessageParser) and its fast head
-// parser (http/fast_head.h), against Boost.Beast's parser alone, on the same bytes.
+// The data path's HTTP message reader (http/internal/beast_message.h, MessageParser) and its fast
+// head parser (http/internal/fast_head.h), against Boost.Beast's parser alone, on the same bytes.
 //
 // fast_head may decline any head, but what it reads it must read as Beast does. Checks:
 //   - a head fast_head reads is one Beast reads too, to the same byte, with the same method,
@@ -21,8 +21,8 @@
 
 #include "fuzz/fuzz_input.h"
 #include "fuzz/fuzz_targets.h"
-#include "http/beast_message.h"
-#include "http/fast_head.h"
+#include "http/internal/beast_message.h"
+#include "http/internal/fast_head.h"
 
 namespace kshard::fuzz {
 namespace {
@@ -61,7 +61,8 @@ bool overLimit(std::string_view bytes, std::size_t limit) {
 }
 
 // Feeds `pieces` one after the other as a connection's read buffer would hold them, the way
-// http/beast_stream.h's ReadUntil does, then the end of the stream when the message is not done.
+// http/internal/beast_stream.h's ReadUntil does, then the end of the stream when the message is not
+// done.
 template <typename Parser>
 void feed(Parser& parser, const std::vector<std::string_view>& pieces, Outcome& out) {
   std::string buffer;

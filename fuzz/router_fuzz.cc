@@ -104,24 +104,41 @@ std::optional<std::string> referenceDecode(std::string_view in, bool plusIsSpace
   return out;
 }
 
-// "k=v&k2=v2": decoded pairs, the first of repeated keys winning; nullopt on a bad escape.
+// "k=v&k2=v2", read a character at a time (the router splits with find): '&' ends a pair and the
+// first '=' of a pair ends its key; a pair with no character is skipped, one without '=' has an
+// empty value; the first of repeated keys wins. Escapes are decoded after the split, so "%26"
+// and "%3D" are data. nullopt on a bad escape.
 std::optional<std::map<std::string, std::string>> referenceQuery(std::string_view query) {
   std::map<std::string, std::string> out;
-  std::size_t start = 0;
-  while (start <= query.size()) {
-    std::size_t end = query.find('&', start);
-    if (end == std::string_view::npos) end = query.size();
-    const std::string_view pair = query.substr(start, end - start);
-    if (!pair.empty()) {
-      const std::size_t eq = pair.find('=');
-      auto key = referenceDecode(pair.substr(0, eq), true);
-      auto value = eq == std::string_view::npos ? std::optional<std::string>("")
-                                                : referenceDecode(pair.substr(eq + 1), true);
-      if (!key || !value) return std::nullopt;
-      out.emplace(std::move(*key), std::move(*value));
+  std::string key;
+  std::string value;
+  bool seen = false;     // the pair has a character
+  bool inValue = false;  // its '=' was seen
+  const auto endPair = [&]() -> bool {
+    if (seen) {
+      auto k = referenceDecode(key, true);
+      auto v = referenceDecode(value, true);
+      if (!k || !v) return false;
+      out.emplace(std::move(*k), std::move(*v));
     }
-    start = end + 1;
+    key.clear();
+    value.clear();
+    seen = inValue = false;
+    return true;
+  };
+  for (const char c : query) {
+    if (c == '&') {
+      if (!endPair()) return std::nullopt;
+      continue;
+    }
+    seen = true;
+    if (c == '=' && !inValue) {
+      inValue = true;
+    } else {
+      (inValue ? value : key) += c;
+    }
   }
+  if (!endPair()) return std::nullopt;
   return out;
 }
 

@@ -14,11 +14,11 @@
 #include <optional>
 #include <vector>
 
-#include "http/beast_message.h"
-#include "http/beast_stream.h"
-#include "http/io_threads_impl.h"
-#include "http/origin.h"
-#include "http/tls_context.h"
+#include "http/internal/beast_message.h"
+#include "http/internal/beast_stream.h"
+#include "http/internal/io_threads_impl.h"
+#include "http/internal/origin.h"
+#include "http/internal/tls_context.h"
 
 namespace kshard::http {
 
@@ -358,7 +358,7 @@ void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point 
 
 namespace {
 
-// The request line and fields of `r` as this client sends them (http/beast_message.h).
+// The request line and fields of `r` as this client sends them (http/internal/beast_message.h).
 std::string wireHead(const BeastClient::Core& core, const Request& r) {
   return requestHead(r, core.origin.hostHeader, core.options.userAgent);
 }

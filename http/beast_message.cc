@@ -1,4 +1,4 @@
-#include "http/beast_message.h"
+#include "http/internal/beast_message.h"
 
 #include <algorithm>
 #include <boost/beast/http/status.hpp>

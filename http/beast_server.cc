@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "base/log_throttle.h"
-#include "http/beast_message.h"
-#include "http/beast_stream.h"
 #include "http/channel.h"
-#include "http/channel_flow.h"
-#include "http/io_threads_impl.h"
+#include "http/internal/beast_message.h"
+#include "http/internal/beast_stream.h"
+#include "http/internal/channel_flow.h"
+#include "http/internal/channel_frame_reader.h"
+#include "http/internal/io_threads_impl.h"
+#include "http/internal/tls_context.h"
 #include "http/router.h"
-#include "http/tls_context.h"
 
 namespace kshard::http {
 
@@ -248,7 +249,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   std::size_t queuedBytes() const { return channel_->out.size() + channel_->writing.size(); }
   // The body limit of a request read from a frame: the server's, or its route's.
   std::size_t channelBodyLimit(const Request& request) const;
-  void refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit);
+  void refuseFrame(const channel::FrameHead& head, std::size_t limit);
   void closeOnMalformedFrame(const std::string& error);
   void channelAnswer(std::uint64_t id, Response&& response);
   void scheduleFlush();
@@ -300,12 +301,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseTar
   } out_;
 
   struct Channel {
-    explicit Channel(ChannelFlow::Bounds bounds) : flow(bounds) {}
+    Channel(ChannelFlow::Bounds bounds, beast::flat_buffer& in) : flow(bounds), frames(in) {}
     std::string out;      // frames to write next
     std::string writing;  // frames being written
     std::uint64_t lastId = 0;
-    ChannelFlow flow;      // requests in flight, the bounds, the deadlines
-    std::size_t skip = 0;  // bytes of a refused frame still to discard
+    ChannelFlow flow;           // requests in flight, the bounds, the deadlines
+    ChannelFrameReader frames;  // reads the requests out of buffer_
     bool isWriting = false;
     bool flushPosted = false;
     bool goaway = false;    // sent (or queued): no further request is taken
@@ -783,7 +784,8 @@ void Session::startChannel() {
   setBusy(false);
   const ServerOptions& o = core_.options;
   channel_ = std::make_unique<Channel>(
-      ChannelFlow::Bounds{o.maxChannelRequestsInFlight, o.maxChannelQueuedBytes, o.requestTimeout});
+      ChannelFlow::Bounds{o.maxChannelRequestsInFlight, o.maxChannelQueuedBytes, o.requestTimeout},
+      buffer_);
   channel_->out.append("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ");
   channel_->out.append(channel::kProtocol);
   channel_->out.append("\r\n\r\n");
@@ -793,7 +795,7 @@ void Session::startChannel() {
 }
 
 void Session::readChannel() {
-  const std::size_t want = channelReadSize(buffer_, channel_->skip);
+  const std::size_t want = channel_->frames.readSize();
   stream_.visitIo([this, want](auto& s) {
     s.async_read_some(buffer_.prepare(want),
                       [self = shared_from_this()](const beast::error_code& ec, std::size_t n) {
@@ -823,8 +825,8 @@ void Session::afterFramesTaken() {
   Channel& c = *channel_;
   const auto now = Watchdog::Clock::now();
   // What is left in the buffer is part of a frame, unless reading paused before whole ones.
-  c.flow.afterRead(buffer_.size() > 0 || c.skip > 0, now);
-  trimChannelBuffer(buffer_);
+  c.flow.afterRead(buffer_.size() > 0 || c.frames.skipping(), now);
+  c.frames.trim();
   if (!c.flow.paused()) readChannel();
   armChannelDeadline(now);
 }
@@ -847,14 +849,14 @@ void Session::armChannelDeadline(Watchdog::Clock::time_point now) {
 bool Session::takeFrames() {
   Channel& c = *channel_;
   for (;;) {
-    if (!skipChannelBytes(buffer_, c.skip)) return true;
+    if (!c.frames.discardSkipped()) return true;
     // Back-pressure: past a bound, what the peer sends waits in the sockets' buffers.
     if (!c.goaway && !c.flow.mayTake(queuedBytes())) return true;
-    const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
-    if (data.size() < channel::kHeadBytes) return true;
     channel::FrameHead head;
     std::string error;
-    if (channel::parseHead(data, head, error) && head.type != channel::FrameType::kRequest) {
+    const auto next = c.frames.next(head, error);
+    if (next == ChannelFrameReader::Next::kNeedMore) return true;
+    if (next == ChannelFrameReader::Next::kHead && head.type != channel::FrameType::kRequest) {
       error = "a client sends only requests";
     } else if (error.empty() && head.id <= c.lastId) {
       error = "request ids must increase";
@@ -863,28 +865,27 @@ bool Session::takeFrames() {
       closeOnMalformedFrame(error);
       return false;
     }
-    const std::size_t frameBytes = channel::kHeadBytes + head.payloadBytes;
     if (c.goaway) {
       // After goaway nothing more is taken: the client knows from its id that it was not.
-      c.skip = frameBytes;
+      c.frames.skip(head);
       continue;
     }
     if (channel::minBodyBytes(head.payloadBytes) > core_.options.maxBodyBytes) {
-      refuseFrame(head.id, frameBytes, core_.options.maxBodyBytes);
+      refuseFrame(head, core_.options.maxBodyBytes);
       continue;
     }
-    if (data.size() < frameBytes) return true;
+    const std::optional<std::string_view> payload = c.frames.payload(head);
+    if (!payload) return true;
     Request request;
-    if (!channel::parseRequest(data.substr(channel::kHeadBytes, head.payloadBytes), request,
-                               error)) {
+    if (!channel::parseRequest(*payload, request, error)) {
       closeOnMalformedFrame(error);
       return false;
     }
     if (const std::size_t limit = channelBodyLimit(request); request.body.size() > limit) {
-      refuseFrame(head.id, frameBytes, limit);
+      refuseFrame(head, limit);
       continue;
     }
-    buffer_.consume(frameBytes);
+    c.frames.consume(head);
     c.lastId = head.id;
     if (c.flow.inFlight() == 0) setBusy(true);
     c.flow.taken();
@@ -911,13 +912,13 @@ std::size_t Session::channelBodyLimit(const Request& request) const {
   return std::min(limit, core_.router.bodyLimit(request.method, request.target).value_or(limit));
 }
 
-void Session::refuseFrame(std::uint64_t id, std::size_t frameBytes, std::size_t limit) {
+void Session::refuseFrame(const channel::FrameHead& head, std::size_t limit) {
   Channel& c = *channel_;
-  c.lastId = id;
-  c.skip = frameBytes;
+  c.lastId = head.id;
+  c.frames.skip(head);
   if (c.flow.inFlight() == 0) setBusy(true);
   c.flow.taken();
-  channelAnswer(id, Response::error(413, "PayloadTooLarge", bodyTooLarge(limit)));
+  channelAnswer(head.id, Response::error(413, "PayloadTooLarge", bodyTooLarge(limit)));
 }
 
 void Session::channelAnswer(std::uint64_t id, Response&& response) {

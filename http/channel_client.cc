@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "http/beast_client.h"
-#include "http/beast_stream.h"
 #include "http/channel.h"
-#include "http/io_threads_impl.h"
-#include "http/origin.h"
+#include "http/internal/beast_stream.h"
+#include "http/internal/channel_frame_reader.h"
+#include "http/internal/io_threads_impl.h"
+#include "http/internal/origin.h"
 
 namespace kshard::http {
 
@@ -396,7 +397,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   }
 
   void read() {
-    socket_.async_read_some(in_.prepare(channelReadSize(in_, skip_)),
+    socket_.async_read_some(in_.prepare(frames_.readSize()),
                             [self = shared_from_this()](const beast::error_code& ec,
                                                         std::size_t n) { self->onRead(ec, n); });
   }
@@ -409,19 +410,18 @@ class Channel : public std::enable_shared_from_this<Channel> {
     }
     in_.commit(n);
     if (!takeFrames()) return;
-    trimChannelBuffer(in_);
+    frames_.trim();
     read();
   }
 
   // Delivers every whole frame in `in_`; false when the channel ended meanwhile.
   bool takeFrames() {
     for (;;) {
-      if (!skipChannelBytes(in_, skip_)) return true;
-      const std::string_view data(static_cast<const char*>(in_.data().data()), in_.size());
-      if (data.size() < channel::kHeadBytes) return true;
       channel::FrameHead head;
       std::string error;
-      if (channel::parseHead(data, head, error) && head.type == channel::FrameType::kRequest) {
+      const auto next = frames_.next(head, error);
+      if (next == ChannelFrameReader::Next::kNeedMore) return true;
+      if (next == ChannelFrameReader::Next::kHead && head.type == channel::FrameType::kRequest) {
         error = "a server sends no requests";
       }
       if (!error.empty()) {
@@ -429,32 +429,31 @@ class Channel : public std::enable_shared_from_this<Channel> {
         return false;
       }
       if (head.type == channel::FrameType::kGoaway) {
-        in_.consume(channel::kHeadBytes);
+        frames_.consume(head);  // a goaway has no payload
         goaway(head.id);
         if (state_ != State::kOpen) return false;
         continue;
       }
-      const std::size_t frameBytes = channel::kHeadBytes + head.payloadBytes;
       Pending* p = find(head.id);
       if (p == nullptr) {
         // Answered too late: the request timed out already.
-        skip_ = frameBytes;
+        frames_.skip(head);
         continue;
       }
       if (channel::minBodyBytes(head.payloadBytes) > core_.options.maxResponseBytes) {
-        skip_ = frameBytes;
+        frames_.skip(head);
         complete(*p, tooLarge());
         if (state_ != State::kOpen) return false;
         continue;
       }
-      if (data.size() < frameBytes) return true;
+      const std::optional<std::string_view> payload = frames_.payload(head);
+      if (!payload) return true;
       Response response;
-      if (!channel::parseResponse(data.substr(channel::kHeadBytes, head.payloadBytes), response,
-                                  error)) {
+      if (!channel::parseResponse(*payload, response, error)) {
         malformed(error);
         return false;
       }
-      in_.consume(frameBytes);
+      frames_.consume(head);
       if (response.body.size() > core_.options.maxResponseBytes) {
         complete(*p, tooLarge());
       } else {
@@ -618,10 +617,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool goaway_ = false;
 
   beast::flat_buffer in_;
-  std::size_t skip_ = 0;  // bytes of a frame nobody waits for, still to discard
-  std::string out_;       // request frames to write next
-  std::string writing_;   // being written
-  std::string upgrade_;   // the upgrade request, while it is written
+  ChannelFrameReader frames_{in_};  // reads the answers out of in_
+  std::string out_;                 // request frames to write next
+  std::string writing_;             // being written
+  std::string upgrade_;             // the upgrade request, while it is written
   struct FrameEnd {
     std::uint64_t id;
     std::size_t end;  // offset just past the frame, in out_ or writing_

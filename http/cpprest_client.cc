@@ -10,8 +10,8 @@
 #include <mutex>
 #include <system_error>
 
-#include "http/origin.h"
-#include "http/tls_context.h"
+#include "http/internal/origin.h"
+#include "http/internal/tls_context.h"
 
 namespace kshard::http {
 

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "http/free_port.h"
+#include "http/internal/free_port.h"
+#include "http/internal/tls_context.h"
 #include "http/router.h"
-#include "http/tls_context.h"
 
 namespace kshard::http {
 

@@ -1,4 +1,4 @@
-#include "http/fast_head.h"
+#include "http/internal/fast_head.h"
 
 #include <array>
 #include <bit>

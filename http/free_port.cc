@@ -1,4 +1,4 @@
-#include "http/free_port.h"
+#include "http/internal/free_port.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <boost/asio/strand.hpp>
 
-#include "http/io_threads_impl.h"
+#include "http/internal/io_threads_impl.h"
 
 namespace kshard::http {
 

@@ -48,7 +48,7 @@ class IoThreads {
   bool runsInThisThread() const;
   int threads() const;
 
-  // The Beast adapters' view of the event loops (http/io_threads_impl.h).
+  // The Beast adapters' view of the event loops (http/internal/io_threads_impl.h).
   struct Impl;
   Impl& impl() { return *impl_; }
 

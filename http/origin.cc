@@ -1,4 +1,4 @@
-#include "http/origin.h"
+#include "http/internal/origin.h"
 
 #include <charconv>
 

@@ -1,4 +1,4 @@
-#include "http/tls_context.h"
+#include "http/internal/tls_context.h"
 
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>

@@ -217,8 +217,8 @@ std::optional<http::Response> PeerApi::wrongTarget(const protocol::Target& targe
   return out;
 }
 
-std::optional<protocol::ShardsRequest> PeerApi::command(const http::Request& request,
-                                                        http::Responder& responder) {
+std::optional<PeerApi::Command> PeerApi::command(const http::Request& request,
+                                                 http::Responder& responder) {
   if (Status s = authorizer_.authorizeOperator(request); !s.ok()) {
     responder.send(authorizationError(s));
     return std::nullopt;
@@ -259,32 +259,30 @@ std::optional<protocol::ShardsRequest> PeerApi::command(const http::Request& req
             "taken"));
     return std::nullopt;
   }
-  return std::move(*req);
+  Command out{std::move(*req), {}};
+  out.request.shards.forEach([&](ShardId s) { out.shards.push_back(s); });
+  return out;
 }
 
 void PeerApi::assign(http::Request request, http::Responder responder) {
-  auto req = command(request, responder);
-  if (!req) return;
-  std::vector<ShardId> shards;
-  req->shards.forEach([&](ShardId s) { shards.push_back(s); });
-  const auto refused = registry_.assign(shards, req->epoch);
-  log_.info("shards assigned", {{"epoch", req->epoch},
-                                {"shards", req->shards.toString()},
+  auto cmd = command(request, responder);
+  if (!cmd) return;
+  const auto refused = registry_.assign(cmd->shards, cmd->request.epoch);
+  log_.info("shards assigned", {{"epoch", cmd->request.epoch},
+                                {"shards", cmd->request.shards.toString()},
                                 {"refused", sharding::ShardSet::of(refused).toString()}});
   responder.send(http::Response::json(
       200, protocol::encode(protocol::AssignResponse{sharding::ShardSet::of(refused)})));
 }
 
 void PeerApi::unassign(http::Request request, http::Responder responder) {
-  auto req = command(request, responder);
-  if (!req) return;
-  std::vector<ShardId> shards;
-  req->shards.forEach([&](ShardId s) { shards.push_back(s); });
-  const std::string text = req->shards.toString();
-  const Epoch epoch = req->epoch;
+  auto cmd = command(request, responder);
+  if (!cmd) return;
+  const std::string text = cmd->request.shards.toString();
+  const Epoch epoch = cmd->request.epoch;
   auto res = std::make_shared<http::Responder>(std::move(responder));
   registry_.unassign(
-      shards, epoch, table_.snapshot()->spec.handoffTimeout,
+      cmd->shards, epoch, table_.snapshot()->spec.handoffTimeout,
       [this, text, epoch, res](std::vector<ShardId> busy) {
         metrics_.countHandoff(busy.empty());
         if (busy.empty()) {

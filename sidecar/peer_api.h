@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/logger.h"
@@ -64,10 +65,14 @@ class PeerApi {
   void ping(http::Request request, http::Responder responder);
   void assign(http::Request request, http::Responder responder);
   void unassign(http::Request request, http::Responder responder);
+  // An assign or unassign that passed every check, with its shards listed.
+  struct Command {
+    protocol::ShardsRequest request;
+    std::vector<ShardId> shards;
+  };
   // What assign and unassign share: the caller, the map, the body and the target checked. The
   // request's answer is sent, and nullopt returned, when one fails.
-  std::optional<protocol::ShardsRequest> command(const http::Request& request,
-                                                 http::Responder& responder);
+  std::optional<Command> command(const http::Request& request, http::Responder& responder);
   // Nullopt when `target` is this sidecar, else the 409 WrongTarget answer.
   std::optional<http::Response> wrongTarget(const protocol::Target& target) const;
 

@@ -1,7 +1,7 @@
-// The Beast adapter's own message reading and writing (http/beast_message.h): what goes on the
-// wire, byte for byte, and what a parsed message holds. The transport tests cover the same code
+// The Beast adapter's own message reading and writing (http/internal/beast_message.h): what goes on
+// the wire, byte for byte, and what a parsed message holds. The transport tests cover the same code
 // end to end over sockets.
-#include "http/beast_message.h"
+#include "http/internal/beast_message.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // ChannelFlow: when a channel's server stops and resumes reading, and which deadline it keeps,
 // as pure decisions on a given clock.
-#include "http/channel_flow.h"
+#include "http/internal/channel_flow.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The data path's fast head parser (http/fast_head.h) and the MessageParser that falls back from
-// it to Beast's parser (http/beast_message.h). fuzz/http_head_fuzz.cc compares both with Beast's
-// parser on made-up input; these pin the cases by name.
-#include "http/fast_head.h"
+// The data path's fast head parser (http/internal/fast_head.h) and the MessageParser that falls
+// back from it to Beast's parser (http/internal/beast_message.h). fuzz/http_head_fuzz.cc compares
+// both with Beast's parser on made-up input; these pin the cases by name.
+#include "http/internal/fast_head.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "http/beast_message.h"
+#include "http/internal/beast_message.h"
 
 namespace kshard::http::fast_head {
 namespace {

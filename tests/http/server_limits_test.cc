@@ -19,7 +19,7 @@
 
 #include "http/beast_server.h"
 #include "http/channel.h"
-#include "http/channel_flow.h"
+#include "http/internal/channel_flow.h"
 #include "tests/http/test_support.h"
 
 namespace kshard::http {

@@ -19,7 +19,7 @@
 #include "http/beast_server.h"
 #include "http/channel_client.h"
 #include "http/factory.h"
-#include "http/free_port.h"
+#include "http/internal/free_port.h"
 #include "http/io_threads.h"
 #include "tests/http/test_support.h"
 

@@ -1,6 +1,6 @@
-// The Beast adapter's connection deadline (Watchdog in http/beast_stream.h), on an event loop of
-// its own: it fires once the latest deadline passed, never before it, and not at all once cleared
-// or destroyed.
+// The Beast adapter's connection deadline (Watchdog in http/internal/beast_stream.h), on an event
+// loop of its own: it fires once the latest deadline passed, never before it, and not at all once
+// cleared or destroyed.
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <optional>
 
-#include "http/beast_stream.h"
+#include "http/internal/beast_stream.h"
 
 namespace kshard::http::beast_detail {
 namespace {

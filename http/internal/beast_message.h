@@ -18,7 +18,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "http/fast_head.h"
+#include "http/internal/fast_head.h"
 #include "http/message.h"
 
 namespace kshard::http::beast_detail {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "http/beast_stream.h"
+#include "http/internal/beast_stream.h"
 #include "http/io_threads.h"
 
 namespace kshard::http {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
 #include <mutex>
@@ -366,10 +367,18 @@ class StubOperator {
     for (const auto& [pod, shards] : plan) assignAt(pod, shards, epoch);
   }
 
+  // As the operator, which sends a failed step again in its next round: an assign the sidecar
+  // answered 503 (its map not loaded yet) is sent again, for up to 10 s.
   void assignAt(const std::string& pod, const std::vector<sharding::ShardId>& shards,
                 std::int64_t epoch) {
     auto r = command("/v1/shards/assign", pod, shards, epoch);
-    EXPECT_TRUE(r.ok() && r->status == 200) << "assign to " << pod << " failed";
+    for (int i = 0; i < 100 && r.ok() && r->status == 503; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      r = command("/v1/shards/assign", pod, shards, epoch);
+    }
+    EXPECT_TRUE(r.ok() && r->status == 200)
+        << "assign to " << pod << " failed: "
+        << (r.ok() ? std::to_string(r->status) + " " + r->body : r.status().toString());
   }
 
   // An assign or unassign of `shards` at `epoch`, meant for the process registered as `pod`.

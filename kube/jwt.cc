@@ -256,8 +256,17 @@ std::vector<std::string> JwkSet::keyIds() const {
   return ids;
 }
 
-StatusOr<JwtClaims> verifyJwt(std::string_view token, const JwkSet& keys,
-                              const JwtExpectations& expect) {
+namespace {
+
+// A compact JWS (RFC 7515 section 7.1) cut at its dots, each part still base64url-encoded.
+struct TokenParts {
+  std::string_view header;
+  std::string_view claims;
+  std::string_view signature;
+  std::string_view signedPart;  // "header.claims", what the signature covers
+};
+
+StatusOr<TokenParts> splitToken(std::string_view token) {
   if (token.empty()) return unauth("no token");
   if (token.size() > kMaxJwtBytes) {
     return unauth("token longer than " + std::to_string(kMaxJwtBytes) + " bytes");
@@ -267,71 +276,77 @@ StatusOr<JwtClaims> verifyJwt(std::string_view token, const JwkSet& keys,
   if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {
     return unauth("token is not a JWT (three dot-separated parts)");
   }
-  auto header = decodeJsonPart(token.substr(0, dot1), "header");
-  if (!header.ok()) return header.status();
-  const std::string algName = stringAt(*header, {"alg"});
+  return TokenParts{.header = token.substr(0, dot1),
+                    .claims = token.substr(dot1 + 1, dot2 - dot1 - 1),
+                    .signature = token.substr(dot2 + 1),
+                    .signedPart = token.substr(0, dot2)};
+}
+
+// The header's algorithm, one of kAlgs; a header with critical parameters is refused.
+StatusOr<const AlgInfo*> headerAlgorithm(const json& header) {
+  const std::string algName = stringAt(header, {"alg"});
   const AlgInfo* alg = algByName(algName);
   if (alg == nullptr) {
     return unauth("token algorithm \"" + algName.substr(0, 16) +
                   "\" is not accepted (RS256, ES256, ES384)");
   }
-  if (header->contains("crit")) return unauth("token has critical header parameters");
-  const std::string kid = stringAt(*header, {"kid"});
+  if (header.contains("crit")) return unauth("token has critical header parameters");
+  return alg;
+}
 
-  // The key: the one the token names, of the algorithm's type and curve.
-  const Jwk* key = nullptr;
+// The key the token names with `kid` (every key when it names none), of the algorithm's type and
+// curve, and of its `alg` when the key has one. NotFound when no key has that kid: the caller
+// may refresh the set.
+StatusOr<const Jwk*> keyFor(const JwkSet& keys, const AlgInfo& alg, const std::string& kid) {
   bool kidKnown = false;
   for (const auto& k : keys.keys()) {
     if (!kid.empty() && k->kid != kid) continue;
     kidKnown = true;
-    const bool fits = alg->rsa ? k->rsa : (!k->rsa && k->curve == alg->curve);
-    if (fits && (k->alg.empty() || k->alg == alg->name)) {
-      key = k.get();
-      break;
-    }
+    const bool fits = alg.rsa ? k->rsa : (!k->rsa && k->curve == alg.curve);
+    if (fits && (k->alg.empty() || k->alg == alg.name)) return k.get();
   }
-  if (key == nullptr) {
-    if (!kidKnown) return notFound("no issuer key with kid \"" + kid.substr(0, 64) + "\"");
-    return unauth("token algorithm " + algName + " does not match its key \"" +
-                  kid.substr(0, 64) + "\"");
-  }
-  auto signature = base64UrlDecode(token.substr(dot2 + 1));
+  if (!kidKnown) return notFound("no issuer key with kid \"" + kid.substr(0, 64) + "\"");
+  return unauth("token algorithm " + std::string(alg.name) + " does not match its key \"" +
+                kid.substr(0, 64) + "\"");
+}
+
+Status checkSignature(const TokenParts& parts, const AlgInfo& alg, const Jwk& key) {
+  auto signature = base64UrlDecode(parts.signature);
   if (!signature) return unauth("token signature is not base64url");
   std::string der;
   std::string_view sig = *signature;
-  if (!alg->rsa) {
-    auto converted = ecdsaDer(*signature, alg->coordinateBytes);
-    if (!converted) return unauth("token signature has the wrong length for " + algName);
+  if (!alg.rsa) {
+    auto converted = ecdsaDer(*signature, alg.coordinateBytes);
+    if (!converted) {
+      return unauth("token signature has the wrong length for " + std::string(alg.name));
+    }
     der = std::move(*converted);
     sig = der;
   }
-  if (!verifySignature(key->key.get(), digestOf(alg->alg), token.substr(0, dot2), sig)) {
+  if (!verifySignature(key.key.get(), digestOf(alg.alg), parts.signedPart, sig)) {
     return unauth("token signature does not verify");
   }
+  return Status{};
+}
 
-  auto claims = decodeJsonPart(token.substr(dot1 + 1, dot2 - dot1 - 1), "claims");
-  if (!claims.ok()) return claims.status();
-  JwtClaims out;
-  out.keyId = kid;
-  out.issuer = stringAt(*claims, {"iss"});
-  out.subject = stringAt(*claims, {"sub"});
-  if (!expect.issuer.empty() && out.issuer != expect.issuer) {
-    return unauth("token issuer \"" + out.issuer.substr(0, 128) + "\" is not the cluster's (" +
-                  expect.issuer + ")");
-  }
-  if (auto aud = claims->find("aud"); aud != claims->end()) {
-    if (aud->is_string()) out.audiences.push_back(aud->get<std::string>());
+// `aud`: a string or an array of them (RFC 7519 section 4.1.3); other values are ignored.
+std::vector<std::string> audiencesOf(const json& claims) {
+  std::vector<std::string> audiences;
+  if (auto aud = claims.find("aud"); aud != claims.end()) {
+    if (aud->is_string()) audiences.push_back(aud->get<std::string>());
     if (aud->is_array()) {
       for (const auto& a : *aud) {
-        if (a.is_string()) out.audiences.push_back(a.get<std::string>());
+        if (a.is_string()) audiences.push_back(a.get<std::string>());
       }
     }
   }
-  if (std::find(out.audiences.begin(), out.audiences.end(), expect.audience) ==
-      out.audiences.end()) {
-    return unauth("token is not for audience " + expect.audience);
-  }
-  const auto exp = numericDate(*claims, "exp");
+  return audiences;
+}
+
+// `exp` (required, not past) and `nbf` (not in the future), both with the expected leeway, into
+// `out`.
+Status checkValidity(const json& claims, const JwtExpectations& expect, JwtClaims& out) {
+  const auto exp = numericDate(claims, "exp");
   if (!exp) return unauth("token has no expiry (exp)");
   out.expiresAt = *exp;
   // now ± leeway cannot overflow (now is a real time); exp and nbf may be anything.
@@ -339,18 +354,58 @@ StatusOr<JwtClaims> verifyJwt(std::string_view token, const JwkSet& keys,
     return unauth("token expired at " + std::to_string(out.expiresAt) + " (now " +
                   std::to_string(expect.now) + ")");
   }
-  if (claims->contains("nbf")) {
-    const auto nbf = numericDate(*claims, "nbf");
+  if (claims.contains("nbf")) {
+    const auto nbf = numericDate(claims, "nbf");
     if (!nbf) return unauth("token nbf is not a number");
     out.notBefore = *nbf;
     if (out.notBefore > expect.now + expect.leewaySeconds) {
       return unauth("token not valid before " + std::to_string(out.notBefore));
     }
   }
-  out.namespace_ = stringAt(*claims, {"kubernetes.io", "namespace"});
-  out.serviceAccount = stringAt(*claims, {"kubernetes.io", "serviceaccount", "name"});
-  out.podName = stringAt(*claims, {"kubernetes.io", "pod", "name"});
-  out.podUid = stringAt(*claims, {"kubernetes.io", "pod", "uid"});
+  return Status{};
+}
+
+// The verified token's claims, checked against the expected issuer, audience and time.
+StatusOr<JwtClaims> readClaims(const json& claims, const JwtExpectations& expect) {
+  JwtClaims out;
+  out.issuer = stringAt(claims, {"iss"});
+  out.subject = stringAt(claims, {"sub"});
+  if (!expect.issuer.empty() && out.issuer != expect.issuer) {
+    return unauth("token issuer \"" + out.issuer.substr(0, 128) + "\" is not the cluster's (" +
+                  expect.issuer + ")");
+  }
+  out.audiences = audiencesOf(claims);
+  if (std::find(out.audiences.begin(), out.audiences.end(), expect.audience) ==
+      out.audiences.end()) {
+    return unauth("token is not for audience " + expect.audience);
+  }
+  if (Status valid = checkValidity(claims, expect, out); !valid.ok()) return valid;
+  out.namespace_ = stringAt(claims, {"kubernetes.io", "namespace"});
+  out.serviceAccount = stringAt(claims, {"kubernetes.io", "serviceaccount", "name"});
+  out.podName = stringAt(claims, {"kubernetes.io", "pod", "name"});
+  out.podUid = stringAt(claims, {"kubernetes.io", "pod", "uid"});
+  return out;
+}
+
+}  // namespace
+
+StatusOr<JwtClaims> verifyJwt(std::string_view token, const JwkSet& keys,
+                              const JwtExpectations& expect) {
+  auto parts = splitToken(token);
+  if (!parts.ok()) return parts.status();
+  auto header = decodeJsonPart(parts->header, "header");
+  if (!header.ok()) return header.status();
+  auto alg = headerAlgorithm(*header);
+  if (!alg.ok()) return alg.status();
+  const std::string kid = stringAt(*header, {"kid"});
+  auto key = keyFor(keys, **alg, kid);
+  if (!key.ok()) return key.status();
+  if (Status verified = checkSignature(*parts, **alg, **key); !verified.ok()) return verified;
+
+  auto claims = decodeJsonPart(parts->claims, "claims");
+  if (!claims.ok()) return claims.status();
+  auto out = readClaims(*claims, expect);
+  if (out.ok()) out->keyId = kid;
   return out;
 }
 

@@ -237,74 +237,7 @@ json SidecarInjector::sidecarContainer(const std::string& shardMap, std::int64_t
   return c;
 }
 
-StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
-                                         std::vector<std::string>* warnings) const {
-  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
-    return invalidArgument("the object is not a pod with a spec");
-  }
-  const json& spec = pod["spec"];
-  json patch = json::array();
-  if (stringAt(pod, {"metadata", "annotations", kInjectAnnotation}) != "true") return patch;
-  if (hasSidecar(spec)) return patch;  // injected already: injection is idempotent
-
-  std::string shardMap =
-      stringAt(pod, {"metadata", "annotations", kShardMapAnnotation})
-          .value_or(stringAt(pod, {"metadata", "labels", "app.kubernetes.io/name"})
-                        .value_or(stringAt(pod, {"metadata", "labels", "app"}).value_or("")));
-  if (shardMap.empty()) {
-    return invalidArgument(
-        "kshard cannot tell which ShardMap this pod belongs to: set the annotation "
-        "kshard.io/shard-map or the label app.kubernetes.io/name");
-  }
-  // The admission request names the namespace; a pod object may too.
-  const std::string podNamespace =
-      !ns.empty() ? ns : stringAt(pod, {"metadata", "namespace"}).value_or("");
-  if (!protocol::isDnsLabel(podNamespace)) {
-    return invalidArgument("kshard cannot tell which namespace this pod is created in");
-  }
-  if (!protocol::isDnsSubdomain(shardMap)) {
-    // Cut on a character boundary: the message goes into JSON, which must stay UTF-8.
-    std::string shown = shardMap.substr(0, 64);
-    while (!validateUtf8(shown).ok()) shown.pop_back();
-    return invalidArgument("ShardMap name \"" + shown +
-                           "\" is not a valid object name (lowercase, digits, '-' and '.')");
-  }
-  std::int64_t appPort = 8080;
-  if (auto text = stringAt(pod, {"metadata", "annotations", kAppPortAnnotation})) {
-    auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), appPort);
-    if (ec != std::errc() || ptr != text->data() + text->size() || appPort < 1 || appPort > 65535) {
-      return invalidArgument("annotation kshard.io/app-port: must be a port number 1..65535");
-    }
-  }
-  for (std::int64_t p : {config_.apiPort, config_.peerPort, config_.adminPort}) {
-    if (p == appPort) {
-      return invalidArgument("annotation kshard.io/app-port: " + std::to_string(appPort) +
-                             " is a port of the kshard sidecar");
-    }
-  }
-
-  const auto existingSpec = lookup_ ? lookup_(ns, shardMap) : std::nullopt;
-  std::string versionLabel = existingSpec ? existingSpec->versionLabel : kDefaultVersionLabel;
-  if (auto v = stringAt(pod, {"metadata", "annotations", kVersionLabelAnnotation}))
-    versionLabel = *v;
-  const auto handoff =
-      existingSpec ? existingSpec->handoffTimeout : sharding::ShardMapSpec{}.handoffTimeout;
-
-  // The label the operator watches.
-  const json& metadata = pod["metadata"];
-  if (!metadata.contains("labels") || !metadata["labels"].is_object()) {
-    patch.push_back(
-        {{"op", "add"}, {"path", "/metadata/labels"}, {"value", {{kShardMapLabel, shardMap}}}});
-  } else {
-    patch.push_back({{"op", "add"},
-                     {"path", "/metadata/labels/" + jsonPointerEscape(kShardMapLabel)},
-                     {"value", shardMap}});
-  }
-  patch.push_back({{"op", "add"},
-                   {"path", "/metadata/annotations/" + jsonPointerEscape(kInjectedAnnotation)},
-                   {"value", config_.nativeSidecar ? "native-sidecar" : "container"}});
-
-  // The app container (the one that declares the app port, else the first) and its preStop.
+std::optional<std::size_t> appContainerIndex(const json& spec, std::int64_t appPort) {
   std::optional<std::size_t> app;
   if (spec.contains("containers") && spec["containers"].is_array() && !spec["containers"].empty()) {
     const json& containers = spec["containers"];
@@ -317,17 +250,103 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
       }
     }
   }
-  const PreStopPlan preStop = app ? planPreStop(spec["containers"][*app]) : PreStopPlan{};
-  if (preStop.warning && warnings != nullptr) warnings->push_back(*preStop.warning);
-  const std::string drainToken = secrets_();
-  json extraEnv = json::array({valueEnv("KSHARD_DRAIN_TOKEN", drainToken)});
-  if (!preStop.moved.is_null()) {
-    extraEnv.push_back(valueEnv("KSHARD_APP_PRESTOP", preStop.moved.dump()));
-  }
+  return app;
+}
 
-  // The sidecar.
-  const json sidecar = sidecarContainer(shardMap, appPort, versionLabel, std::move(extraEnv));
-  if (config_.nativeSidecar) {
+std::int64_t drainGracePeriodSeconds(sharding::Duration handoffTimeout,
+                                     const InjectionConfig& config) {
+  const std::int64_t handoffSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(handoffTimeout).count();
+  // All three are non-negative; the sum saturates instead of overflowing.
+  const auto saturatingAdd = [](std::int64_t a, std::int64_t b) {
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+  };
+  return saturatingAdd(saturatingAdd(handoffSeconds, config.gracePeriodMarginSeconds),
+                       config.unregisterHoldSeconds);
+}
+
+namespace {
+
+// Who the pod is for kshard, read from its annotations, labels and namespace.
+struct InjectionTarget {
+  std::string shardMap;
+  std::string podNamespace;
+  std::int64_t appPort = 8080;
+};
+
+// The annotation kshard.io/shard-map, else the label app.kubernetes.io/name, else app.
+std::string shardMapNameOf(const json& pod) {
+  return stringAt(pod, {"metadata", "annotations", kShardMapAnnotation})
+      .value_or(stringAt(pod, {"metadata", "labels", "app.kubernetes.io/name"})
+                    .value_or(stringAt(pod, {"metadata", "labels", "app"}).value_or("")));
+}
+
+// The annotation kshard.io/app-port (8080 when absent): a port number, not one of the sidecar's.
+StatusOr<std::int64_t> appPortOf(const json& pod, const InjectionConfig& config) {
+  std::int64_t appPort = 8080;
+  if (auto text = stringAt(pod, {"metadata", "annotations", kAppPortAnnotation})) {
+    auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), appPort);
+    if (ec != std::errc() || ptr != text->data() + text->size() || appPort < 1 || appPort > 65535) {
+      return invalidArgument("annotation kshard.io/app-port: must be a port number 1..65535");
+    }
+  }
+  for (std::int64_t p : {config.apiPort, config.peerPort, config.adminPort}) {
+    if (p == appPort) {
+      return invalidArgument("annotation kshard.io/app-port: " + std::to_string(appPort) +
+                             " is a port of the kshard sidecar");
+    }
+  }
+  return appPort;
+}
+
+// The pod's ShardMap, namespace and app port; InvalidArgument (the denial) when one is missing
+// or not valid.
+StatusOr<InjectionTarget> injectionTarget(const json& pod, const std::string& ns,
+                                          const InjectionConfig& config) {
+  InjectionTarget target;
+  target.shardMap = shardMapNameOf(pod);
+  if (target.shardMap.empty()) {
+    return invalidArgument(
+        "kshard cannot tell which ShardMap this pod belongs to: set the annotation "
+        "kshard.io/shard-map or the label app.kubernetes.io/name");
+  }
+  // The admission request names the namespace; a pod object may too.
+  target.podNamespace = !ns.empty() ? ns : stringAt(pod, {"metadata", "namespace"}).value_or("");
+  if (!protocol::isDnsLabel(target.podNamespace)) {
+    return invalidArgument("kshard cannot tell which namespace this pod is created in");
+  }
+  if (!protocol::isDnsSubdomain(target.shardMap)) {
+    // Cut on a character boundary: the message goes into JSON, which must stay UTF-8.
+    std::string shown = target.shardMap.substr(0, 64);
+    while (!validateUtf8(shown).ok()) shown.pop_back();
+    return invalidArgument("ShardMap name \"" + shown +
+                           "\" is not a valid object name (lowercase, digits, '-' and '.')");
+  }
+  auto appPort = appPortOf(pod, config);
+  if (!appPort.ok()) return appPort.status();
+  target.appPort = *appPort;
+  return target;
+}
+
+// The label the operator watches, and the annotation that says how the sidecar was injected.
+void addShardMapLabel(json& patch, const json& metadata, const std::string& shardMap,
+                      bool nativeSidecar) {
+  if (!metadata.contains("labels") || !metadata["labels"].is_object()) {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/metadata/labels"}, {"value", {{kShardMapLabel, shardMap}}}});
+  } else {
+    patch.push_back({{"op", "add"},
+                     {"path", "/metadata/labels/" + jsonPointerEscape(kShardMapLabel)},
+                     {"value", shardMap}});
+  }
+  patch.push_back({{"op", "add"},
+                   {"path", "/metadata/annotations/" + jsonPointerEscape(kInjectedAnnotation)},
+                   {"value", nativeSidecar ? "native-sidecar" : "container"}});
+}
+
+// The sidecar: the first init container when native, else one more regular container.
+void addSidecar(json& patch, const json& spec, const json& sidecar, bool nativeSidecar) {
+  if (nativeSidecar) {
     if (!spec.contains("initContainers") || !spec["initContainers"].is_array()) {
       patch.push_back(
           {{"op", "add"}, {"path", "/spec/initContainers"}, {"value", json::array({sidecar})}});
@@ -338,53 +357,91 @@ StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
   } else {
     patch.push_back({{"op", "add"}, {"path", "/spec/containers/-"}, {"value", sidecar}});
   }
+}
 
-  const json tokens = tokenVolume(podNamespace, shardMap);
+void addVolume(json& patch, const json& spec, const json& volume) {
   if (!spec.contains("volumes") || !spec["volumes"].is_array()) {
-    patch.push_back({{"op", "add"}, {"path", "/spec/volumes"}, {"value", json::array({tokens})}});
+    patch.push_back({{"op", "add"}, {"path", "/spec/volumes"}, {"value", json::array({volume})}});
   } else {
-    patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", tokens}});
+    patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", volume}});
   }
+}
 
-  // The preStop drain on the app container, with the pod's token; the app's own hook (moved to
-  // the sidecar, which runs it after the drain) is replaced.
-  if (app && !preStop.keepApps) {
-    const json& c = spec["containers"][*app];
-    const json drain = {
-        {"httpGet",
-         {{"path", "/v1/drain"},
-          {"port", config_.adminPort},
-          {"httpHeaders",
-           json::array({{{"name", std::string(protocol::kDrainTokenHeader)},
-                         {"value", drainToken}}})}}}};
-    const std::string base = "/spec/containers/" + std::to_string(*app);
-    if (!c.contains("lifecycle") || !c["lifecycle"].is_object()) {
-      patch.push_back(
-          {{"op", "add"}, {"path", base + "/lifecycle"}, {"value", {{"preStop", drain}}}});
-    } else {
-      patch.push_back({{"op", c["lifecycle"].contains("preStop") ? "replace" : "add"},
-                       {"path", base + "/lifecycle/preStop"},
-                       {"value", drain}});
-    }
+// The preStop drain on the app container (`app` in spec.containers), with the pod's token; the
+// app's own hook (moved to the sidecar, which runs it after the drain) is replaced.
+void addDrainHook(json& patch, const json& spec, std::size_t app, std::int64_t adminPort,
+                  const std::string& drainToken) {
+  const json& c = spec["containers"][app];
+  const json drain = {
+      {"httpGet",
+       {{"path", "/v1/drain"},
+        {"port", adminPort},
+        {"httpHeaders", json::array({{{"name", std::string(protocol::kDrainTokenHeader)},
+                                      {"value", drainToken}}})}}}};
+  const std::string base = "/spec/containers/" + std::to_string(app);
+  if (!c.contains("lifecycle") || !c["lifecycle"].is_object()) {
+    patch.push_back(
+        {{"op", "add"}, {"path", base + "/lifecycle"}, {"value", {{"preStop", drain}}}});
+  } else {
+    patch.push_back({{"op", c["lifecycle"].contains("preStop") ? "replace" : "add"},
+                     {"path", base + "/lifecycle/preStop"},
+                     {"value", drain}});
   }
+}
 
-  // A grace period long enough for the drain: the longest unregister hold, the handoff, and a
-  // margin.
-  const std::int64_t handoffSeconds =
-      std::chrono::duration_cast<std::chrono::seconds>(handoff).count();
-  // All three are non-negative; the sum saturates instead of overflowing.
-  const auto saturatingAdd = [](std::int64_t a, std::int64_t b) {
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-  };
-  const std::int64_t needed =
-      saturatingAdd(saturatingAdd(handoffSeconds, config_.gracePeriodMarginSeconds),
-                    config_.unregisterHoldSeconds);
+// terminationGracePeriodSeconds raised to `needed` when the pod's (30 s by default) is shorter.
+void addGracePeriod(json& patch, const json& spec, std::int64_t needed) {
   const std::int64_t current = integerAt(spec, "terminationGracePeriodSeconds").value_or(30);
   if (current < needed) {
     patch.push_back({{"op", spec.contains("terminationGracePeriodSeconds") ? "replace" : "add"},
                      {"path", "/spec/terminationGracePeriodSeconds"},
                      {"value", needed}});
   }
+}
+
+}  // namespace
+
+StatusOr<json> SidecarInjector::patchFor(const json& pod, const std::string& ns,
+                                         std::vector<std::string>* warnings) const {
+  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) {
+    return invalidArgument("the object is not a pod with a spec");
+  }
+  const json& spec = pod["spec"];
+  json patch = json::array();
+  if (stringAt(pod, {"metadata", "annotations", kInjectAnnotation}) != "true") return patch;
+  if (hasSidecar(spec)) return patch;  // injected already: injection is idempotent
+  auto target = injectionTarget(pod, ns, config_);
+  if (!target.ok()) return target.status();
+  const std::string& shardMap = target->shardMap;
+
+  const auto existingSpec = lookup_ ? lookup_(ns, shardMap) : std::nullopt;
+  std::string versionLabel = existingSpec ? existingSpec->versionLabel : kDefaultVersionLabel;
+  if (auto v = stringAt(pod, {"metadata", "annotations", kVersionLabelAnnotation}))
+    versionLabel = *v;
+  const auto handoff =
+      existingSpec ? existingSpec->handoffTimeout : sharding::ShardMapSpec{}.handoffTimeout;
+
+  addShardMapLabel(patch, pod["metadata"], shardMap, config_.nativeSidecar);
+
+  // The app container and its preStop: the drain's token, and the app's own hook, go to the
+  // sidecar's environment.
+  const std::optional<std::size_t> app = appContainerIndex(spec, target->appPort);
+  const PreStopPlan preStop = app ? planPreStop(spec["containers"][*app]) : PreStopPlan{};
+  if (preStop.warning && warnings != nullptr) warnings->push_back(*preStop.warning);
+  const std::string drainToken = secrets_();
+  json extraEnv = json::array({valueEnv("KSHARD_DRAIN_TOKEN", drainToken)});
+  if (!preStop.moved.is_null()) {
+    extraEnv.push_back(valueEnv("KSHARD_APP_PRESTOP", preStop.moved.dump()));
+  }
+
+  addSidecar(patch, spec,
+             sidecarContainer(shardMap, target->appPort, versionLabel, std::move(extraEnv)),
+             config_.nativeSidecar);
+  addVolume(patch, spec, tokenVolume(target->podNamespace, shardMap));
+  if (app && !preStop.keepApps) addDrainHook(patch, spec, *app, config_.adminPort, drainToken);
+  // A grace period long enough for the drain: the longest unregister hold, the handoff, and a
+  // margin.
+  addGracePeriod(patch, spec, drainGracePeriodSeconds(handoff, config_));
   return patch;
 }
 

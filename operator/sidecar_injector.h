@@ -89,6 +89,15 @@ struct PreStopPlan {
 // `container` is the app container. Pure.
 PreStopPlan planPreStop(const nlohmann::json& container);
 
+// The app container's index in the pod's `spec`: the one that declares `appPort`, else the
+// first; nothing when the pod has no container. It gets the drain hook. Pure.
+std::optional<std::size_t> appContainerIndex(const nlohmann::json& spec, std::int64_t appPort);
+
+// The terminationGracePeriodSeconds a pod needs to drain: the ShardMap's handoffTimeout, the
+// configured margin and the longest unregister hold, saturating at INT64_MAX. Pure.
+std::int64_t drainGracePeriodSeconds(sharding::Duration handoffTimeout,
+                                     const InjectionConfig& config);
+
 // "kshard.io/shard-map" -> "kshard.io~1shard-map" (RFC 6901).
 std::string jsonPointerEscape(std::string_view key);
 

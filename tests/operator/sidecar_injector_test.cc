@@ -324,5 +324,28 @@ TEST_F(SidecarInjectorTest, MalformedReviewsGetAnErrorNeverACrash) {
   EXPECT_EQ(out["response"]["allowed"], false);
 }
 
+TEST(AppContainerIndex, IsTheContainerThatDeclaresTheAppPortElseTheFirst) {
+  const json spec = json::parse(R"({"containers": [
+    {"name": "proxy", "ports": [{"containerPort": 9000}]},
+    {"name": "logs"},
+    {"name": "app", "ports": [{"name": "http", "containerPort": 8080}]}]})");
+  EXPECT_EQ(appContainerIndex(spec, 8080), 2u);
+  EXPECT_EQ(appContainerIndex(spec, 9000), 0u);
+  EXPECT_EQ(appContainerIndex(spec, 7000), 0u) << "no container declares it: the first";
+  EXPECT_EQ(appContainerIndex(json::parse(R"({"containers": []})"), 8080), std::nullopt);
+  EXPECT_EQ(appContainerIndex(json::object(), 8080), std::nullopt);
+}
+
+TEST(DrainGracePeriodSeconds, AddsHandoffMarginAndUnregisterHoldAndSaturates) {
+  InjectionConfig cfg;
+  cfg.gracePeriodMarginSeconds = 15;
+  cfg.unregisterHoldSeconds = 60;
+  EXPECT_EQ(drainGracePeriodSeconds(std::chrono::seconds(30), cfg), 30 + 15 + 60);
+  EXPECT_EQ(drainGracePeriodSeconds(std::chrono::milliseconds(1500), cfg), 1 + 15 + 60)
+      << "whole seconds of the handoff";
+  cfg.unregisterHoldSeconds = INT64_MAX - 10;
+  EXPECT_EQ(drainGracePeriodSeconds(std::chrono::seconds(30), cfg), INT64_MAX);
+}
+
 }  // namespace
 }  // namespace kshard::manager

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How long a sidecar takes to drain many active entities (docs/benchmarks.md, "Drain"): one
-# kshard-sidecar owns every shard of a stub manager's map (bench/datapath/stub_manager.py) in
+# kshard-sidecar owns every shard of a stub manager's map (e2e/support/stub_manager.py) in
 # front of the stub app (bench/datapath/stub_app.cc, which answers every stop callback at once).
 # fortio starts ENTITIES entities through the sidecar's app API, one message each to a new id;
 # once the sidecar's /metrics shows them all active, the sidecar gets SIGTERM and drains: it
@@ -76,8 +76,8 @@ printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n' >>"$out/results.md
 
 for round in $(seq 1 "$rounds"); do
   manager_port=$(free_port)
-  python3 "$here/stub_manager.py" "$manager_port" bench drain "$shards" bench-owner \
-    >"$out/manager-$round.log" 2>&1 &
+  python3 "$root/e2e/support/stub_manager.py" "$manager_port" bench drain "$shards" \
+    --owner bench-owner >"$out/manager-$round.log" 2>&1 &
   manager_pid=$!
   pids+=($manager_pid)
   wait_until 10 "the stub manager listening" \

@@ -74,7 +74,8 @@ app_port=$(free_port)
 "$root/build/bin/datapath_stub_app" --port "$app_port" >"$out/app.log" 2>&1 &
 pids+=($!)
 manager_port=$(free_port)
-python3 "$here/stub_manager.py" "$manager_port" bench datapath 300 bench-b >"$out/manager.log" 2>&1 &
+python3 "$root/e2e/support/stub_manager.py" "$manager_port" bench datapath 300 --owner bench-b \
+  >"$out/manager.log" 2>&1 &
 pids+=($!)
 wait_until 10 "the stub manager listening" \
   curl -fsS "http://127.0.0.1:$manager_port/v1/shardmaps/bench/datapath/assignments"

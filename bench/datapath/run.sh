@@ -14,7 +14,7 @@
 #   per forwarded message instead of kshard channels (the default), to show what channels change.
 #
 # For (c), two real kshard-sidecar processes (A: peer API on 127.0.0.2, B: on 127.0.0.3) poll a
-# stub manager (bench/datapath/stub_manager.py) that gives every shard to B, so every message
+# stub manager (e2e/support/stub_manager.py) that gives every shard to B, so every message
 # sent to A's app API (POST /v1/entities/bench/{id}) is forwarded to B, which delivers it to the
 # app. The sidecars run with their defaults (HTTP backend, I/O threads, log level).
 #
@@ -163,7 +163,8 @@ start_nginx nginx-1 "127.0.0.4:$nginx1_port" "127.0.0.5:$nginx2_port"
 
 # (c) The stub manager and the two sidecars; B owns every shard.
 manager_port=$(free_port)
-python3 "$here/stub_manager.py" "$manager_port" bench datapath "$shards" bench-b >"$out/manager.log" 2>&1 &
+python3 "$root/e2e/support/stub_manager.py" "$manager_port" bench datapath "$shards" \
+  --owner bench-b >"$out/manager.log" 2>&1 &
 pids+=($!)
 wait_until 10 "the stub manager listening" \
   curl -fsS "http://127.0.0.1:$manager_port/v1/shardmaps/bench/datapath/assignments"
@@ -191,8 +192,8 @@ start_sidecar a 127.0.0.2 "$manager_port" datapath --peer-auth=none
 issuer=https://kshard-bench.invalid
 python3 "$here/tokens.py" "$work" "$issuer" bench datapath-auth bench-c bench-d
 auth_manager_port=$(free_port)
-python3 "$here/stub_manager.py" "$auth_manager_port" bench datapath-auth "$shards" bench-d \
-  "$work/token-operator" >"$out/manager-auth.log" 2>&1 &
+python3 "$root/e2e/support/stub_manager.py" "$auth_manager_port" bench datapath-auth "$shards" \
+  --owner bench-d --token-file "$work/token-operator" >"$out/manager-auth.log" 2>&1 &
 pids+=($!)
 wait_until 10 "the second stub manager listening" \
   curl -fsS "http://127.0.0.1:$auth_manager_port/v1/shardmaps/bench/datapath-auth/assignments"
@@ -204,8 +205,8 @@ for name in d c; do
 done
 # The pair over plain HTTP: its own ShardMap, F owns every shard.
 http_manager_port=$(free_port)
-python3 "$here/stub_manager.py" "$http_manager_port" bench datapath-http "$shards" bench-f \
-  >"$out/manager-http.log" 2>&1 &
+python3 "$root/e2e/support/stub_manager.py" "$http_manager_port" bench datapath-http "$shards" \
+  --owner bench-f >"$out/manager-http.log" 2>&1 &
 pids+=($!)
 wait_until 10 "the third stub manager listening" \
   curl -fsS "http://127.0.0.1:$http_manager_port/v1/shardmaps/bench/datapath-http/assignments"

@@ -7,6 +7,7 @@ require (
 	k8s.io/apimachinery v0.33.13
 	k8s.io/client-go v0.33.13
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738
+	kshard.local/e2e/support v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -47,3 +48,6 @@ require (
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
+
+// The shared test helpers (shard ranges: e2e/support), from this repository.
+replace kshard.local/e2e/support => ../../e2e/support

@@ -49,6 +49,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"kshard.local/e2e/support/shards"
 )
 
 const (
@@ -602,13 +604,13 @@ type stubs struct {
 
 // apply records an assign (take) or unassign of `ranges` on pod i.
 func (s *stubs) apply(i int, ranges string, take bool) error {
-	shards, err := parseShards(ranges)
+	ids, err := shards.Parse(ranges)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, sh := range shards {
+	for _, sh := range ids {
 		cur, ok := s.owner[sh]
 		switch {
 		case take && !ok:
@@ -628,31 +630,6 @@ func (s *stubs) holding() (int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held, append([]string(nil), s.bad...)
-}
-
-// parseShards reads the range form "1-3,7".
-func parseShards(text string) ([]int, error) {
-	var out []int
-	if text == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(text, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("bad range part %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad range part %q", part)
-			}
-		}
-		for sh := a; sh <= b; sh++ {
-			out = append(out, sh)
-		}
-	}
-	return out, nil
 }
 
 type shardsRequest struct {

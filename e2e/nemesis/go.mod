@@ -9,6 +9,7 @@ require (
 	k8s.io/client-go v0.33.13
 	kshard.local/e2e/cluster v0.0.0-00010101000000-000000000000
 	kshard.local/e2e/scenarios v0.0.0-00010101000000-000000000000
+	kshard.local/e2e/support v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -50,9 +51,11 @@ require (
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
-// The local cluster's fault tool (package fault) and node records, and the end-to-end
-// scenarios' load driver, event log reader and cluster helpers, from this repository.
+// The local cluster's fault tool (package fault) and node records, the end-to-end scenarios'
+// load driver, event log reader and cluster helpers, and the shared test helpers (shard ranges,
+// waits: e2e/support), from this repository.
 replace (
 	kshard.local/e2e/cluster => ../cluster
 	kshard.local/e2e/scenarios => ../scenarios
+	kshard.local/e2e/support => ../support
 )

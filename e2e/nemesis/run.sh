@@ -54,6 +54,7 @@ say "unit tests of the nemesis and of the packages its checks use"
 (cd "$HERE" && go test -count=1 ./...) || die "the nemesis's unit tests failed"
 (cd "$HERE/../scenarios" && go test -count=1 ./eventlog/ ./load/ ./shardmap/ ./shardid/) ||
   die "the unit tests of e2e/scenarios' packages failed"
+(cd "$HERE/../support" && go test -count=1 ./...) || die "the unit tests of e2e/support failed"
 
 start=$(date +%s)
 make --no-print-directory cluster-up

@@ -8,6 +8,7 @@ require (
 	k8s.io/apimachinery v0.33.13
 	k8s.io/client-go v0.33.13
 	kshard.local/e2e/cluster v0.0.0-00010101000000-000000000000
+	kshard.local/e2e/support v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -49,5 +50,9 @@ require (
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
-// The local cluster's fault tool (package fault) and node records, from this repository.
-replace kshard.local/e2e/cluster => ../cluster
+// The local cluster's fault tool (package fault) and node records, and the shared test helpers
+// (shard ranges, waits: e2e/support), from this repository.
+replace (
+	kshard.local/e2e/cluster => ../cluster
+	kshard.local/e2e/support => ../support
+)

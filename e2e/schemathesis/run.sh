@@ -2,9 +2,9 @@
 # Property-based API tests of kshard-sidecar with Schemathesis, against docs/openapi/sidecar.yaml.
 #
 # Starts the real kshard-sidecar (ASan+UBSan build) on loopback with --map-source=manager, in
-# front of a stub app (stub_app.py) and a stub manager (stub_manager.py) that assigns it every
-# shard, waits until it is ready, then runs Schemathesis against each of its listeners in turn:
-# the app API, the peer API, the admin endpoints. Checks: no undocumented 5xx, statuses and
+# front of a stub app (stub_app.py) and a stub manager (e2e/support/stub_manager.py) that assigns
+# it every shard, waits until it is ready, then runs Schemathesis against each of its listeners in
+# turn: the app API, the peer API, the admin endpoints. Checks: no undocumented 5xx, statuses and
 # content types as documented, responses matching their schemas. Afterwards the sidecar must
 # still be alive and ready, must drain (POST /v1/drain → 200, unregistered at the manager) and
 # exit 0 on SIGTERM, with no sanitizer report in its log.
@@ -53,7 +53,8 @@ trap cleanup EXIT
 
 python3 "$here/stub_app.py" "$app_port" >"$work/logs/app.log" 2>&1 &
 pids+=($!)
-python3 "$here/stub_manager.py" "$manager_port" demo counter 64 >"$work/logs/manager.log" 2>&1 &
+python3 e2e/support/stub_manager.py "$manager_port" demo counter 64 --send-timeout 2s \
+  --handoff-timeout 2s --entity-idle-timeout 30s --ping-timeout 1s >"$work/logs/manager.log" 2>&1 &
 pids+=($!)
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$sidecar" \
   --pod-name=p1 --pod-namespace=demo --pod-uid=uid-p1 --pod-ip=127.0.0.1 --host-ip=127.0.0.1 \

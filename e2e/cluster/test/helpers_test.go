@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"kshard.local/e2e/support/wait"
 )
 
 const appImage = "kshard/e2e-app:1.0.0"
@@ -55,35 +57,18 @@ func clients(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
 	return cs, cfg
 }
 
-// waitFor polls cond until it returns true, failing the test after timeout with what cond last said.
+// waitFor polls cond every 250 ms until it returns true, failing the test after timeout with what
+// cond last said.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if msg != "" {
-			last = msg
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	wait.For(t, timeout, 250*time.Millisecond, "for "+what, cond)
 }
 
 // holdsFor checks cond every 250 ms for d (what must not happen takes watching), failing the test
 // the first time it does not hold, with what cond said.
 func holdsFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		if ok, msg := cond(); !ok {
-			t.Fatalf("%s stopped holding: %s", what, msg)
-		}
-	}
+	wait.Holds(t, d, 250*time.Millisecond, what, cond)
 }
 
 func ctx(t *testing.T) context.Context {

@@ -10,6 +10,7 @@ import (
 
 	"kshard.local/e2e/nemesis/schedule"
 	"kshard.local/e2e/scenarios/kube"
+	"kshard.local/e2e/support/wait"
 )
 
 // Deadlines of the cluster faults' own steps (the run fails later if the system does not settle).
@@ -34,7 +35,7 @@ func (r *run) deleteLeader(rec *FaultRecord) error {
 	if err != nil {
 		return err
 	}
-	took, err := kube.PollUntil(leaderDeadline, 200*time.Millisecond, func() (bool, string) {
+	took, err := wait.Until(leaderDeadline, 200*time.Millisecond, func() (bool, string) {
 		l, err := r.lease()
 		if err != nil {
 			return false, err.Error()
@@ -75,7 +76,7 @@ func (r *run) scaleAndBack(replicas int, hold time.Duration, rec *FaultRecord) e
 	if err := r.scale(replicas); err != nil {
 		return err
 	}
-	took, err := kube.PollUntil(rolloutDeadline, 500*time.Millisecond, func() (bool, string) {
+	took, err := wait.Until(rolloutDeadline, 500*time.Millisecond, func() (bool, string) {
 		return r.podsOn(r.version, replicas)
 	})
 	if err != nil {
@@ -91,7 +92,7 @@ func (r *run) scaleBack(rec *FaultRecord) error {
 	if err := r.scale(schedule.BaseReplicas); err != nil {
 		return err
 	}
-	if _, err := kube.PollUntil(rolloutDeadline, 500*time.Millisecond, func() (bool, string) {
+	if _, err := wait.Until(rolloutDeadline, 500*time.Millisecond, func() (bool, string) {
 		return r.podsOn(r.version, schedule.BaseReplicas)
 	}); err != nil {
 		return fmt.Errorf("scaled back to %d: %w", schedule.BaseReplicas, err)
@@ -148,7 +149,7 @@ func (r *run) rollTo(version string) error {
 	if err := r.setVersion(version); err != nil {
 		return err
 	}
-	if _, err := kube.PollUntil(rolloutDeadline, 500*time.Millisecond, func() (bool, string) {
+	if _, err := wait.Until(rolloutDeadline, 500*time.Millisecond, func() (bool, string) {
 		return r.podsOn(version, schedule.BaseReplicas)
 	}); err != nil {
 		return fmt.Errorf("rollout to %s: %w", version, err)

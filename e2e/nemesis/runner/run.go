@@ -11,6 +11,7 @@ import (
 	"kshard.local/e2e/nemesis/schedule"
 	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
+	"kshard.local/e2e/support/wait"
 )
 
 // Deadlines of the run's own waits.
@@ -97,7 +98,7 @@ func (r *run) begin() error {
 	if r.version == "" {
 		r.version = initialVersion
 	}
-	took, err := kube.PollUntil(startDeadline, 500*time.Millisecond, r.settled)
+	took, err := wait.Until(startDeadline, 500*time.Millisecond, r.settled)
 	if err != nil {
 		return fmt.Errorf("the counter did not settle before the faults (%d pods, Ready and balanced): %w", schedule.BaseReplicas, err)
 	}
@@ -234,7 +235,7 @@ func (r *run) healAll() {
 // settle waits until the system is settled again and every shard answers.
 func (r *run) settle() {
 	logf("every fault healed; waiting for the counter to settle")
-	took, err := kube.PollUntil(settleDeadline, time.Second, r.settled)
+	took, err := wait.Until(settleDeadline, time.Second, r.settled)
 	if err != nil {
 		r.rep.problem("the counter did not settle after the faults (%d pods of %s, registered, Ready and balanced): %v",
 			schedule.BaseReplicas, r.version, err)

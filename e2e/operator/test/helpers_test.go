@@ -32,6 +32,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"kshard.local/e2e/support/shards"
+	"kshard.local/e2e/support/wait"
 )
 
 var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1alpha1", Resource: "shardmaps"}
@@ -71,25 +74,11 @@ func clients(t *testing.T) clusterClients {
 	return clusterClients{cs, dyn}
 }
 
-// waitFor polls cond until it holds, failing after timeout with what cond last said.
+// waitFor polls cond every 200 ms until it holds and returns how long that took, failing after
+// timeout with what cond last said.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if msg != "" {
-			last = msg
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s; last state: %s", timeout, what, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return wait.For(t, timeout, 200*time.Millisecond, "until "+what, cond)
 }
 
 func bg() context.Context { return context.Background() }
@@ -168,8 +157,8 @@ func ephemeralLow() int {
 // operator is one kshard-operator replica running as a host process.
 type operator struct {
 	name      string
-	manager   string // host:port of its manager API, reachable from pods
-	admin     string // host:port of /metrics, /healthz, /readyz
+	manager   string   // host:port of its manager API, reachable from pods
+	admin     string   // host:port of /metrics, /healthz, /readyz
 	extra     []string // more flags, kept across restart
 	cmd       *exec.Cmd
 	logPath   string
@@ -387,39 +376,15 @@ func (s shardMapStatus) condition(kind string) string {
 func (s shardMapStatus) owners() (map[int]string, error) {
 	out := map[int]string{}
 	for _, a := range s.Assignments {
-		shards, err := parseShards(a.Shards)
+		ids, err := shards.Parse(a.Shards)
 		if err != nil {
 			return nil, err
 		}
-		for _, sh := range shards {
+		for _, sh := range ids {
 			if prev, dup := out[sh]; dup {
 				return nil, fmt.Errorf("shard %d is assigned to %s and %s", sh, prev, a.Pod)
 			}
 			out[sh] = a.Pod
-		}
-	}
-	return out, nil
-}
-
-func parseShards(text string) ([]int, error) {
-	var out []int
-	if text == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(text, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("bad part %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("bad part %q", part)
-			}
-		}
-		for x := a; x <= b; x++ {
-			out = append(out, x)
 		}
 	}
 	return out, nil

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"kshard.local/e2e/support/shards"
 )
 
 const (
@@ -115,7 +117,7 @@ func convergedWith(t *testing.T, c clusterClients, ns, sm string, pods, shardCou
 			Shards string `json:"shards"`
 		}
 		_ = json.Unmarshal([]byte(body), &ping)
-		held, _ := parseShards(ping.Shards)
+		held, _ := shards.Parse(ping.Shards)
 		if len(held) != p.Shards {
 			return false, fmt.Sprintf("%s holds %d shards, the map gives it %d", p.Name, len(held), p.Shards)
 		}

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"kshard.local/e2e/support/wait"
 )
 
 // ResyncServiceEndpoints waits until every Service of ns with a selector has a ready address in
@@ -42,7 +44,7 @@ func ResyncServiceEndpoints(cs kubernetes.Interface, ns string, timeout time.Dur
 			}
 			return false, fmt.Sprintf("Endpoints %s has no ready address (resourceVersion %s)", name, ep.ResourceVersion)
 		}
-		if _, err := PollUntil(20*time.Second, 500*time.Millisecond, ready); err == nil {
+		if _, err := wait.Until(20*time.Second, 500*time.Millisecond, ready); err == nil {
 			continue
 		}
 		note(fmt.Sprintf("after the API server restart the controller-manager left the v1 Endpoints of Service %s/%s without ready addresses although its pods were Ready (see its log: \"endpoints informer cache is out of date\"); touched the Service to make it sync again", ns, name))
@@ -53,7 +55,7 @@ func ResyncServiceEndpoints(cs kubernetes.Interface, ns string, timeout time.Dur
 		if err != nil {
 			return fmt.Errorf("touching Service %s: %w", name, err)
 		}
-		if _, err := PollUntil(timeout, 500*time.Millisecond, ready); err != nil {
+		if _, err := wait.Until(timeout, 500*time.Millisecond, ready); err != nil {
 			return fmt.Errorf("Service %s has no ready Endpoints: %w", name, err)
 		}
 	}

@@ -163,27 +163,6 @@ func OperatorsSettled(cs kubernetes.Interface, ns string) (bool, string) {
 	return DeploymentSettled(d, ptrs, want)
 }
 
-// PollUntil polls cond every `every` until it holds and returns how long that took; after
-// timeout it fails with what cond said last.
-func PollUntil(timeout, every time.Duration, cond func() (bool, string)) (time.Duration, error) {
-	start := time.Now()
-	deadline := start.Add(timeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start), nil
-		}
-		if msg != "" {
-			last = msg
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("not within %s; last state: %s", timeout, last)
-		}
-		time.Sleep(every)
-	}
-}
-
 // RunCommand runs a program with a deadline and returns its combined output.
 func RunCommand(timeout time.Duration, dir, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

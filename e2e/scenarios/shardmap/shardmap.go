@@ -8,11 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kshard.local/e2e/support/shards"
 )
 
 // Resource is the ShardMap's group, version and resource.
@@ -75,12 +76,12 @@ type ShardMap struct {
 
 // FromUnstructured decodes a ShardMap and resolves its assignments into per-shard owners.
 func FromUnstructured(u *unstructured.Unstructured) (*ShardMap, error) {
-	shards, _, err := unstructured.NestedInt64(u.Object, "spec", "shards")
+	count, _, err := unstructured.NestedInt64(u.Object, "spec", "shards")
 	if err != nil {
 		return nil, fmt.Errorf("spec.shards: %w", err)
 	}
 	m := &ShardMap{Name: u.GetName(), Generation: u.GetGeneration(),
-		ResourceVersion: u.GetResourceVersion(), Shards: int(shards)}
+		ResourceVersion: u.GetResourceVersion(), Shards: int(count)}
 	if raw, ok := u.Object["status"]; ok {
 		b, err := json.Marshal(raw)
 		if err != nil {
@@ -92,7 +93,7 @@ func FromUnstructured(u *unstructured.Unstructured) (*ShardMap, error) {
 	}
 	m.Owners = make([]string, m.Shards)
 	for _, a := range m.Status.Assignments {
-		ids, err := ParseRanges(a.Shards)
+		ids, err := shards.Parse(a.Shards)
 		if err != nil {
 			return nil, fmt.Errorf("status.assignments of %s: %w", a.Pod, err)
 		}
@@ -107,31 +108,6 @@ func FromUnstructured(u *unstructured.Unstructured) (*ShardMap, error) {
 		}
 	}
 	return m, nil
-}
-
-// ParseRanges reads the range form "1-10,20" into shard ids, in order.
-func ParseRanges(text string) ([]int, error) {
-	var out []int
-	if strings.TrimSpace(text) == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(text, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil {
-			return nil, fmt.Errorf("bad range %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
-				return nil, fmt.Errorf("bad range %q", part)
-			}
-		}
-		for s := a; s <= b; s++ {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
 
 // Condition returns the condition of that type, if any.

@@ -26,18 +26,6 @@ func mapOf(t *testing.T, rv string, epoch int64, assignments ...Assignment) *Sha
 	return m
 }
 
-func TestParseRanges(t *testing.T) {
-	got, err := ParseRanges("1-3,7, 9-10")
-	if err != nil || !reflect.DeepEqual(got, []int{1, 2, 3, 7, 9, 10}) {
-		t.Fatalf("got %v, %v", got, err)
-	}
-	for _, bad := range []string{"x", "3-1", "1-", "1,,2"} {
-		if _, err := ParseRanges(bad); err == nil {
-			t.Errorf("ParseRanges(%q) accepted", bad)
-		}
-	}
-}
-
 func TestOwnersAndDoubleOwnership(t *testing.T) {
 	m := mapOf(t, "1", 3, Assignment{"a", 1, "1-3"}, Assignment{"b", 2, "5"})
 	if !reflect.DeepEqual(m.Owners, []string{"a", "a", "a", "", "b", ""}) || m.Unassigned() != 2 {

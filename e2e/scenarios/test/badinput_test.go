@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/shardid"
 	"kshard.local/e2e/scenarios/shardmap"
+	"kshard.local/e2e/support/wait"
 )
 
 // scenarioBadInput (8): invalid ShardMaps are refused by the API with a message naming the
@@ -405,7 +405,7 @@ func (s *suite) badManagerRequests(c sc) int {
 	// leadership change follows an API server outage, see docs/reliability.md): wait until the
 	// replica status.manager names answers as the leader, reading the ShardMap afresh each time.
 	var m *shardmap.ShardMap
-	if _, err := kube.PollUntil(60*time.Second, 500*time.Millisecond, func() (bool, string) {
+	if _, err := wait.Until(60*time.Second, 500*time.Millisecond, func() (bool, string) {
 		got, err := s.getMap()
 		if err != nil {
 			return false, err.Error()

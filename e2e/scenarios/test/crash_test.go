@@ -12,6 +12,7 @@ import (
 
 	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
+	"kshard.local/e2e/support/wait"
 )
 
 // scenarioCrash (5): every process of a pod is SIGKILLed without warning and stays dead; the pod
@@ -122,7 +123,7 @@ func scenarioCrash(c sc, s *suite) {
 	}
 	passes := 0
 	fullErr := func() error {
-		_, err := kube.PollUntil(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
+		_, err := wait.Until(2*time.Minute, 50*time.Millisecond, func() (bool, string) {
 			passes++
 			failures := probePass(s.client, s.pods, probes)
 			return len(failures) == 0, fmt.Sprintf("%d of %d reads failed, e.g. %v", len(failures), len(probes), head(failures, 3))

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/reportfile"
+	"kshard.local/e2e/support/wait"
 )
 
 // Figure is one measured value of a scenario, in the order the scenario measured it.
@@ -121,7 +121,7 @@ func (c sc) logf(format string, args ...any) {
 // timeout it fails the scenario with what did not happen and what cond said last.
 func (c sc) waitUntil(timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	c.Helper()
-	d, err := kube.PollUntil(timeout, 200*time.Millisecond, cond)
+	d, err := wait.Until(timeout, 200*time.Millisecond, cond)
 	if err != nil {
 		c.fatalf("%s: %v", what, err)
 	}

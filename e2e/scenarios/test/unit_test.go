@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardid"
 	"kshard.local/e2e/scenarios/shardmap"
+	"kshard.local/e2e/support/shards"
 )
 
 func TestCoveringEntitiesHaveEveryShardExactlyOnce(t *testing.T) {
@@ -48,14 +48,14 @@ func TestOneEntityPerShardReportsMissingShards(t *testing.T) {
 	}
 }
 
-func mapOf(t *testing.T, shards int, pods []string, assignments ...shardmap.Assignment) *shardmap.ShardMap {
+func mapOf(t *testing.T, count int, pods []string, assignments ...shardmap.Assignment) *shardmap.ShardMap {
 	t.Helper()
-	m := &shardmap.ShardMap{Shards: shards, Owners: make([]string, shards)}
+	m := &shardmap.ShardMap{Shards: count, Owners: make([]string, count)}
 	for _, p := range pods {
 		m.Status.Pods = append(m.Status.Pods, shardmap.Pod{Name: p})
 	}
 	for _, a := range assignments {
-		ids, err := shardmap.ParseRanges(a.Shards)
+		ids, err := shards.Parse(a.Shards)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,17 +160,6 @@ func TestReportRendersEveryScenarioAndFigure(t *testing.T) {
 	b, err := json.Marshal(rep)
 	if err != nil || !strings.Contains(string(b), `"name":"kill → full service","value":"813 ms"`) {
 		t.Fatalf("json %s, %v", b, err)
-	}
-}
-
-func TestPollUntilSaysWhatDidNotHappen(t *testing.T) {
-	n := 0
-	if _, err := kube.PollUntil(time.Second, time.Millisecond, func() (bool, string) { n++; return n == 3, "" }); err != nil {
-		t.Fatal(err)
-	}
-	_, err := kube.PollUntil(20*time.Millisecond, time.Millisecond, func() (bool, string) { return false, "still 2 pods" })
-	if err == nil || !strings.Contains(err.Error(), "still 2 pods") {
-		t.Fatalf("got %v", err)
 	}
 }
 

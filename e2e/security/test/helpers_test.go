@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"kshard.local/e2e/support/wait"
 )
 
 var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1alpha1", Resource: "shardmaps"}
@@ -76,24 +78,10 @@ func clients(t *testing.T) clusterClients {
 
 func bg() context.Context { return context.Background() }
 
-// waitFor polls cond until it holds, failing after timeout with what cond last said.
+// waitFor polls cond every 250 ms until it holds, failing after timeout with what cond last said.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if msg != "" {
-			last = msg
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s; last state: %s", timeout, what, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	wait.For(t, timeout, 250*time.Millisecond, "until "+what, cond)
 }
 
 func kubectl(args ...string) (string, error) {

@@ -22,12 +22,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"kshard.local/e2e/support/shards"
 )
 
 type stub struct {
@@ -50,50 +50,6 @@ func mustEnv(name string) string {
 		log.Fatalf("%s is not set", name)
 	}
 	return v
-}
-
-// parseShards reads the range form "1-3,7".
-func parseShards(text string) ([]int, error) {
-	var out []int
-	if text == "" {
-		return out, nil
-	}
-	for _, part := range strings.Split(text, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("bad part %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad part %q", part)
-			}
-		}
-		for s := a; s <= b; s++ {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-// formatShards writes the canonical range form.
-func formatShards(shards []int) string {
-	sort.Ints(shards)
-	var parts []string
-	for i := 0; i < len(shards); {
-		j := i
-		for j+1 < len(shards) && shards[j+1] == shards[j]+1 {
-			j++
-		}
-		if i == j {
-			parts = append(parts, strconv.Itoa(shards[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", shards[i], shards[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -122,30 +78,30 @@ func (s *stub) readShards(w http.ResponseWriter, r *http.Request) (*shardsReques
 		writeError(w, 404, "UnknownShardMap", "this pod serves "+s.ns+"/"+s.shardMap)
 		return nil, nil, false
 	}
-	shards, err := parseShards(req.Shards)
+	ids, err := shards.Parse(req.Shards)
 	if err != nil {
 		writeError(w, 400, "BadRequest", err.Error())
 		return nil, nil, false
 	}
-	return &req, shards, true
+	return &req, ids, true
 }
 
 func (s *stub) ping(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var shards []int
+	var held []int
 	var epoch uint64
 	for sh, e := range s.owned {
-		shards = append(shards, sh)
+		held = append(held, sh)
 		if e > epoch {
 			epoch = e
 		}
 	}
-	writeJSON(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": formatShards(shards)})
+	writeJSON(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": shards.Format(held)})
 }
 
 func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
-	req, shards, ok := s.readShards(w, r)
+	req, ids, ok := s.readShards(w, r)
 	if !ok {
 		return
 	}
@@ -153,7 +109,7 @@ func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.assigns++
 	var refused []int
-	for _, sh := range shards {
+	for _, sh := range ids {
 		// The sidecar's fence: an assign older than the last unassign of the shard is a delayed
 		// duplicate; a draining pod takes nothing.
 		if s.draining || s.fences[sh] > req.Epoch {
@@ -165,18 +121,18 @@ func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.refused += len(refused)
-	writeJSON(w, 200, map[string]string{"refused": formatShards(refused)})
+	writeJSON(w, 200, map[string]string{"refused": shards.Format(refused)})
 }
 
 func (s *stub) unassign(w http.ResponseWriter, r *http.Request) {
-	req, shards, ok := s.readShards(w, r)
+	req, ids, ok := s.readShards(w, r)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unassigns++
-	for _, sh := range shards {
+	for _, sh := range ids {
 		if req.Epoch > s.fences[sh] {
 			s.fences[sh] = req.Epoch
 		}

@@ -1,0 +1,3 @@
+module kshard.local/e2e/support
+
+go 1.24.0

@@ -313,6 +313,88 @@ class CppRestResponseStream : public ResponseStream {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
+// Sends `req` for `stream` and waits for the status and headers only, bounded by `timeout`.
+StatusOr<web_http::http_response> awaitHeaders(http_client& client, web_http::http_request& req,
+                                               CppRestResponseStream& stream,
+                                               std::chrono::milliseconds timeout) {
+  try {
+    pplx::task<web_http::http_response> task = client.request(req, stream.cts_.get_token());
+    auto ready = std::make_shared<std::promise<void>>();
+    std::future<void> headersArrived = ready->get_future();
+    task.then([ready](pplx::task<web_http::http_response> t) {
+      // Observed here (pplx traps on an unobserved failure); the caller reads `task` itself.
+      try {
+        t.get();
+        ready->set_value();
+      } catch (const std::exception&) {
+        ready->set_value();
+      }
+    });
+    if (headersArrived.wait_for(timeout) != std::future_status::ready) {
+      stream.cts_.cancel();
+      return deadlineExceeded(stream.what_ + ": no response within " +
+                              std::to_string(millis(timeout)) + " ms");
+    }
+    return task.get();
+  } catch (const std::exception& e) {
+    return libraryError(stream.what_, e);
+  }
+}
+
+// Closes `buffer` once cpprestsdk has received the whole body of `response` (or failed), which
+// ends the pump; `shared->bodyDone` tells the stream's destructor.
+void closeWhenReceived(web_http::http_response& response, Buffer buffer,
+                       std::shared_ptr<CppRestResponseStream::Shared> shared) {
+  response.content_ready().then([buffer, shared](pplx::task<web_http::http_response> done) mutable {
+    try {
+      done.get();
+      buffer.close(std::ios_base::out);
+    } catch (const std::exception&) {
+      buffer.close(std::ios_base::out, std::current_exception());
+    }
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->bodyDone = true;
+    }
+    shared->cv.notify_all();
+  });
+}
+
+// Moves the body, as it arrives in `buffer`, to `shared` for the stream's read().
+void pumpInto(Buffer buffer, std::shared_ptr<CppRestResponseStream::Shared> shared,
+              const std::string& what) {
+  std::make_shared<Pump>(
+      buffer,
+      [shared](const char* data, std::size_t n) {
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          if (shared->cancelled) return false;
+          shared->pending.append(data, n);
+        }
+        shared->cv.notify_all();
+        return true;
+      },
+      [shared, what](Status end) {
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          shared->ended = true;
+          if (!end.ok()) {
+            shared->error = unavailable(what + ": the stream ended before the body was complete (" +
+                                        end.message() + ")");
+          }
+        }
+        shared->cv.notify_all();
+      },
+      [shared] {
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          shared->pumpGone = true;
+        }
+        shared->cv.notify_all();
+      })
+      ->next();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<CppRestClient>> CppRestClient::create(ClientOptions options) {
@@ -374,83 +456,19 @@ StatusOr<std::unique_ptr<ResponseStream>> CppRestClient::openStream(Request requ
   if (!req.ok()) return req.status();
   Buffer buffer;
   req->set_response_stream(buffer.create_ostream());
-  web_http::http_response response;
-  try {
-    pplx::task<web_http::http_response> task =
-        impl_->streamClient->request(*req, stream->cts_.get_token());
-    // Wait for the status and headers only, bounded by the request's deadline.
-    auto ready = std::make_shared<std::promise<void>>();
-    std::future<void> headersArrived = ready->get_future();
-    task.then([ready](pplx::task<web_http::http_response> t) {
-      // Observed here (pplx traps on an unobserved failure); the caller reads `task` itself.
-      try {
-        t.get();
-        ready->set_value();
-      } catch (const std::exception&) {
-        ready->set_value();
-      }
-    });
-    if (headersArrived.wait_for(timeout) != std::future_status::ready) {
-      stream->cts_.cancel();
-      return deadlineExceeded(stream->what_ + ": no response within " +
-                              std::to_string(millis(timeout)) + " ms");
-    }
-    response = task.get();
-  } catch (const std::exception& e) {
-    return libraryError(stream->what_, e);
-  }
-  stream->status_ = response.status_code();
-  for (const auto& [name, value] : response.headers()) stream->headers_.add(name, value);
+  StatusOr<web_http::http_response> response =
+      awaitHeaders(*impl_->streamClient, *req, *stream, timeout);
+  if (!response.ok()) return response.status();
+  stream->status_ = response->status_code();
+  for (const auto& [name, value] : response->headers()) stream->headers_.add(name, value);
   std::shared_ptr<CppRestResponseStream::Shared> shared = stream->shared_;
   {
     std::lock_guard<std::mutex> lock(shared->mu);
     shared->bodyDone = false;
     shared->pumpGone = false;
   }
-  response.content_ready().then([buffer, shared](pplx::task<web_http::http_response> done) mutable {
-    try {
-      done.get();
-      buffer.close(std::ios_base::out);
-    } catch (const std::exception&) {
-      buffer.close(std::ios_base::out, std::current_exception());
-    }
-    {
-      std::lock_guard<std::mutex> lock(shared->mu);
-      shared->bodyDone = true;
-    }
-    shared->cv.notify_all();
-  });
-  const std::string what = stream->what_;
-  std::make_shared<Pump>(
-      buffer,
-      [shared](const char* data, std::size_t n) {
-        {
-          std::lock_guard<std::mutex> lock(shared->mu);
-          if (shared->cancelled) return false;
-          shared->pending.append(data, n);
-        }
-        shared->cv.notify_all();
-        return true;
-      },
-      [shared, what](Status end) {
-        {
-          std::lock_guard<std::mutex> lock(shared->mu);
-          shared->ended = true;
-          if (!end.ok()) {
-            shared->error = unavailable(what + ": the stream ended before the body was complete (" +
-                                        end.message() + ")");
-          }
-        }
-        shared->cv.notify_all();
-      },
-      [shared] {
-        {
-          std::lock_guard<std::mutex> lock(shared->mu);
-          shared->pumpGone = true;
-        }
-        shared->cv.notify_all();
-      })
-      ->next();
+  closeWhenReceived(*response, buffer, shared);
+  pumpInto(buffer, shared, stream->what_);
   return std::unique_ptr<ResponseStream>(std::move(stream));
 }
 

@@ -32,6 +32,44 @@ http::Response notReady() {
   return sidecarError(503, "NotReady", "this sidecar has not loaded its ShardMap yet");
 }
 
+// Reads what routes a forwarded message into `m`, whose key is read: its shard (Kshard-Shard,
+// which must be the entity's among `shardCount` shards) and its mode (Kshard-Mode, ask when
+// absent). Drops every field that stays on its hop. The answer to send instead, when either is
+// missing or wrong.
+std::optional<http::Response> takeRouting(http::Headers& headers, std::int32_t shardCount,
+                                          Message& m) {
+  // One pass over the fields: the first Kshard-Shard and Kshard-Mode are read, and every field
+  // that stays on its hop is dropped, the Kshard-* ones included.
+  std::optional<std::string> shardHeader;
+  std::optional<std::string> modeHeader;
+  headers.removeIf([&](std::string_view name, std::string_view value) {
+    if (!staysOnItsHop(name)) return false;
+    if (!shardHeader && http::equalsIgnoreCase(name, protocol::kShardHeader)) {
+      shardHeader.emplace(value);
+    } else if (!modeHeader && http::equalsIgnoreCase(name, protocol::kModeHeader)) {
+      modeHeader.emplace(value);
+    }
+    return true;
+  });
+  if (!shardHeader || !parseNumber(*shardHeader, m.shard)) {
+    return badRequest("header Kshard-Shard: required, a shard number");
+  }
+  // A sender with another shard count (a stale or foreign map) would compute other shards:
+  // refuse rather than run an entity under the wrong shard.
+  const auto expected = sharding::shardIdOf(m.key.id, shardCount);
+  if (!expected.ok() || *expected != m.shard) {
+    return badRequest("header Kshard-Shard: " + *shardHeader +
+                      " is not the shard of this entity id among " + std::to_string(shardCount) +
+                      " shards");
+  }
+  const auto mode = modeHeader ? parseMode(*modeHeader) : std::optional(DeliveryMode::kAsk);
+  if (!mode) {
+    return badRequest("header Kshard-Mode: must be ask or tell");
+  }
+  m.mode = *mode;
+  return std::nullopt;
+}
+
 }  // namespace
 
 http::Response authorizationError(const Status& status) {
@@ -107,38 +145,11 @@ void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
     responder.send(notReady());
     return;
   }
-  // One pass over the fields: the first Kshard-Shard and Kshard-Mode are read, and every field
-  // that stays on its hop is dropped, the Kshard-* ones included.
-  std::optional<std::string> shardHeader;
-  std::optional<std::string> modeHeader;
-  request.headers.removeIf([&](std::string_view name, std::string_view value) {
-    if (!staysOnItsHop(name)) return false;
-    if (!shardHeader && http::equalsIgnoreCase(name, protocol::kShardHeader)) {
-      shardHeader.emplace(value);
-    } else if (!modeHeader && http::equalsIgnoreCase(name, protocol::kModeHeader)) {
-      modeHeader.emplace(value);
-    }
-    return true;
-  });
-  if (!shardHeader || !parseNumber(*shardHeader, m.shard)) {
-    responder.send(badRequest("header Kshard-Shard: required, a shard number"));
+  if (std::optional<http::Response> refusal =
+          takeRouting(request.headers, snapshot->shardCount, m)) {
+    responder.send(std::move(*refusal));
     return;
   }
-  // A sender with another shard count (a stale or foreign map) would compute other shards:
-  // refuse rather than run an entity under the wrong shard.
-  const auto expected = sharding::shardIdOf(m.key.id, snapshot->shardCount);
-  if (!expected.ok() || *expected != m.shard) {
-    responder.send(badRequest("header Kshard-Shard: " + *shardHeader +
-                              " is not the shard of this entity id among " +
-                              std::to_string(snapshot->shardCount) + " shards"));
-    return;
-  }
-  const auto mode = modeHeader ? parseMode(*modeHeader) : std::optional(DeliveryMode::kAsk);
-  if (!mode) {
-    responder.send(badRequest("header Kshard-Mode: must be ask or tell"));
-    return;
-  }
-  m.mode = *mode;
   m.headers = std::move(request.headers);
   m.body = std::move(request.body);
   const ShardId shard = m.shard;
@@ -146,34 +157,39 @@ void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
   registry_.deliver(
       std::move(m), [this, shard, start, res = std::move(responder)](DeliveryOutcome&& o) mutable {
         MessageResult result = MessageResult::kOk;
-        http::Response out;
-        if (isOverload(o.refusal)) {
-          result = MessageResult::kOverloaded;
-          out = sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal));
-        } else if (o.refusal) {
-          result = MessageResult::kRefused;
-          json body = {
-              {"error",
-               {{"code", errors::kEntityNotManagedByThisPod},
-                {"message", "pod " + self_.pod + " does not own shard " + std::to_string(shard)}}}};
-          const RouteOwner* owner = table_.snapshot()->ownerOf(shard);
-          if (owner != nullptr && owner->pod != self_.pod) body["owner"] = owner->pod;
-          out = http::Response::json(409, body.dump());
-          out.headers.set(std::string(protocol::kErrorHeader),
-                          std::string(errors::kEntityNotManagedByThisPod));
-        } else if (!o.response.ok()) {
-          result = MessageResult::kFailed;
-          out = appFailure(o.response.status());
-        } else {
-          out = std::move(*o.response);
-          if (out.status >= 300) result = MessageResult::kAppError;
-          out.headers.set(std::string(protocol::kOwnerHeader), self_.pod);
-        }
+        http::Response out = deliveredAnswer(std::move(o), shard, result);
         metrics_.countMessage(MessagePath::kReceived, result);
         metrics_.observeLatency(MessagePath::kReceived,
                                 std::chrono::duration<double>(clock_.now() - start).count());
         res.send(std::move(out));
       });
+}
+
+http::Response PeerApi::deliveredAnswer(DeliveryOutcome&& o, ShardId shard, MessageResult& result) {
+  http::Response out;
+  if (isOverload(o.refusal)) {
+    result = MessageResult::kOverloaded;
+    out = sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal));
+  } else if (o.refusal) {
+    result = MessageResult::kRefused;
+    json body = {
+        {"error",
+         {{"code", errors::kEntityNotManagedByThisPod},
+          {"message", "pod " + self_.pod + " does not own shard " + std::to_string(shard)}}}};
+    const RouteOwner* owner = table_.snapshot()->ownerOf(shard);
+    if (owner != nullptr && owner->pod != self_.pod) body["owner"] = owner->pod;
+    out = http::Response::json(409, body.dump());
+    out.headers.set(std::string(protocol::kErrorHeader),
+                    std::string(errors::kEntityNotManagedByThisPod));
+  } else if (!o.response.ok()) {
+    result = MessageResult::kFailed;
+    out = appFailure(o.response.status());
+  } else {
+    out = std::move(*o.response);
+    if (out.status >= 300) result = MessageResult::kAppError;
+    out.headers.set(std::string(protocol::kOwnerHeader), self_.pod);
+  }
+  return out;
 }
 
 void PeerApi::ping(http::Request request, http::Responder responder) {

@@ -62,6 +62,9 @@ class PeerApi {
  private:
   // Both by rvalue reference: the message passes through without a move per layer.
   void forwarded(http::Request&& request, http::Responder&& responder);
+  // The answer to a forwarded message of `shard` that the registry delivered (or refused), and
+  // in `result` how it went, for the metrics.
+  http::Response deliveredAnswer(DeliveryOutcome&& o, ShardId shard, MessageResult& result);
   void ping(http::Request request, http::Responder responder);
   void assign(http::Request request, http::Responder responder);
   void unassign(http::Request request, http::Responder responder);

@@ -1,4 +1,4 @@
-// Internal to the Boost.Beast adapter (beast_server.cc, beast_client.cc): reads and writes
+// Internal to the Boost.Beast adapter (beast_http_session.cc, beast_client*.cc): reads and writes
 // kshard's Request and Response directly, without Beast's message and field containers. A simple
 // head is read by fast_head.h, any other by Beast's parser, which also judges every malformed
 // one. Never include it from a public header.

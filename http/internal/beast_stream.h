@@ -1,5 +1,6 @@
-// Internal to the Boost.Beast adapter (beast_server.cc, beast_client.cc): a TCP stream that may
-// carry TLS, so one session or connection type serves both. Never include it from a public header.
+// Internal to the Boost.Beast adapter (the server's sessions, the clients' connections): a TCP
+// stream that may carry TLS, so one session or connection type serves both. Never include it from
+// a public header.
 #pragma once
 
 #include <algorithm>

@@ -1,9 +1,9 @@
-// Internal to the Boost.Beast adapter (beast_server.cc, channel_client.cc): takes the frames of a
-// kshard channel (http/channel.h) out of a connection's read buffer, for both ends. The server
-// reads requests with it, the client answers; each decides from a frame's head whether to take
-// the frame (and waits until it is whole) or to skip it, whose bytes are then discarded as they
-// arrive and never held whole. Nothing is copied: a payload is a view of the buffer until the
-// frame is consumed. Never include it from a public header.
+// Internal to the Boost.Beast adapter (beast_channel_session.cc, channel_client.cc): takes the
+// frames of a kshard channel (http/channel.h) out of a connection's read buffer, for both ends.
+// The server reads requests with it, the client answers; each decides from a frame's head whether
+// to take the frame (and waits until it is whole) or to skip it, whose bytes are then discarded
+// as they arrive and never held whole. Nothing is copied: a payload is a view of the buffer until
+// the frame is consumed. Never include it from a public header.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Internal to the Boost.Beast adapter (io_threads.cc, beast_server.cc, beast_client.cc): the event
+// Internal to the Boost.Beast adapter (io_threads.cc, the Beast server and clients): the event
 // loops of an IoThreads. Never include it from a public header.
 #pragma once
 

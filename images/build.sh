@@ -97,7 +97,12 @@ build_test_programs() {
 image() {
   local name=$1 ref="localhost/kshard/$1:$TAG" tag more=()
   shift
+  # buildah 1.28 leaves a working container (with its overlay mounted) for each stage a build
+  # copies from; remove the ones this build made, so make images leaves no mount behind.
+  local before
+  before="$(buildah containers -q | sort)"
   buildah bud --quiet --pull=never --network=host --layers -t "$ref" "$@" . >/dev/null
+  comm -13 <(echo "$before") <(buildah containers -q | sort) | xargs -r buildah rm >/dev/null
   for tag in ${EXTRA_TAGS[$name]:-}; do
     podman tag "$ref" "localhost/kshard/$name:$tag"
     more+=(--additional-tag "kshard/$name:$tag")

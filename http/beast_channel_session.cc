@@ -31,10 +31,12 @@ class ChannelSession : public std::enable_shared_from_this<ChannelSession>,
     net::dispatch(exec_, [self = shared_from_this()] { self->begin(); });
   }
 
-  // Server stop: sends goaway, then closes once the answers to the requests taken are written.
-  void shutdown() override {
-    net::post(exec_, [self = shared_from_this()] {
+  // Server stop: sends goaway, then closes once the answers to the requests taken are written
+  // and the client has closed (busy until then: see goAway).
+  void shutdown(std::function<void()> done) override {
+    net::post(exec_, [self = shared_from_this(), done = std::move(done)] {
       if (!self->closed_) self->goAway();
+      done();
     });
   }
 
@@ -73,7 +75,9 @@ class ChannelSession : public std::enable_shared_from_this<ChannelSession>,
   void flushChannel();
   void onChannelWritten(const beast::error_code& ec);
   // Sends goaway: no request after the last one read is taken; the session closes once the
-  // answers to those it took are written.
+  // answers to those it took are written. It is busy from then until it is closed, so that a
+  // server stop waits (within its grace) for the goaway to be written and read: a request the
+  // client sent meanwhile is then one it knows was not taken, not one cut without a word.
   void goAway();
   void closeChannelWhenDone();
   void channelDeadline();
@@ -281,7 +285,7 @@ void ChannelSession::flushChannel() {
   Channel& c = channel_;
   if (c.isWriting) return;
   if (c.out.empty()) {
-    if (c.flow.inFlight() == 0) setBusy(false);
+    if (c.flow.inFlight() == 0 && !c.goaway) setBusy(false);
     closeChannelWhenDone();
     return;
   }
@@ -321,6 +325,7 @@ void ChannelSession::goAway() {
   Channel& c = channel_;
   if (c.goaway) return;
   c.goaway = true;
+  setBusy(true);  // until closeNow: the client closes once it read the goaway and the answers
   channel::appendGoaway(c.out, c.lastId);
   scheduleFlush();
 }

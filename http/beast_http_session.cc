@@ -43,14 +43,15 @@ class Session : public std::enable_shared_from_this<Session>,
   }
 
   // Server stop: finish the request in progress, read no further one.
-  void shutdown() override {
-    net::post(exec_, [self = shared_from_this()] {
+  void shutdown(std::function<void()> done) override {
+    net::post(exec_, [self = shared_from_this(), done = std::move(done)]() mutable {
       if (const auto channel = self->channel_.lock()) {
-        channel->shutdown();
+        channel->shutdown(std::move(done));
         return;
       }
       self->stopping_ = true;
       if (self->state_ == State::kReading || self->state_ == State::kHandshake) self->closeNow();
+      done();
     });
   }
 

@@ -183,10 +183,22 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
     c.acceptor.reset();
     closed->set_value();
   });
-  for (auto& s : live) s->shutdown();
+  // Each session takes the stop in on its own executor; until it has, busyCount does not show
+  // what the stop starts (a channel's goaway keeps its session busy until the client closed),
+  // and forceClose, posted behind, would close a channel before its goaway was written: a
+  // request the client sent meanwhile would be cut without its knowing it was not taken.
+  auto shutdownsLeft = std::make_shared<std::size_t>(live.size());
+  for (auto& s : live) {
+    s->shutdown([&c, shutdownsLeft] {
+      std::lock_guard<std::mutex> lock(c.mu);
+      --*shutdownsLeft;
+      c.cv.notify_all();
+    });
+  }
   {
     std::unique_lock<std::mutex> lock(c.mu);
-    c.cv.wait_for(lock, grace, [&c] { return c.busyCount == 0; });
+    c.cv.wait_for(lock, grace,
+                  [&c, &shutdownsLeft] { return *shutdownsLeft == 0 && c.busyCount == 0; });
   }
   // Sessions accepted before the acceptor closed may have joined since the snapshot.
   {

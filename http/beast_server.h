@@ -19,6 +19,9 @@
 // reading stops while `maxChannelRequestsInFlight` requests or `maxChannelQueuedBytes` of
 // answers are waiting, until the answers have gone out: a peer that sends and never reads holds
 // a bounded amount of the server's memory, for at most `requestTimeout` past its last read.
+// stop(grace) sends each channel goaway and waits, within `grace`, for the answers to what the
+// channel took and for its client to close it: a request the client sent meanwhile is one the
+// goaway names as not taken, never one cut without a word.
 #pragma once
 
 #include <cstdint>

@@ -55,8 +55,10 @@ class ServerSession {
 
   // Begins serving the connection, on its executor (at once when called there).
   virtual void start() = 0;
-  // Server stop: finish what is in progress, take nothing further.
-  virtual void shutdown() = 0;
+  // Server stop: finish what is in progress, take nothing further. Calls `done` on the session's
+  // executor once the session has taken the stop in (BeastServer::stop waits for that before it
+  // looks at what is busy: until then a channel's goaway is not queued, and does not keep it busy).
+  virtual void shutdown(std::function<void()> done) = 0;
   // Closes the connection at once, then calls `done`, on the session's executor.
   virtual void forceClose(std::function<void()> done) = 0;
 

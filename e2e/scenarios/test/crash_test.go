@@ -72,8 +72,11 @@ func scenarioCrash(c sc, s *suite) {
 	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}})
 	cancel()
+	// A deleting pod's containers are not restarted: stop killing, so that the kills do not race
+	// the kubelet's own stop of the containers (containerd then loses the shim: "ttrpc: closed").
+	close(stopKilling)
+	<-killing
 	if err != nil {
-		close(stopKilling)
 		c.fatalf("deleting pod %s: %v", victim, err)
 	}
 	c.waitUntil(time.Minute, "pod "+victim+"'s object is gone", func() (bool, string) {
@@ -89,8 +92,6 @@ func scenarioCrash(c sc, s *suite) {
 		}
 		return false, fmt.Sprintf("still there (%v)", err)
 	})
-	close(stopKilling)
-	<-killing
 	gone := time.Now()
 
 	c.waitUntil(2*time.Minute, "the crashed pod's shards are reassigned", func() (bool, string) {

@@ -36,8 +36,8 @@ if(NOT TARGET kshard_fuzz_targets)
   endforeach()
   add_library(kshard_fuzz_targets STATIC ${_kshard_fuzz_sources})
   target_link_libraries(kshard_fuzz_targets
-    PUBLIC kshard_root_include
-    PRIVATE kshard_base kshard_options kshard_sharding kshard_protocol kshard_http kshard_kube
+    PUBLIC kshard_folder_fuzz
+    PRIVATE kshard_folder_http_internal kshard_base kshard_options kshard_sharding kshard_protocol kshard_http kshard_kube
             kshard_injector kshard_sidecar_core kshard_jwt_signer nlohmann_json::nlohmann_json yaml-cpp
             Boost::system
             kshard_warnings)

@@ -28,20 +28,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"kshard.local/e2e/support/envvar"
 	"kshard.local/e2e/support/wait"
 )
 
 const appImage = "kshard/e2e-app:1.0.0"
 
 // env returns a required environment variable (test.sh sets them all).
-func env(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run the tests through e2e/cluster/test.sh", name)
-	}
-	return v
-}
+var env = envvar.ForTests("run the tests through e2e/cluster/test.sh")
 
 func clients(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()

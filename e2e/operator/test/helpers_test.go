@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"kshard.local/e2e/support/envvar"
 	"kshard.local/e2e/support/shards"
 	"kshard.local/e2e/support/wait"
 )
@@ -42,14 +43,8 @@ var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1al
 // The host's address on the cluster bridge: pods reach the operators (host processes) there.
 const nodeIP = "10.244.0.1"
 
-func env(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run the tests through e2e/operator/run.sh", name)
-	}
-	return v
-}
+// env returns a variable that run.sh sets, and fails the test when it is not set.
+var env = envvar.ForTests("run the tests through e2e/operator/run.sh")
 
 type clusterClients struct {
 	cs  *kubernetes.Clientset

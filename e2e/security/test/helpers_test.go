@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"kshard.local/e2e/support/envvar"
 	"kshard.local/e2e/support/wait"
 )
 
@@ -45,14 +45,8 @@ const (
 	nodeIP = "10.244.0.1"
 )
 
-func env(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run the suite through e2e/security/run.sh", name)
-	}
-	return v
-}
+// env returns a variable that run.sh sets, and fails the test when it is not set.
+var env = envvar.ForTests("run the suite through e2e/security/run.sh")
 
 type clusterClients struct {
 	cs  *kubernetes.Clientset

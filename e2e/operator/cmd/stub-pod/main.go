@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"kshard.local/e2e/support/envvar"
 	"kshard.local/e2e/support/shards"
 )
 
@@ -42,14 +43,6 @@ type stub struct {
 	unassigns int
 	refused   int
 	leader    string
-}
-
-func mustEnv(name string) string {
-	v := os.Getenv(name)
-	if v == "" {
-		log.Fatalf("%s is not set", name)
-	}
-	return v
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -204,12 +197,12 @@ func (s *stub) call(verb string, body any) (int, string, error) {
 func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	s := &stub{
-		pod: mustEnv("POD_NAME"), uid: mustEnv("POD_UID"), ns: mustEnv("POD_NAMESPACE"),
-		shardMap: mustEnv("KSHARD_SHARD_MAP"), version: os.Getenv("KSHARD_VERSION"),
-		managers: strings.Split(mustEnv("KSHARD_MANAGERS"), ","),
+		pod: envvar.Must("POD_NAME"), uid: envvar.Must("POD_UID"), ns: envvar.Must("POD_NAMESPACE"),
+		shardMap: envvar.Must("KSHARD_SHARD_MAP"), version: os.Getenv("KSHARD_VERSION"),
+		managers: strings.Split(envvar.Must("KSHARD_MANAGERS"), ","),
 		owned:    map[int]uint64{}, fences: map[int]uint64{},
 	}
-	s.address = net.JoinHostPort(mustEnv("POD_IP"), "7101")
+	s.address = net.JoinHostPort(envvar.Must("POD_IP"), "7101")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
 	mux.HandleFunc("POST /v1/shards/assign", s.assign)

@@ -50,6 +50,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"kshard.local/e2e/support/envvar"
 )
 
 type attacker struct {
@@ -60,14 +62,6 @@ type attacker struct {
 	mu         sync.Mutex
 	captured   []string
 	registered bool
-}
-
-func mustEnv(name string) string {
-	v := os.Getenv(name)
-	if v == "" {
-		log.Fatalf("%s is not set", name)
-	}
-	return v
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -350,9 +344,9 @@ func flood(w http.ResponseWriter, r *http.Request) {
 
 func main() {
 	a := &attacker{
-		pod: mustEnv("POD_NAME"), uid: mustEnv("POD_UID"), ns: mustEnv("POD_NAMESPACE"),
-		ip: mustEnv("POD_IP"), shardMap: mustEnv("KSHARD_SHARD_MAP"),
-		managers: strings.Split(mustEnv("KSHARD_MANAGERS"), ","), tokenDir: mustEnv("KSHARD_TOKEN_DIR"),
+		pod: envvar.Must("POD_NAME"), uid: envvar.Must("POD_UID"), ns: envvar.Must("POD_NAMESPACE"),
+		ip: envvar.Must("POD_IP"), shardMap: envvar.Must("KSHARD_SHARD_MAP"),
+		managers: strings.Split(envvar.Must("KSHARD_MANAGERS"), ","), tokenDir: envvar.Must("KSHARD_TOKEN_DIR"),
 		incarnation: fmt.Sprintf("%016x", time.Now().UnixNano()),
 	}
 	go func() {

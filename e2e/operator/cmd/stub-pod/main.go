@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/httpjson"
 	"kshard.local/e2e/support/shards"
 )
 
@@ -45,14 +46,8 @@ type stub struct {
 	leader    string
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
+	httpjson.Write(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
 }
 
 type shardsRequest struct {
@@ -90,7 +85,7 @@ func (s *stub) ping(w http.ResponseWriter, _ *http.Request) {
 			epoch = e
 		}
 	}
-	writeJSON(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": shards.Format(held)})
+	httpjson.Write(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": shards.Format(held)})
 }
 
 func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +109,7 @@ func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.refused += len(refused)
-	writeJSON(w, 200, map[string]string{"refused": shards.Format(refused)})
+	httpjson.Write(w, 200, map[string]string{"refused": shards.Format(refused)})
 }
 
 func (s *stub) unassign(w http.ResponseWriter, r *http.Request) {
@@ -131,13 +126,13 @@ func (s *stub) unassign(w http.ResponseWriter, r *http.Request) {
 		}
 		delete(s.owned, sh)
 	}
-	writeJSON(w, 200, map[string]any{})
+	httpjson.Write(w, 200, map[string]any{})
 }
 
 func (s *stub) stats(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, 200, map[string]int{"assigns": s.assigns, "unassigns": s.unassigns, "refused": s.refused, "owned": len(s.owned)})
+	httpjson.Write(w, 200, map[string]int{"assigns": s.assigns, "unassigns": s.unassigns, "refused": s.refused, "owned": len(s.owned)})
 }
 
 // call posts `body` to the manager API, trying the last known leader first and following a

@@ -47,9 +47,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"kshard.local/e2e/support/kubeclient"
 	"kshard.local/e2e/support/shards"
 )
 
@@ -119,11 +119,10 @@ func main() {
 
 func run(ctx context.Context, o options) (result, error) {
 	res := result{Pods: o.pods, Shards: o.shards}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	cfg, err := kubeclient.Config(o.kubeconfig, kubeclient.Limits{QPS: 1000, Burst: 2000})
 	if err != nil {
 		return res, fmt.Errorf("kubeconfig %q: %w", o.kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = 1000, 2000
 	kc := kubernetes.NewForConfigOrDie(cfg)
 	dc := dynamic.NewForConfigOrDie(cfg)
 

@@ -25,10 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/kubeclient"
 	"kshard.local/e2e/support/wait"
 )
 
@@ -39,16 +39,8 @@ var env = envvar.ForTests("run the tests through e2e/cluster/test.sh")
 
 func clients(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", env(t, "KUBECONFIG"))
-	if err != nil {
-		t.Fatalf("kubeconfig: %v", err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs, cfg
+	c := kubeclient.ForTest(t, env(t, "KUBECONFIG"), kubeclient.Limits{QPS: 50, Burst: 100})
+	return c.Clientset, c.Config
 }
 
 // waitFor polls cond every 250 ms until it returns true, failing the test after timeout with what

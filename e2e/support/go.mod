@@ -2,7 +2,10 @@ module kshard.local/e2e/support
 
 go 1.24.0
 
-require k8s.io/client-go v0.33.13
+require (
+	k8s.io/api v0.33.13
+	k8s.io/client-go v0.33.13
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
@@ -35,7 +38,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.33.13 // indirect
 	k8s.io/apimachinery v0.33.13 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect

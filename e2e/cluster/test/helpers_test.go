@@ -29,6 +29,7 @@ import (
 
 	"kshard.local/e2e/support/envvar"
 	"kshard.local/e2e/support/kubeclient"
+	"kshard.local/e2e/support/podstate"
 	"kshard.local/e2e/support/wait"
 )
 
@@ -167,15 +168,6 @@ func podsOf(t *testing.T, cs *kubernetes.Clientset, ns, selector string, withTer
 	return out
 }
 
-func isReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func describePods(pods []v1.Pod) string {
 	var parts []string
 	for _, p := range pods {
@@ -193,7 +185,7 @@ func describePods(pods []v1.Pod) string {
 			cs = append(cs, fmt.Sprintf("%s=%s ready=%v restarts=%d", c.Name, state, c.Ready, c.RestartCount))
 		}
 		parts = append(parts, fmt.Sprintf("%s[%s ip=%s ready=%v deleting=%v %s]", p.Name, p.Status.Phase, p.Status.PodIP,
-			isReady(&p), p.DeletionTimestamp != nil, strings.Join(cs, "; ")))
+			podstate.Ready(&p), p.DeletionTimestamp != nil, strings.Join(cs, "; ")))
 	}
 	return strings.Join(parts, " ")
 }
@@ -210,7 +202,7 @@ func waitReadyPods(t *testing.T, cs *kubernetes.Clientset, ns, selector string, 
 			return false, describePods(all)
 		}
 		for i := range pods {
-			if !isReady(&pods[i]) || pods[i].Status.Phase != v1.PodRunning {
+			if !podstate.Ready(&pods[i]) || pods[i].Status.Phase != v1.PodRunning {
 				return false, describePods(all)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kshard.local/e2e/support/kubeclient"
+	"kshard.local/e2e/support/podstate"
 )
 
 // CallTimeout bounds one API call.
@@ -61,16 +62,6 @@ func IsServing(p *v1.Pod) bool {
 	return true
 }
 
-// PodReady is the pod's Ready condition.
-func PodReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // DeploymentSettled says whether a Deployment runs exactly `replicas` up-to-date, ready pods and
 // nothing else, per its status and the pods themselves.
 func DeploymentSettled(d *appsv1.Deployment, pods []*v1.Pod, replicas int32) (bool, string) {
@@ -97,7 +88,7 @@ func DescribePods(pods []*v1.Pod) string {
 		switch {
 		case p.DeletionTimestamp != nil:
 			state = "terminating"
-		case PodReady(p):
+		case podstate.Ready(p):
 			state = "ready"
 		}
 		parts = append(parts, fmt.Sprintf("%s(%s,v%s)", p.Name, state, p.Labels["app.kubernetes.io/version"]))

@@ -9,10 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/httpcall"
 	"kshard.local/e2e/support/kubeclient"
 	"kshard.local/e2e/support/shards"
 	"kshard.local/e2e/support/wait"
@@ -248,15 +247,9 @@ func metricValue(exposition, name, labels string) float64 {
 	return 0
 }
 
+// httpGet and httpPost(As) return the answer's status and body, or 0 and the error's text.
 func httpGet(url string) (int, string) {
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return httpcall.Get(5*time.Second, url)
 }
 
 func httpPost(url, body string) (int, string) {
@@ -265,22 +258,7 @@ func httpPost(url, body string) (int, string) {
 
 // httpPostAs posts with `token` as the bearer token (none when empty).
 func httpPostAs(url, body, token string) (int, string) {
-	client := &http.Client{Timeout: 40 * time.Second}
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return 0, err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return httpcall.Post(40*time.Second, url, body, token)
 }
 
 func tail(path string, n int) string {

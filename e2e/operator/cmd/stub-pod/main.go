@@ -88,13 +88,21 @@ func (s *stub) ping(w http.ResponseWriter, _ *http.Request) {
 	httpjson.Write(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": shards.Format(held)})
 }
 
-func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
-	req, ids, ok := s.readShards(w, r)
-	if !ok {
-		return
+// shardsCall is the handler of an assign or unassign: it reads the body (answering a bad one
+// itself) and runs apply with s.mu held.
+func (s *stub) shardsCall(apply func(w http.ResponseWriter, req *shardsRequest, ids []int)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, ids, ok := s.readShards(w, r)
+		if !ok {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		apply(w, req, ids)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+}
+
+func (s *stub) assign(w http.ResponseWriter, req *shardsRequest, ids []int) {
 	s.assigns++
 	var refused []int
 	for _, sh := range ids {
@@ -112,13 +120,7 @@ func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, 200, map[string]string{"refused": shards.Format(refused)})
 }
 
-func (s *stub) unassign(w http.ResponseWriter, r *http.Request) {
-	req, ids, ok := s.readShards(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *stub) unassign(w http.ResponseWriter, req *shardsRequest, ids []int) {
 	s.unassigns++
 	for _, sh := range ids {
 		if req.Epoch > s.fences[sh] {
@@ -200,8 +202,8 @@ func main() {
 	s.address = net.JoinHostPort(envvar.Must("POD_IP"), "7101")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
-	mux.HandleFunc("POST /v1/shards/assign", s.assign)
-	mux.HandleFunc("POST /v1/shards/unassign", s.unassign)
+	mux.HandleFunc("POST /v1/shards/assign", s.shardsCall(s.assign))
+	mux.HandleFunc("POST /v1/shards/unassign", s.shardsCall(s.unassign))
 	mux.HandleFunc("GET /debug/stats", s.stats)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	server := &http.Server{Addr: s.address, Handler: mux}

@@ -47,9 +47,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"kshard.local/e2e/support/httpcall"
+	"kshard.local/e2e/support/kubeclient"
 	"kshard.local/e2e/support/shards"
 )
 
@@ -119,11 +120,10 @@ func main() {
 
 func run(ctx context.Context, o options) (result, error) {
 	res := result{Pods: o.pods, Shards: o.shards}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	cfg, err := kubeclient.Config(o.kubeconfig, kubeclient.Limits{QPS: 1000, Burst: 2000})
 	if err != nil {
 		return res, fmt.Errorf("kubeconfig %q: %w", o.kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = 1000, 2000
 	kc := kubernetes.NewForConfigOrDie(cfg)
 	dc := dynamic.NewForConfigOrDie(cfg)
 
@@ -495,7 +495,7 @@ func startOperator(ctx context.Context, o options) (*operatorProc, error) {
 			return nil, fmt.Errorf("the operator exited while starting; log: %s", op.logPath)
 		default:
 		}
-		if code, _ := httpGet("http://" + op.admin + "/readyz"); code == 200 {
+		if code, _ := httpcall.Get(2*time.Second, "http://"+op.admin+"/readyz"); code == 200 {
 			return op, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -731,17 +731,6 @@ func parallel(ctx context.Context, n, width int, fn func(int) error, progress fu
 		return ctx.Err()
 	}
 	return firstErr
-}
-
-func httpGet(url string) (int, string) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func report(o options, r result) {

@@ -5,7 +5,6 @@ go 1.24.0
 require (
 	k8s.io/api v0.33.13
 	k8s.io/apimachinery v0.33.13
-	k8s.io/client-go v0.33.13
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738
 	kshard.local/e2e/support v0.0.0-00010101000000-000000000000
 )
@@ -46,6 +45,7 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	k8s.io/client-go v0.33.13 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect

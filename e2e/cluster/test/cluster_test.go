@@ -18,6 +18,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"kshard.local/e2e/support/podstate"
 )
 
 func TestControlPlaneReportsThePinnedVersion(t *testing.T) {
@@ -169,7 +171,7 @@ func TestDeploymentServiceRollingUpdateAndReplacement(t *testing.T) {
 			return false, describePods(all)
 		}
 		for _, p := range all {
-			if old[p.Name] || !isReady(&p) || p.Labels["app.kubernetes.io/version"] != "1.1.0" {
+			if old[p.Name] || !podstate.Ready(&p) || p.Labels["app.kubernetes.io/version"] != "1.1.0" {
 				return false, describePods(all)
 			}
 		}
@@ -225,7 +227,7 @@ func TestKilledContainerIsRestarted(t *testing.T) {
 			return false, err.Error()
 		}
 		st := p.Status.ContainerStatuses
-		if len(st) != 1 || st[0].RestartCount != 1 || !isReady(p) {
+		if len(st) != 1 || st[0].RestartCount != 1 || !podstate.Ready(p) {
 			return false, describePods([]v1.Pod{*p})
 		}
 		last := st[0].LastTerminationState.Terminated

@@ -14,6 +14,7 @@ import (
 
 	"kshard.local/e2e/cluster/fault"
 	"kshard.local/e2e/cluster/nodestate"
+	"kshard.local/e2e/support/podstate"
 )
 
 // Partitions and orphans: the faults of the network and of the node's link to the API server.
@@ -51,7 +52,7 @@ func TestFaultPartitionFromTheAPIServerKeepsProbes(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return isReady(p) && p.Status.ContainerStatuses[0].RestartCount == 0, describePods([]v1.Pod{*p})
+		return podstate.Ready(p) && p.Status.ContainerStatuses[0].RestartCount == 0, describePods([]v1.Pod{*p})
 	})
 	if hostRules(t) != "" {
 		t.Errorf("partition changed the host's iptables: %s", hostRules(t))

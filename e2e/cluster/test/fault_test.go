@@ -17,6 +17,7 @@ import (
 
 	"kshard.local/e2e/cluster/fault"
 	"kshard.local/e2e/cluster/nodestate"
+	"kshard.local/e2e/support/podstate"
 )
 
 // The fault tool (package fault, fault.sh) on real pods: each verb has the effect it promises,
@@ -160,7 +161,7 @@ func TestFaultKillRestartsTheContainerAndLogsItsLives(t *testing.T) {
 			return false, err.Error()
 		}
 		st := p.Status.ContainerStatuses
-		if len(st) != 1 || st[0].RestartCount != 1 || !isReady(p) || st[0].LastTerminationState.Terminated == nil {
+		if len(st) != 1 || st[0].RestartCount != 1 || !podstate.Ready(p) || st[0].LastTerminationState.Terminated == nil {
 			return false, describePods([]v1.Pod{*p})
 		}
 		last := st[0].LastTerminationState.Terminated

@@ -25,36 +25,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/kubeclient"
+	"kshard.local/e2e/support/podstate"
 	"kshard.local/e2e/support/wait"
 )
 
 const appImage = "kshard/e2e-app:1.0.0"
 
 // env returns a required environment variable (test.sh sets them all).
-func env(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run the tests through e2e/cluster/test.sh", name)
-	}
-	return v
-}
+var env = envvar.ForTests("run the tests through e2e/cluster/test.sh")
 
 func clients(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", env(t, "KUBECONFIG"))
-	if err != nil {
-		t.Fatalf("kubeconfig: %v", err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs, cfg
+	c := kubeclient.ForTest(t, env(t, "KUBECONFIG"), kubeclient.Limits{QPS: 50, Burst: 100})
+	return c.Clientset, c.Config
 }
 
 // waitFor polls cond every 250 ms until it returns true, failing the test after timeout with what
@@ -181,15 +168,6 @@ func podsOf(t *testing.T, cs *kubernetes.Clientset, ns, selector string, withTer
 	return out
 }
 
-func isReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func describePods(pods []v1.Pod) string {
 	var parts []string
 	for _, p := range pods {
@@ -207,7 +185,7 @@ func describePods(pods []v1.Pod) string {
 			cs = append(cs, fmt.Sprintf("%s=%s ready=%v restarts=%d", c.Name, state, c.Ready, c.RestartCount))
 		}
 		parts = append(parts, fmt.Sprintf("%s[%s ip=%s ready=%v deleting=%v %s]", p.Name, p.Status.Phase, p.Status.PodIP,
-			isReady(&p), p.DeletionTimestamp != nil, strings.Join(cs, "; ")))
+			podstate.Ready(&p), p.DeletionTimestamp != nil, strings.Join(cs, "; ")))
 	}
 	return strings.Join(parts, " ")
 }
@@ -224,7 +202,7 @@ func waitReadyPods(t *testing.T, cs *kubernetes.Clientset, ns, selector string, 
 			return false, describePods(all)
 		}
 		for i := range pods {
-			if !isReady(&pods[i]) || pods[i].Status.Phase != v1.PodRunning {
+			if !podstate.Ready(&pods[i]) || pods[i].Status.Phase != v1.PodRunning {
 				return false, describePods(all)
 			}
 		}

@@ -21,13 +21,13 @@ func TestManagerApiTakesOnlyThePodsOwnToken(t *testing.T) {
 	c := clients(t)
 	ns := testNamespace(t, c, "op-auth")
 	const sm = "counter"
-	if _, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
+	if _, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
 		"shards": shardCount, "rebalanceInterval": "2s", "pingTimeout": "2s", "handoffTimeout": "5s",
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create ShardMap: %v", err)
 	}
 	op := startOperator(t, "op-a", ns, ns)
-	if _, err := c.cs.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 2, []string{op.manager}), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 2, []string{op.manager}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 120*time.Second, "the 2 stub pods register with their tokens and share the shards", func() (bool, string) {
@@ -37,13 +37,13 @@ func TestManagerApiTakesOnlyThePodsOwnToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := c.cs.CoreV1().Pods(ns).List(bg(), metav1.ListOptions{LabelSelector: "kshard.io/shard-map=" + sm})
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(bg(), metav1.ListOptions{LabelSelector: "kshard.io/shard-map=" + sm})
 	if err != nil || len(pods.Items) != 2 {
 		t.Fatalf("list the stub pods: %v (%d pods)", err, len(pods.Items))
 	}
 	a, b := pods.Items[0], pods.Items[1]
 	tokenFor := func(pod v1.Pod, audience string) string {
-		tr, err := c.cs.CoreV1().ServiceAccounts(ns).CreateToken(bg(), "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		tr, err := c.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(bg(), "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 			Audiences:         []string{audience},
 			ExpirationSeconds: ptr.To(int64(600)),
 			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},

@@ -26,7 +26,7 @@ func TestCRDRejectsInvalidShardMaps(t *testing.T) {
 		{"negative handoff", map[string]any{"shards": 10, "handoffTimeout": "-5s"}, "spec.handoffTimeout", "should match"},
 	}
 	for i, tc := range cases {
-		_, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, "bad-"+string(rune('a'+i)), tc.spec), metav1.CreateOptions{})
+		_, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, "bad-"+string(rune('a'+i)), tc.spec), metav1.CreateOptions{})
 		if err == nil {
 			t.Errorf("%s: accepted", tc.name)
 			continue
@@ -42,7 +42,7 @@ func TestCRDRejectsInvalidShardMaps(t *testing.T) {
 func TestCRDKeepsShardsImmutableAndAppliesDefaults(t *testing.T) {
 	c := clients(t)
 	ns := testNamespace(t, c, "sm-crd")
-	created, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, "counter", map[string]any{"shards": 10, "rebalanceRate": 1}), metav1.CreateOptions{})
+	created, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, "counter", map[string]any{"shards": 10, "rebalanceRate": 1}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("a valid ShardMap was refused: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestCRDKeepsShardsImmutableAndAppliesDefaults(t *testing.T) {
 		}
 	}
 	spec["shards"] = int64(20)
-	_, err = c.dyn.Resource(shardMapGVR).Namespace(ns).Update(bg(), created, metav1.UpdateOptions{})
+	_, err = c.Dynamic.Resource(shardMapGVR).Namespace(ns).Update(bg(), created, metav1.UpdateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "spec.shards") || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("changing spec.shards: want an error naming spec.shards as immutable, got %v", err)
 	} else {
@@ -66,7 +66,7 @@ func TestCRDKeepsShardsImmutableAndAppliesDefaults(t *testing.T) {
 	// Other fields stay editable.
 	spec["shards"] = int64(10)
 	spec["rebalanceInterval"] = "5s"
-	if _, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Update(bg(), created, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Update(bg(), created, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("changing rebalanceInterval was refused: %v", err)
 	}
 }

@@ -9,10 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +27,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/httpcall"
+	"kshard.local/e2e/support/kubeclient"
 	"kshard.local/e2e/support/shards"
 	"kshard.local/e2e/support/wait"
 )
@@ -42,36 +40,15 @@ var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1al
 // The host's address on the cluster bridge: pods reach the operators (host processes) there.
 const nodeIP = "10.244.0.1"
 
-func env(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run the tests through e2e/operator/run.sh", name)
-	}
-	return v
-}
+// env returns a variable that run.sh sets, and fails the test when it is not set.
+var env = envvar.ForTests("run the tests through e2e/operator/run.sh")
 
-type clusterClients struct {
-	cs  *kubernetes.Clientset
-	dyn dynamic.Interface
-}
+// clusterClients are the cluster's clients: Clientset, and Dynamic for the ShardMaps.
+type clusterClients = kubeclient.Clients
 
 func clients(t *testing.T) clusterClients {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", env(t, "KUBECONFIG"))
-	if err != nil {
-		t.Fatalf("kubeconfig: %v", err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clusterClients{cs, dyn}
+	return kubeclient.ForTest(t, env(t, "KUBECONFIG"), kubeclient.Limits{QPS: 50, Burst: 100})
 }
 
 // waitFor polls cond every 200 ms until it holds and returns how long that took, failing after
@@ -89,18 +66,18 @@ func testNamespace(t *testing.T, c clusterClients, prefix string) string {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := prefix + "-" + hex.EncodeToString(suffix)
-	if _, err := c.cs.CoreV1().Namespaces().Create(bg(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.CoreV1().Namespaces().Create(bg(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = c.cs.CoreV1().Namespaces().Delete(bg(), name, metav1.DeleteOptions{})
+		_ = c.Clientset.CoreV1().Namespaces().Delete(bg(), name, metav1.DeleteOptions{})
 		waitFor(t, 120*time.Second, "namespace "+name+" is deleted", func() (bool, string) {
-			_, err := c.cs.CoreV1().Namespaces().Get(bg(), name, metav1.GetOptions{})
+			_, err := c.Clientset.CoreV1().Namespaces().Get(bg(), name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
 	})
 	waitFor(t, 30*time.Second, "the default ServiceAccount of "+name+" exists", func() (bool, string) {
-		_, err := c.cs.CoreV1().ServiceAccounts(name).Get(bg(), "default", metav1.GetOptions{})
+		_, err := c.Clientset.CoreV1().ServiceAccounts(name).Get(bg(), "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 	return name
@@ -270,15 +247,9 @@ func metricValue(exposition, name, labels string) float64 {
 	return 0
 }
 
+// httpGet and httpPost(As) return the answer's status and body, or 0 and the error's text.
 func httpGet(url string) (int, string) {
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return httpcall.Get(5*time.Second, url)
 }
 
 func httpPost(url, body string) (int, string) {
@@ -287,22 +258,7 @@ func httpPost(url, body string) (int, string) {
 
 // httpPostAs posts with `token` as the bearer token (none when empty).
 func httpPostAs(url, body, token string) (int, string) {
-	client := &http.Client{Timeout: 40 * time.Second}
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return 0, err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return httpcall.Post(40*time.Second, url, body, token)
 }
 
 func tail(path string, n int) string {
@@ -354,7 +310,7 @@ type shardMapStatus struct {
 
 func getStatus(t *testing.T, c clusterClients, ns, name string) (shardMapStatus, error) {
 	var st shardMapStatus
-	obj, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Get(bg(), name, metav1.GetOptions{})
+	obj, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Get(bg(), name, metav1.GetOptions{})
 	if err != nil {
 		return st, err
 	}

@@ -148,18 +148,18 @@ func unassignsSeen(t *testing.T, c clusterClients, ns, sm string) int {
 
 func scale(t *testing.T, c clusterClients, ns, name string, replicas int32) {
 	t.Helper()
-	d, err := c.cs.AppsV1().Deployments(ns).Get(bg(), name, metav1.GetOptions{})
+	d, err := c.Clientset.AppsV1().Deployments(ns).Get(bg(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Spec.Replicas = ptr.To(replicas)
-	if _, err := c.cs.AppsV1().Deployments(ns).Update(bg(), d, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Update(bg(), d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func leaseHolder(t *testing.T, c clusterClients, ns string) string {
-	l, err := c.cs.CoordinationV1().Leases(ns).Get(bg(), "kshard-operator", metav1.GetOptions{})
+	l, err := c.Clientset.CoordinationV1().Leases(ns).Get(bg(), "kshard-operator", metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}
@@ -225,7 +225,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	c := clients(t)
 	ns := testNamespace(t, c, "op-e2e")
 	const sm = "counter"
-	_, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
+	_, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
 		"shards": shardCount, "rebalanceInterval": "2s", "rebalanceRetryInterval": "1s",
 		"rebalanceRate": 0.5, "pingTimeout": "2s", "handoffTimeout": "5s",
 	}), metav1.CreateOptions{})
@@ -245,7 +245,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	})
 
 	managers := []string{ops["op-a"].manager, ops["op-b"].manager}
-	if _, err := c.cs.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 3, managers), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 3, managers), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	took := waitFor(t, 120*time.Second, "3 pods share the 60 shards", func() (bool, string) {
@@ -266,7 +266,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 
 	// The sidecars' ServiceAccount may read its map: the operator keeps the RoleBinding.
 	waitFor(t, 30*time.Second, "the kshard-sidecar RoleBinding names the pods' ServiceAccount", func() (bool, string) {
-		rb, err := c.cs.RbacV1().RoleBindings(ns).Get(bg(), "kshard-sidecar", metav1.GetOptions{})
+		rb, err := c.Clientset.RbacV1().RoleBindings(ns).Get(bg(), "kshard-sidecar", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -287,7 +287,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 		t.Errorf("register of a pod that does not exist: %d %s", code, body)
 	}
 	realPod := st.Pods[0]
-	tr, err := c.cs.CoreV1().ServiceAccounts(ns).CreateToken(bg(), "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(bg(), "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 		Audiences:      []string{"kshard.io/operator"},
 		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: realPod.Name, UID: types.UID(realPod.UID)},
 	}}, metav1.CreateOptions{})
@@ -339,11 +339,11 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	// count of their kshard.io/shards annotation, and they register.
 	auto := stubDeployment("auto", "auto", "1.0.0", 2, managers)
 	auto.Spec.Template.Annotations["kshard.io/shards"] = "24"
-	if _, err := c.cs.AppsV1().Deployments(ns).Create(bg(), auto, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Create(bg(), auto, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "the operator created ShardMap auto with 24 shards", func() (bool, string) {
-		obj, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Get(bg(), "auto", metav1.GetOptions{})
+		obj, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Get(bg(), "auto", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}

@@ -30,13 +30,13 @@ func TestManagerApiMatchesItsOpenApiDescription(t *testing.T) {
 	c := clients(t)
 	ns := testNamespace(t, c, "op-api")
 	const sm = "counter"
-	if _, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
+	if _, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
 		"shards": shardCount, "rebalanceInterval": "2s", "pingTimeout": "2s", "handoffTimeout": "5s",
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create ShardMap: %v", err)
 	}
 	op := startOperator(t, "op-a", ns, ns, "--pod-auth=none")
-	if _, err := c.cs.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 2, []string{op.manager}), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 2, []string{op.manager}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 120*time.Second, "the 2 stub pods register and share the shards", func() (bool, string) {

@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"kshard.local/e2e/support/kubeclient"
+	"kshard.local/e2e/support/podstate"
 )
 
 // CallTimeout bounds one API call.
@@ -30,21 +32,11 @@ func Ctx() (context.Context, context.CancelFunc) {
 
 // NewClients returns a typed and a dynamic client for the cluster of kubeconfig.
 func NewClients(kubeconfig string) (*kubernetes.Clientset, dynamic.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cfg.Timeout = 15 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
+	c, err := kubeclient.Load(kubeconfig, kubeclient.Limits{QPS: 50, Burst: 100, Timeout: 15 * time.Second})
 	if err != nil {
 		return nil, nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cs, dyn, nil
+	return c.Clientset, c.Dynamic, nil
 }
 
 // IsServing says whether the pod can take requests: not terminating, with an IP, and every
@@ -68,16 +60,6 @@ func IsServing(p *v1.Pod) bool {
 		}
 	}
 	return true
-}
-
-// PodReady is the pod's Ready condition.
-func PodReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // DeploymentSettled says whether a Deployment runs exactly `replicas` up-to-date, ready pods and
@@ -106,7 +88,7 @@ func DescribePods(pods []*v1.Pod) string {
 		switch {
 		case p.DeletionTimestamp != nil:
 			state = "terminating"
-		case PodReady(p):
+		case podstate.Ready(p):
 			state = "ready"
 		}
 		parts = append(parts, fmt.Sprintf("%s(%s,v%s)", p.Name, state, p.Labels["app.kubernetes.io/version"]))

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"kshard.local/e2e/support/filter"
 )
 
 // Request is one logical increment (or read) and its outcome, as the driver saw it.
@@ -41,13 +43,7 @@ func (r *Recorder) add(q Request) {
 func (r *Recorder) Between(from, to time.Time) []Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Request
-	for _, q := range r.reqs {
-		if !q.Start.Before(from) && q.Start.Before(to) {
-			out = append(out, q)
-		}
-	}
-	return out
+	return filter.Keep(r.reqs, func(q Request) bool { return !q.Start.Before(from) && q.Start.Before(to) })
 }
 
 // Overlapping returns the requests that were in flight at some moment of [from, to]: started
@@ -56,24 +52,12 @@ func (r *Recorder) Between(from, to time.Time) []Request {
 func (r *Recorder) Overlapping(from, to time.Time) []Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Request
-	for _, q := range r.reqs {
-		if q.Start.Before(to) && !q.End.Before(from) {
-			out = append(out, q)
-		}
-	}
-	return out
+	return filter.Keep(r.reqs, func(q Request) bool { return q.Start.Before(to) && !q.End.Before(from) })
 }
 
 // Of returns the requests of one driver.
 func Of(reqs []Request, driver string) []Request {
-	var out []Request
-	for _, q := range reqs {
-		if q.Driver == driver {
-			out = append(out, q)
-		}
-	}
-	return out
+	return filter.Keep(reqs, func(q Request) bool { return q.Driver == driver })
 }
 
 // Stats summarises requests.

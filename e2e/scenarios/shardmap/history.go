@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"kshard.local/e2e/support/filter"
 )
 
 // Snapshot is one version of a ShardMap and when the watch delivered it.
@@ -94,13 +96,7 @@ func (h *History) At(t time.Time) *ShardMap {
 func (h *History) Between(from, to time.Time) []Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Snapshot
-	for _, s := range h.snaps {
-		if !s.At.Before(from) && !s.At.After(to) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return filter.Keep(h.snaps, func(s Snapshot) bool { return !s.At.Before(from) && !s.At.After(to) })
 }
 
 // Moves counts, per shard, how many times its owner changed between from and to. A shard that

@@ -138,7 +138,7 @@ func TestAPeerTokenIsNoGoodToTheManagerApi(t *testing.T) {
 // environment names, as the kubelet projected it (what any peer of the victim receives).
 func sentToPeers(t *testing.T, c clusterClients, v victim) string {
 	t.Helper()
-	pod, err := c.cs.CoreV1().Pods(victimNamespace).Get(bg(), v.pod, metav1.GetOptions{})
+	pod, err := c.Clientset.CoreV1().Pods(victimNamespace).Get(bg(), v.pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

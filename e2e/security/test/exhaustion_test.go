@@ -106,7 +106,7 @@ type watched struct {
 // fails the test when a watched group went over its limit, and returns their peak RSS by name.
 func duringAttack(t *testing.T, c clusterClients, watch []watched, attack func()) map[string]int64 {
 	t.Helper()
-	lease, err := c.cs.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
+	lease, err := c.Clientset.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || lease.Spec.RenewTime == nil {
 		t.Fatalf("the operator's Lease: %v", err)
 	}
@@ -129,7 +129,7 @@ func duringAttack(t *testing.T, c clusterClients, watch []watched, attack func()
 			attacking = false
 		case <-time.After(500 * time.Millisecond):
 		}
-		l, err := c.cs.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
+		l, err := c.Clientset.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("reading the Lease during the attack: %v", err)
 		}
@@ -160,11 +160,11 @@ func duringAttack(t *testing.T, c clusterClients, watch []watched, attack func()
 // leader is the operator pod that holds the Lease.
 func leader(t *testing.T, c clusterClients) *v1.Pod {
 	t.Helper()
-	lease, err := c.cs.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
+	lease, err := c.Clientset.CoordinationV1().Leases(kshardNamespace).Get(bg(), "kshard-operator", metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil {
 		t.Fatalf("the operator's Lease: %v", err)
 	}
-	p, err := c.cs.CoreV1().Pods(kshardNamespace).Get(bg(), *lease.Spec.HolderIdentity, metav1.GetOptions{})
+	p, err := c.Clientset.CoreV1().Pods(kshardNamespace).Get(bg(), *lease.Spec.HolderIdentity, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func groupRSS(uid, containerID string) int64 {
 // containerID without the "containerd://").
 func containerID(t *testing.T, c clusterClients, ns, pod, name string) string {
 	t.Helper()
-	p, err := c.cs.CoreV1().Pods(ns).Get(bg(), pod, metav1.GetOptions{})
+	p, err := c.Clientset.CoreV1().Pods(ns).Get(bg(), pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestASidecarKeepsItsMemoryAndItsShardsUnderAFlood(t *testing.T) {
 func TestTheWebhookKeepsItsMemoryUnderAFlood(t *testing.T) {
 	c := clients(t)
 	a := startAttacker(t, c)
-	ops, err := c.cs.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+	ops, err := c.Clientset.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
 	if err != nil || len(ops.Items) == 0 {
 		t.Fatalf("the operator pods: %v", err)
 	}
@@ -405,7 +405,7 @@ func TestTheWebhookKeepsItsMemoryUnderAFlood(t *testing.T) {
 			Annotations: map[string]string{"kshard.io/inject": "true", "kshard.io/shard-map": "after-the-flood"}},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "kshard/absent:1"}}}}
 		var err error
-		admitted, err = c.cs.CoreV1().Pods(attackNamespace).Create(bg(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		admitted, err = c.Clientset.CoreV1().Pods(attackNamespace).Create(bg(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
 		}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -24,11 +23,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/kubeclient"
 	"kshard.local/e2e/support/wait"
 )
 
@@ -45,35 +43,16 @@ const (
 	nodeIP = "10.244.0.1"
 )
 
-func env(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run the suite through e2e/security/run.sh", name)
-	}
-	return v
-}
+// env returns a variable that run.sh sets, and fails the test when it is not set.
+var env = envvar.ForTests("run the suite through e2e/security/run.sh")
 
-type clusterClients struct {
-	cs  *kubernetes.Clientset
-	dyn dynamic.Interface
-}
+// clusterClients are the cluster's clients: Clientset, and Dynamic for the ShardMaps.
+type clusterClients = kubeclient.Clients
 
+// clients has client-go's default limits (no Limits).
 func clients(t *testing.T) clusterClients {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", env(t, "KUBECONFIG"))
-	if err != nil {
-		t.Fatalf("kubeconfig: %v", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clusterClients{cs, dyn}
+	return kubeclient.ForTest(t, env(t, "KUBECONFIG"), kubeclient.Limits{})
 }
 
 func bg() context.Context { return context.Background() }
@@ -106,7 +85,7 @@ type mapStatus struct {
 
 func getStatus(t *testing.T, c clusterClients, ns, name string) (mapStatus, bool) {
 	t.Helper()
-	obj, err := c.dyn.Resource(shardMapGVR).Namespace(ns).Get(bg(), name, metav1.GetOptions{})
+	obj, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Get(bg(), name, metav1.GetOptions{})
 	if err != nil {
 		return mapStatus{}, false
 	}
@@ -154,7 +133,7 @@ func firstVictim(t *testing.T, c clusterClients) victim {
 // operator mints it: to read what the victim holds without changing anything.
 func operatorToken(t *testing.T, c clusterClients) string {
 	t.Helper()
-	tr, err := c.cs.CoreV1().ServiceAccounts(kshardNamespace).CreateToken(bg(), "kshard",
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(kshardNamespace).CreateToken(bg(), "kshard",
 		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 			Audiences:         []string{"kshard.io/sidecar/" + victimNamespace + "/" + victimMap},
 			ExpirationSeconds: ptr.To(int64(600)),
@@ -268,18 +247,18 @@ func startAttacker(t *testing.T, c clusterClients) attackerPod {
 }
 
 func createAttacker(c clusterClients) (string, error) {
-	_, err := c.cs.CoreV1().Namespaces().Create(bg(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: attackNamespace}}, metav1.CreateOptions{})
+	_, err := c.Clientset.CoreV1().Namespaces().Create(bg(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: attackNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if _, err := c.cs.CoreV1().ServiceAccounts(attackNamespace).Get(bg(), "default", metav1.GetOptions{}); err == nil {
+		if _, err := c.Clientset.CoreV1().ServiceAccounts(attackNamespace).Get(bg(), "default", metav1.GetOptions{}); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			return "", fmt.Errorf("no default ServiceAccount in %s: %w", attackNamespace, err)
 		}
 	}
-	ops, err := c.cs.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+	ops, err := c.Clientset.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
 	if err != nil || len(ops.Items) == 0 {
 		return "", fmt.Errorf("the operator pods: %v (%d)", err, len(ops.Items))
 	}
@@ -317,11 +296,11 @@ func createAttacker(c clusterClients) (string, error) {
 			}},
 		},
 	}
-	if _, err := c.cs.CoreV1().Pods(attackNamespace).Create(bg(), pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Clientset.CoreV1().Pods(attackNamespace).Create(bg(), pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
 	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		p, err := c.cs.CoreV1().Pods(attackNamespace).Get(bg(), "attacker", metav1.GetOptions{})
+		p, err := c.Clientset.CoreV1().Pods(attackNamespace).Get(bg(), "attacker", metav1.GetOptions{})
 		if err == nil && p.Status.PodIP != "" {
 			if resp, err := http.Get("http://" + p.Status.PodIP + ":8080/healthz"); err == nil {
 				resp.Body.Close()

@@ -75,7 +75,7 @@ func TestTheOperatorAndTheSidecarMayDoWhatTheCodeUsesAndNothingElse(t *testing.T
 			strings.Join(got, "\n  "), strings.Join(home, "\n  "))
 	}
 
-	deploy, err := c.cs.AppsV1().Deployments(victimNamespace).Get(bg(), victimMap, metav1.GetOptions{})
+	deploy, err := c.Clientset.AppsV1().Deployments(victimNamespace).Get(bg(), victimMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestTheOperatorWritesOnlyTheSidecarsRoleBinding(t *testing.T) {
 	// grants, not because the object exists.
 	const ns = "kshard-rbac-probe"
 	if _, err := kubectl("create", "namespace", ns); err != nil {
-		if _, err := c.cs.CoreV1().Namespaces().Get(bg(), ns, metav1.GetOptions{}); err != nil {
+		if _, err := c.Clientset.CoreV1().Namespaces().Get(bg(), ns, metav1.GetOptions{}); err != nil {
 			t.Fatalf("namespace %s: %v", ns, err)
 		}
 	}

@@ -31,7 +31,7 @@ func TestTheOperatorsMetricsNameNoTenantsPods(t *testing.T) {
 	c := clients(t)
 	a := startAttacker(t, c)
 	secrets := victimSecrets(t, c)
-	ops, err := c.cs.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+	ops, err := c.Clientset.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
 	if err != nil || len(ops.Items) == 0 {
 		t.Fatalf("the operator pods: %v", err)
 	}
@@ -132,27 +132,27 @@ func TestPodLabelsCreateABoundedNumberOfShardMaps(t *testing.T) {
 	var names []string
 	for i := 0; i < flood; i++ {
 		names = append(names, fmt.Sprintf("flood-%d", i))
-		if _, err := c.cs.CoreV1().Pods(attackNamespace).Create(bg(), pod(names[i], names[i], true), metav1.CreateOptions{}); err != nil {
+		if _, err := c.Clientset.CoreV1().Pods(attackNamespace).Create(bg(), pod(names[i], names[i], true), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < unmarked; i++ {
 		name := fmt.Sprintf("unmarked-%d", i)
 		names = append(names, name)
-		if _, err := c.cs.CoreV1().Pods(attackNamespace).Create(bg(), pod(name, name, false), metav1.CreateOptions{}); err != nil {
+		if _, err := c.Clientset.CoreV1().Pods(attackNamespace).Create(bg(), pod(name, name, false), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Cleanup(func() {
 		for _, n := range names {
-			_ = c.cs.CoreV1().Pods(attackNamespace).Delete(bg(), n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-			_ = c.dyn.Resource(shardMapGVR).Namespace(attackNamespace).Delete(bg(), n, metav1.DeleteOptions{})
+			_ = c.Clientset.CoreV1().Pods(attackNamespace).Delete(bg(), n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			_ = c.Dynamic.Resource(shardMapGVR).Namespace(attackNamespace).Delete(bg(), n, metav1.DeleteOptions{})
 		}
 	})
 	// Every pod the operator did not serve is told so on the pod: wait until all of them are.
 	refusedWanted := flood + 1 + unmarked - limit // the attacker's own map counts
 	waitFor(t, 90*time.Second, "the operator answered every labelled pod", func() (bool, string) {
-		events, err := c.cs.EventsV1().Events(attackNamespace).List(bg(), metav1.ListOptions{FieldSelector: "reason=ShardMapNotCreated"})
+		events, err := c.Clientset.EventsV1().Events(attackNamespace).List(bg(), metav1.ListOptions{FieldSelector: "reason=ShardMapNotCreated"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -160,14 +160,14 @@ func TestPodLabelsCreateABoundedNumberOfShardMaps(t *testing.T) {
 		for _, e := range events.Items {
 			refused[e.Regarding.Name] = true
 		}
-		maps, err := c.dyn.Resource(shardMapGVR).Namespace(attackNamespace).List(bg(), metav1.ListOptions{})
+		maps, err := c.Dynamic.Resource(shardMapGVR).Namespace(attackNamespace).List(bg(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		return len(refused) >= refusedWanted && len(maps.Items) >= limit,
 			fmt.Sprintf("%d pods told, %d ShardMaps", len(refused), len(maps.Items))
 	})
-	maps, err := c.dyn.Resource(shardMapGVR).Namespace(attackNamespace).List(bg(), metav1.ListOptions{})
+	maps, err := c.Dynamic.Resource(shardMapGVR).Namespace(attackNamespace).List(bg(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestPodLabelsCreateABoundedNumberOfShardMaps(t *testing.T) {
 	}
 	for i := 0; i < unmarked; i++ {
 		name := fmt.Sprintf("unmarked-%d", i)
-		if _, err := c.dyn.Resource(shardMapGVR).Namespace(attackNamespace).Get(bg(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := c.Dynamic.Resource(shardMapGVR).Namespace(attackNamespace).Get(bg(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ShardMap %s was created for a pod the webhook did not inject (%v)", name, err)
 		}
 	}

@@ -67,12 +67,12 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte, der []byte) {
 func TestTheWebhookServesARenewedCertificateWithoutARestart(t *testing.T) {
 	c := clients(t)
 	const secretName = "kshard-webhook-tls"
-	secrets := c.cs.CoreV1().Secrets(kshardNamespace)
+	secrets := c.Clientset.CoreV1().Secrets(kshardNamespace)
 	original, err := secrets.Get(bg(), secretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := c.cs.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+	ops, err := c.Clientset.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
 	if err != nil || len(ops.Items) == 0 {
 		t.Fatalf("the operator pods: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestTheWebhookServesARenewedCertificateWithoutARestart(t *testing.T) {
 	waitFor(t, 90*time.Second, "every replica serves the renewed certificate", serving(der))
 	restore()
 	waitFor(t, 90*time.Second, "every replica serves the original certificate again", serving(oldBlock.Bytes))
-	after, err := c.cs.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+	after, err := c.Clientset.CoreV1().Pods(kshardNamespace).List(bg(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
 	if err != nil {
 		t.Fatal(err)
 	}

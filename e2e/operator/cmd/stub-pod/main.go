@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 
+	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/httpjson"
 	"kshard.local/e2e/support/shards"
 )
 
@@ -44,22 +46,8 @@ type stub struct {
 	leader    string
 }
 
-func mustEnv(name string) string {
-	v := os.Getenv(name)
-	if v == "" {
-		log.Fatalf("%s is not set", name)
-	}
-	return v
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
+	httpjson.Write(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
 }
 
 type shardsRequest struct {
@@ -97,16 +85,24 @@ func (s *stub) ping(w http.ResponseWriter, _ *http.Request) {
 			epoch = e
 		}
 	}
-	writeJSON(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": shards.Format(held)})
+	httpjson.Write(w, 200, map[string]any{"pod": s.pod, "uid": s.uid, "epoch": epoch, "shards": shards.Format(held)})
 }
 
-func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
-	req, ids, ok := s.readShards(w, r)
-	if !ok {
-		return
+// shardsCall is the handler of an assign or unassign: it reads the body (answering a bad one
+// itself) and runs apply with s.mu held.
+func (s *stub) shardsCall(apply func(w http.ResponseWriter, req *shardsRequest, ids []int)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, ids, ok := s.readShards(w, r)
+		if !ok {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		apply(w, req, ids)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+}
+
+func (s *stub) assign(w http.ResponseWriter, req *shardsRequest, ids []int) {
 	s.assigns++
 	var refused []int
 	for _, sh := range ids {
@@ -121,16 +117,10 @@ func (s *stub) assign(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.refused += len(refused)
-	writeJSON(w, 200, map[string]string{"refused": shards.Format(refused)})
+	httpjson.Write(w, 200, map[string]string{"refused": shards.Format(refused)})
 }
 
-func (s *stub) unassign(w http.ResponseWriter, r *http.Request) {
-	req, ids, ok := s.readShards(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *stub) unassign(w http.ResponseWriter, req *shardsRequest, ids []int) {
 	s.unassigns++
 	for _, sh := range ids {
 		if req.Epoch > s.fences[sh] {
@@ -138,13 +128,13 @@ func (s *stub) unassign(w http.ResponseWriter, r *http.Request) {
 		}
 		delete(s.owned, sh)
 	}
-	writeJSON(w, 200, map[string]any{})
+	httpjson.Write(w, 200, map[string]any{})
 }
 
 func (s *stub) stats(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, 200, map[string]int{"assigns": s.assigns, "unassigns": s.unassigns, "refused": s.refused, "owned": len(s.owned)})
+	httpjson.Write(w, 200, map[string]int{"assigns": s.assigns, "unassigns": s.unassigns, "refused": s.refused, "owned": len(s.owned)})
 }
 
 // call posts `body` to the manager API, trying the last known leader first and following a
@@ -204,16 +194,16 @@ func (s *stub) call(verb string, body any) (int, string, error) {
 func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	s := &stub{
-		pod: mustEnv("POD_NAME"), uid: mustEnv("POD_UID"), ns: mustEnv("POD_NAMESPACE"),
-		shardMap: mustEnv("KSHARD_SHARD_MAP"), version: os.Getenv("KSHARD_VERSION"),
-		managers: strings.Split(mustEnv("KSHARD_MANAGERS"), ","),
+		pod: envvar.Must("POD_NAME"), uid: envvar.Must("POD_UID"), ns: envvar.Must("POD_NAMESPACE"),
+		shardMap: envvar.Must("KSHARD_SHARD_MAP"), version: os.Getenv("KSHARD_VERSION"),
+		managers: strings.Split(envvar.Must("KSHARD_MANAGERS"), ","),
 		owned:    map[int]uint64{}, fences: map[int]uint64{},
 	}
-	s.address = net.JoinHostPort(mustEnv("POD_IP"), "7101")
+	s.address = net.JoinHostPort(envvar.Must("POD_IP"), "7101")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", s.ping)
-	mux.HandleFunc("POST /v1/shards/assign", s.assign)
-	mux.HandleFunc("POST /v1/shards/unassign", s.unassign)
+	mux.HandleFunc("POST /v1/shards/assign", s.shardsCall(s.assign))
+	mux.HandleFunc("POST /v1/shards/unassign", s.shardsCall(s.unassign))
 	mux.HandleFunc("GET /debug/stats", s.stats)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	server := &http.Server{Addr: s.address, Handler: mux}

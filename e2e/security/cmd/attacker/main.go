@@ -50,6 +50,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"kshard.local/e2e/support/envvar"
+	"kshard.local/e2e/support/httpjson"
 )
 
 type attacker struct {
@@ -60,20 +63,6 @@ type attacker struct {
 	mu         sync.Mutex
 	captured   []string
 	registered bool
-}
-
-func mustEnv(name string) string {
-	v := os.Getenv(name)
-	if v == "" {
-		log.Fatalf("%s is not set", name)
-	}
-	return v
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // capture keeps the Authorization header of a call to the fake peer API.
@@ -96,7 +85,7 @@ func (a *attacker) peerAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/ping", func(w http.ResponseWriter, r *http.Request) {
 		a.capture(r)
-		writeJSON(w, 200, map[string]any{"pod": a.pod, "uid": a.uid, "incarnation": a.incarnation,
+		httpjson.Write(w, 200, map[string]any{"pod": a.pod, "uid": a.uid, "incarnation": a.incarnation,
 			"epoch": 0, "shards": ""})
 	})
 	mux.HandleFunc("/v1/shards/assign", func(w http.ResponseWriter, r *http.Request) {
@@ -105,11 +94,11 @@ func (a *attacker) peerAPI() http.Handler {
 			Shards string `json:"shards"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
-		writeJSON(w, 200, map[string]any{"refused": req.Shards})
+		httpjson.Write(w, 200, map[string]any{"refused": req.Shards})
 	})
 	mux.HandleFunc("/v1/shards/unassign", func(w http.ResponseWriter, r *http.Request) {
 		a.capture(r)
-		writeJSON(w, 200, map[string]any{})
+		httpjson.Write(w, 200, map[string]any{})
 	})
 	return mux
 }
@@ -176,12 +165,12 @@ type sendRequest struct {
 func (a *attacker) send(w http.ResponseWriter, r *http.Request) {
 	var s sendRequest
 	if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
-		writeJSON(w, 400, map[string]any{"status": 0, "body": err.Error()})
+		httpjson.Write(w, 400, map[string]any{"status": 0, "body": err.Error()})
 		return
 	}
 	req, err := http.NewRequest(s.Method, s.URL, strings.NewReader(s.Body))
 	if err != nil {
-		writeJSON(w, 400, map[string]any{"status": 0, "body": err.Error()})
+		httpjson.Write(w, 400, map[string]any{"status": 0, "body": err.Error()})
 		return
 	}
 	for k, v := range s.Headers {
@@ -195,12 +184,12 @@ func (a *attacker) send(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
-		writeJSON(w, 200, map[string]any{"status": 0, "body": err.Error()})
+		httpjson.Write(w, 200, map[string]any{"status": 0, "body": err.Error()})
 		return
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	writeJSON(w, 200, map[string]any{"status": resp.StatusCode, "body": string(body)})
+	httpjson.Write(w, 200, map[string]any{"status": resp.StatusCode, "body": string(body)})
 }
 
 type floodRequest struct {
@@ -286,7 +275,7 @@ func forgedJWT() string {
 func flood(w http.ResponseWriter, r *http.Request) {
 	var f floodRequest
 	if err := json.NewDecoder(r.Body).Decode(&f); err != nil || f.Requests <= 0 || f.Concurrency <= 0 {
-		writeJSON(w, 400, map[string]any{"error": fmt.Sprint("bad flood request: ", err)})
+		httpjson.Write(w, 400, map[string]any{"error": fmt.Sprint("bad flood request: ", err)})
 		return
 	}
 	client := &http.Client{Timeout: 10 * time.Second,
@@ -344,15 +333,15 @@ func flood(w http.ResponseWriter, r *http.Request) {
 	seconds := time.Since(start).Seconds()
 	close(stopHolding)
 	h := <-holding
-	writeJSON(w, 200, map[string]any{"statuses": statuses, "errors": errors, "seconds": seconds,
+	httpjson.Write(w, 200, map[string]any{"statuses": statuses, "errors": errors, "seconds": seconds,
 		"held": h[0], "cut": h[1]})
 }
 
 func main() {
 	a := &attacker{
-		pod: mustEnv("POD_NAME"), uid: mustEnv("POD_UID"), ns: mustEnv("POD_NAMESPACE"),
-		ip: mustEnv("POD_IP"), shardMap: mustEnv("KSHARD_SHARD_MAP"),
-		managers: strings.Split(mustEnv("KSHARD_MANAGERS"), ","), tokenDir: mustEnv("KSHARD_TOKEN_DIR"),
+		pod: envvar.Must("POD_NAME"), uid: envvar.Must("POD_UID"), ns: envvar.Must("POD_NAMESPACE"),
+		ip: envvar.Must("POD_IP"), shardMap: envvar.Must("KSHARD_SHARD_MAP"),
+		managers: strings.Split(envvar.Must("KSHARD_MANAGERS"), ","), tokenDir: envvar.Must("KSHARD_TOKEN_DIR"),
 		incarnation: fmt.Sprintf("%016x", time.Now().UnixNano()),
 	}
 	go func() {
@@ -371,16 +360,16 @@ func main() {
 	mux.HandleFunc("/captured", func(w http.ResponseWriter, _ *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		writeJSON(w, 200, map[string]any{"authorization": a.captured})
+		httpjson.Write(w, 200, map[string]any{"authorization": a.captured})
 	})
 	mux.HandleFunc("/registered", func(w http.ResponseWriter, _ *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if !a.registered {
-			writeJSON(w, 503, map[string]any{"registered": false})
+			httpjson.Write(w, 503, map[string]any{"registered": false})
 			return
 		}
-		writeJSON(w, 200, map[string]any{"registered": true})
+		httpjson.Write(w, 200, map[string]any{"registered": true})
 	})
 	mux.HandleFunc("/send", a.send)
 	mux.HandleFunc("/flood", flood)

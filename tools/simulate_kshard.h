@@ -34,15 +34,18 @@
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "sharding/planner.h"
+#include "sharding/shard_map.h"
 #include "tools/simulate_instant.h"
 #include "tools/simulate_manager.h"
 
 namespace kshard::tools {
 
+// The rebalance settings default to a ShardMap's (sharding/shard_map.h), so that the simulated
+// operator runs as a map that leaves them unset.
 struct KshardParams {
-  SimTime rebalanceInterval = std::chrono::seconds(20);
-  SimTime rebalanceRetryInterval = std::chrono::seconds(10);
-  double rebalanceRate = 0.02;
+  SimTime rebalanceInterval = sharding::ShardMapSpec{}.rebalanceInterval;
+  SimTime rebalanceRetryInterval = sharding::ShardMapSpec{}.rebalanceRetryInterval;
+  double rebalanceRate = sharding::ShardMapSpec{}.rebalanceRate;
   SimTime roundTime = std::chrono::seconds(1);
   SimTime maxUnregisterHold = std::chrono::seconds(60);    // 0: never hold
   SimTime unregisterRetryAfter = std::chrono::seconds(1);  // positive

@@ -103,13 +103,8 @@ class AkkaManager final : public SimulatedManager {
   std::vector<sharding::ShardId> rebalanceClassic() const;
   std::vector<sharding::ShardId> rebalanceCurrent() const;
   bool goodTimeToRebalance() const;
-  SimTime now() const;
 
-  Scheduler& scheduler_;
-  OwnershipLedger& ledger_;
-  const SimulatedDeployment& deployment_;
   AkkaParams params_;
-  SteadyTime start_;
   std::vector<Region> regions_;  // by SimPod
   // All registered regions by suitability; the active ones (not leaving) for allocation; for the
   // classic rebalance, regions by shards not being handed off.

@@ -86,14 +86,9 @@ class KshardManager final : public SimulatedManager {
   void reindex();
   // The round's decision, as moves between simulated pods.
   StatusOr<std::vector<PendingMove>> decide(bool immediate);
-  SimTime now() const;
 
-  Scheduler& scheduler_;
-  OwnershipLedger& ledger_;
-  const SimulatedDeployment& deployment_;
   KshardParams params_;
   Random& random_;
-  SteadyTime start_;
   std::vector<SimPod> registered_;           // registration order: the planner's PodIndex
   std::vector<sharding::PodIndex> indexOf_;  // by SimPod; kNoPod when not registered
   Trigger pending_ = Trigger::kNone;

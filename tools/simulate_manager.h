@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "base/scheduler.h"
 #include "base/status.h"
 #include "tools/simulate_deployment.h"
 #include "tools/simulate_ledger.h"
@@ -25,6 +26,23 @@ class SimulatedManager : public PodListener {
   virtual bool settled() const = 0;
   // OK, or the first internal error (a bug: the run is not to be trusted).
   virtual Status error() const { return {}; }
+
+ protected:
+  // Every strategy decides on `scheduler`'s clock and changes ownership only through `ledger`.
+  SimulatedManager(Scheduler& scheduler, OwnershipLedger& ledger,
+                   const SimulatedDeployment& deployment)
+      : scheduler_(scheduler),
+        ledger_(ledger),
+        deployment_(deployment),
+        start_(scheduler.clock().now()) {}
+
+  // Simulated time since the manager was made.
+  SimTime now() const { return scheduler_.clock().now() - start_; }
+
+  Scheduler& scheduler_;
+  OwnershipLedger& ledger_;
+  const SimulatedDeployment& deployment_;
+  const SteadyTime start_;
 };
 
 }  // namespace kshard::tools

@@ -100,13 +100,8 @@ class RingManager final : public SimulatedManager {
   void rebuild();
   // Hands the changed shards to their ring owners in the ledger: one table update.
   void publish();
-  SimTime now() const;
 
-  Scheduler& scheduler_;
-  OwnershipLedger& ledger_;
-  const SimulatedDeployment& deployment_;
   std::int32_t virtualNodes_;
-  SteadyTime start_;
   RingPoints ring_;
   std::vector<std::pair<std::uint64_t, sharding::ShardId>> shardHashes_;  // sorted
   std::vector<SimPod> ringOwner_;                                         // by shard - 1

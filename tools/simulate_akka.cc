@@ -158,8 +158,6 @@ void AkkaManager::terminateRegion(SimPod pod) {
   confirmed_ = false;
 }
 
-void AkkaManager::podStopped(SimPod pod) { terminateRegion(pod); }
-
 void AkkaManager::podCrashed(SimPod pod) {
   Region& r = region(pod);
   if (!r.registered || r.unreachable) return;
@@ -168,7 +166,7 @@ void AkkaManager::podCrashed(SimPod pod) {
   confirmed_ = false;
 }
 
-void AkkaManager::podDied(SimPod pod) { terminateRegion(pod); }
+void AkkaManager::podGone(SimPod pod) { terminateRegion(pod); }
 
 void AkkaManager::tick() {
   const std::vector<sharding::ShardId> selected = rebalance();

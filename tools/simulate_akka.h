@@ -64,9 +64,8 @@ class AkkaManager final : public SimulatedManager {
   void startWith(const std::vector<SimPod>& pods) override;
   void podReady(SimPod pod) override;
   void podTerminating(SimPod pod) override;
-  void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
-  void podDied(SimPod pod) override;
+  void podGone(SimPod pod) override;
   bool settled() const override;
 
   // The shards one rebalance would hand off now, in order (for tests).

@@ -162,9 +162,7 @@ std::optional<SimTime> KshardManager::holdUnregister(SimPod pod) {
   return std::nullopt;
 }
 
-void KshardManager::podStopped(SimPod pod) { unregister(pod); }
-
-void KshardManager::podDied(SimPod pod) { unregister(pod); }
+void KshardManager::podGone(SimPod pod) { unregister(pod); }
 
 bool KshardManager::settled() const {
   return !roundRunning_ && !round_.pending() && pending_ == Trigger::kNone && confirmed_;

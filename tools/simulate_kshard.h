@@ -59,9 +59,8 @@ class KshardManager final : public SimulatedManager {
   void startWith(const std::vector<SimPod>& pods) override;
   void podReady(SimPod pod) override;
   void podTerminating(SimPod pod) override;
-  void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
-  void podDied(SimPod pod) override;
+  void podGone(SimPod pod) override;
   std::optional<SimTime> holdUnregister(SimPod pod) override;
   bool settled() const override;
   Status error() const override { return error_; }

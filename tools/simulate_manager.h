@@ -21,6 +21,11 @@ class SimulatedManager : public PodListener {
   // shards placed as this strategy places them, directly, without simulated time. Starts the
   // manager's periodic timers.
   virtual void startWith(const std::vector<SimPod>& pods) = 0;
+  // A registered pod is gone: it drained and unregistered (podStopped), or its crash was noticed
+  // (podDied). Every strategy here treats the two alike.
+  virtual void podGone(SimPod pod) = 0;
+  void podStopped(SimPod pod) final { podGone(pod); }
+  void podDied(SimPod pod) final { podGone(pod); }
   // Nothing in flight, and the manager's own balancing check ran after the last change and
   // found nothing to do: the assignment will not change unless a pod does.
   virtual bool settled() const = 0;

@@ -286,12 +286,7 @@ void RingManager::podCrashed(SimPod /*pod*/) {
   // The placement service learns of a crash when the death is noticed.
 }
 
-void RingManager::podStopped(SimPod pod) {
-  leaving_.push_back(pod);
-  update_.request();
-}
-
-void RingManager::podDied(SimPod pod) {
+void RingManager::podGone(SimPod pod) {
   leaving_.push_back(pod);
   update_.request();
 }

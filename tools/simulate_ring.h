@@ -77,9 +77,8 @@ class RingManager final : public SimulatedManager {
   void startWith(const std::vector<SimPod>& pods) override;
   void podReady(SimPod pod) override;
   void podTerminating(SimPod pod) override;
-  void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
-  void podDied(SimPod pod) override;
+  void podGone(SimPod pod) override;
   bool settled() const override { return !update_.pending(); }
   // Forces the point-by-point or the rebuild path of updates (tests compare the two).
   enum class UpdatePath { kAuto, kPointByPoint, kRebuild };

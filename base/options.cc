@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 namespace kshard {
 namespace {
@@ -88,6 +90,30 @@ void OptionSet::addDouble(std::string name, std::string env, std::string help, d
         *target = d;
         return Status{};
       });
+}
+
+void OptionSet::addAll(std::vector<OptionSpec> table) {
+  for (OptionSpec& row : table) {
+    std::visit(
+        [&](auto&& target) {
+          using T = std::decay_t<decltype(target)>;
+          if constexpr (std::is_same_v<T, std::string*>) {
+            addString(std::move(row.name), std::move(row.env), std::move(row.help), target);
+          } else if constexpr (std::is_same_v<T, bool*>) {
+            addBool(std::move(row.name), std::move(row.env), std::move(row.help), target);
+          } else if constexpr (std::is_same_v<T, IntOption>) {
+            addInt(std::move(row.name), std::move(row.env), std::move(row.help), target.target,
+                   target.min, target.max);
+          } else if constexpr (std::is_same_v<T, DoubleOption>) {
+            addDouble(std::move(row.name), std::move(row.env), std::move(row.help), target.target,
+                      target.min, target.max);
+          } else {
+            add(std::move(row.name), std::move(row.env), std::move(row.help),
+                std::move(target.defaultText), std::move(target.set));
+          }
+        },
+        row.target);
+  }
 }
 
 const OptionSet::Option* OptionSet::find(std::string_view name) const {

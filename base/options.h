@@ -2,9 +2,12 @@
 // once per option.
 //
 //   OptionSet opts("kshard-sidecar", "Routes entity messages to the pod that owns them.");
-//   opts.addString("shard-map", "KSHARD_SHARD_MAP", "ShardMap this pod belongs to.",
-//   &cfg.shardMap); opts.addInt("app-port", "KSHARD_APP_PORT", "Port of the app's entity
-//   callbacks.", &cfg.appPort, 1, 65535); auto r = opts.parse(argc, argv, env);
+//   opts.addAll({
+//       {"shard-map", "KSHARD_SHARD_MAP", "ShardMap this pod belongs to.", &cfg.shardMap},
+//       {"app-port", "KSHARD_APP_PORT", "Port of the app's entity callbacks.",
+//        IntOption{&cfg.appPort, 1, 65535}},
+//   });
+//   auto r = opts.parse(argc, argv, env);
 //
 // Sources, lowest precedence first: the defaults (the targets' values before parse), the YAML file
 // named by --config (a mapping of option names to scalars), environment variables, flags
@@ -18,17 +21,48 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "base/status.h"
 
 namespace kshard {
 
+// Sets an option from its text form; InvalidArgument (without the option's name, which the
+// caller adds) when the text is not acceptable.
+using OptionSetter = std::function<Status(std::string_view value)>;
+
+// The targets of an option table's rows (OptionSpec) besides text (std::string*) and booleans
+// (bool*): an integer or a number within [min, max], and an option of a kind of its own, given
+// the default --help shows and its setter.
+struct IntOption {
+  std::int64_t* target;
+  std::int64_t min;
+  std::int64_t max;
+};
+struct DoubleOption {
+  double* target;
+  double min;
+  double max;
+};
+struct CustomOption {
+  std::string defaultText;
+  OptionSetter set;
+};
+
+// One row of an option table: the option's name (its flag and its YAML key), its environment
+// variable ("" for none), its help, and where its value goes. The target's value before parse()
+// is the default.
+struct OptionSpec {
+  std::string name;
+  std::string env;
+  std::string help;
+  std::variant<std::string*, bool*, IntOption, DoubleOption, CustomOption> target;
+};
+
 class OptionSet {
  public:
-  // Sets the option from its text form; InvalidArgument (without the option's name, which the
-  // caller adds) when the text is not acceptable.
-  using Setter = std::function<Status(std::string_view value)>;
+  using Setter = OptionSetter;
   using Environment = std::function<std::optional<std::string>(const std::string& name)>;
 
   OptionSet(std::string program, std::string summary);
@@ -42,6 +76,8 @@ class OptionSet {
   void addBool(std::string name, std::string env, std::string help, bool* target);
   void addDouble(std::string name, std::string env, std::string help, double* target, double min,
                  double max);
+  // Every row of `table`, in order, each as the add call its target calls for.
+  void addAll(std::vector<OptionSpec> table);
 
   enum class Outcome { kRun, kHelp };
   // kHelp when --help or -h was given (print usage() and exit 0). Positional arguments are an

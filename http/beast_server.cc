@@ -116,17 +116,12 @@ bool BeastServer::Core::admit(const net::ip::address& peer) {
 }
 
 BeastServer::BeastServer(ServerOptions options)
-    : core_(std::make_shared<Core>(std::move(options))) {}
+    : ServerAdapter(std::make_shared<Core>(std::move(options))) {}
 
 BeastServer::~BeastServer() { stop(); }
 
-void BeastServer::route(Method method, std::string_view pattern, Handler handler,
-                        RouteOptions options) {
-  core_->router.add(method, pattern, std::move(handler), options);
-}
-
 Status BeastServer::start() {
-  Core& c = *core_;
+  Core& c = core<Core>();
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.running || c.stopping) return failedPrecondition("the server was already started");
@@ -163,7 +158,7 @@ Status BeastServer::start() {
 }
 
 void BeastServer::stop(std::chrono::milliseconds grace) {
-  Core& c = *core_;
+  Core& c = core<Core>();
   std::vector<std::shared_ptr<ServerSession>> live;
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -228,22 +223,22 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
   c.running = false;
 }
 
-std::uint16_t BeastServer::port() const { return core_->port; }
-
-std::uint64_t BeastServer::connectionsAccepted() const { return core_->accepted.load(); }
+std::uint64_t BeastServer::connectionsAccepted() const { return core<Core>().accepted.load(); }
 
 std::size_t BeastServer::openConnections() const {
-  std::lock_guard<std::mutex> lock(core_->mu);
-  return core_->sessions.size();
+  Core& c = core<Core>();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.sessions.size();
 }
 
 std::size_t BeastServer::channelQueuedBytesHighWater() const {
-  return core_->channelQueuedHighWater.load();
+  return core<Core>().channelQueuedHighWater.load();
 }
 
 std::uint64_t BeastServer::connectionsRefused() const {
-  std::lock_guard<std::mutex> lock(core_->mu);
-  return core_->refused;
+  Core& c = core<Core>();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.refused;
 }
 
 }  // namespace kshard::http

@@ -25,25 +25,18 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
-#include "http/server.h"
+#include "http/server_adapter.h"
 
 namespace kshard::http {
 
-class BeastServer : public Server {
+class BeastServer : public ServerAdapter {
  public:
   explicit BeastServer(ServerOptions options);
   ~BeastServer() override;
-  BeastServer(const BeastServer&) = delete;
-  BeastServer& operator=(const BeastServer&) = delete;
 
-  using Server::route;
-  void route(Method method, std::string_view pattern, Handler handler,
-             RouteOptions options) override;
   Status start() override;
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
-  std::uint16_t port() const override;
 
   // Connections accepted since start, those open now, and those closed at once for being over
   // maxConnections or maxConnectionsPerPeer (for tests and diagnostics).
@@ -54,9 +47,6 @@ class BeastServer : public Server {
   std::size_t channelQueuedBytesHighWater() const;
 
   struct Core;
-
- private:
-  std::shared_ptr<Core> core_;
 };
 
 }  // namespace kshard::http

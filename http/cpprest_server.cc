@@ -48,8 +48,8 @@ web_http::http_response toCppRest(Response response) {
 
 }  // namespace
 
-struct CppRestServer::Impl : std::enable_shared_from_this<CppRestServer::Impl> {
-  explicit Impl(ServerOptions o) : options(std::move(o)), router(options.logger) {}
+struct CppRestServer::Impl : ServerCore, std::enable_shared_from_this<CppRestServer::Impl> {
+  explicit Impl(ServerOptions o) : ServerCore(std::move(o)) {}
 
   void onRequest(web_http::http_request req);
   // Answers `req`; a request already answered (the connection closed, or a 413 sent) is left as
@@ -102,10 +102,7 @@ struct CppRestServer::Impl : std::enable_shared_from_this<CppRestServer::Impl> {
     cv.notify_all();
   }
 
-  const ServerOptions options;
-  Router router;
   std::unique_ptr<http_listener> listener;
-  std::uint16_t port = 0;
   std::mutex mu;
   std::condition_variable cv;
   std::size_t inflight = 0;
@@ -300,17 +297,12 @@ void CppRestServer::Impl::dispatch(web_http::http_request req, Request request) 
 }
 
 CppRestServer::CppRestServer(ServerOptions options)
-    : impl_(std::make_shared<Impl>(std::move(options))) {}
+    : ServerAdapter(std::make_shared<Impl>(std::move(options))) {}
 
 CppRestServer::~CppRestServer() { stop(); }
 
-void CppRestServer::route(Method method, std::string_view pattern, Handler handler,
-                          RouteOptions options) {
-  impl_->router.add(method, pattern, std::move(handler), options);
-}
-
 Status CppRestServer::start() {
-  Impl& impl = *impl_;
+  Impl& impl = core<Impl>();
   if (impl.running || impl.stopped) return failedPrecondition("the server was already started");
   const auto& o = impl.options;
   http_listener_config config;
@@ -360,7 +352,7 @@ Status CppRestServer::start() {
 }
 
 void CppRestServer::stop(std::chrono::milliseconds grace) {
-  Impl& impl = *impl_;
+  Impl& impl = core<Impl>();
   if (!impl.running) return;
   impl.running = false;
   impl.stopped = true;
@@ -375,7 +367,5 @@ void CppRestServer::stop(std::chrono::milliseconds grace) {
     if (impl.options.logger) impl.options.logger->warn("http stop failed", {{"error", e.what()}});
   }
 }
-
-std::uint16_t CppRestServer::port() const { return impl_->port; }
 
 }  // namespace kshard::http

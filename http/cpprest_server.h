@@ -17,30 +17,19 @@
 // Streaming responses are supported (Responder::startStream).
 #pragma once
 
-#include <memory>
-
-#include "http/server.h"
+#include "http/server_adapter.h"
 
 namespace kshard::http {
 
-class CppRestServer : public Server {
+class CppRestServer : public ServerAdapter {
  public:
   explicit CppRestServer(ServerOptions options);
   ~CppRestServer() override;
-  CppRestServer(const CppRestServer&) = delete;
-  CppRestServer& operator=(const CppRestServer&) = delete;
 
-  using Server::route;
-  void route(Method method, std::string_view pattern, Handler handler,
-             RouteOptions options) override;
   Status start() override;
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) override;
-  std::uint16_t port() const override;
 
   struct Impl;
-
- private:
-  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace kshard::http

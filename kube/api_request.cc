@@ -45,9 +45,22 @@ Status checkName(std::string_view name, std::string_view what) {
   return {};
 }
 
-void addWriteOptions(ApiRequest& req, const WriteOptions& o) {
+// A request's start: its method, and the description its errors and logs carry.
+ApiRequest started(http::Method method, std::string_view verb, const ResourceRef& r,
+                   std::string_view ns, std::string_view name, std::string_view subresource) {
+  ApiRequest req;
+  req.method = method;
+  req.description = describe(verb, r, ns, name, subresource);
+  return req;
+}
+
+// A write's end, once its checks passed: where it goes, the write options and the body.
+ApiRequest completeWrite(ApiRequest req, std::string path, const WriteOptions& o, json body) {
+  req.path = std::move(path);
   if (o.dryRun) req.query.emplace_back("dryRun", "All");
   if (!o.fieldManager.empty()) req.query.emplace_back("fieldManager", o.fieldManager);
+  req.body = std::move(body);
+  return req;
 }
 
 std::string metadataString(const json& object, const char* key) {
@@ -71,9 +84,7 @@ void addIfSet(ApiRequest& req, const char* key, const std::string& value) {
 // A GET on a collection (list or watch), selectors first.
 ApiRequest collectionGet(std::string_view verb, const ResourceRef& r, std::string_view ns,
                          const std::string& labelSelector, const std::string& fieldSelector) {
-  ApiRequest req;
-  req.method = http::Method::kGet;
-  req.description = describe(verb, r, ns, {}, {});
+  ApiRequest req = started(http::Method::kGet, verb, r, ns, {}, {});
   if (Status s = checkScope(r, ns, true); !s.ok()) return fail(std::move(req), s);
   req.path = r.collectionPath(ns);
   addIfSet(req, "labelSelector", labelSelector);
@@ -112,9 +123,7 @@ std::string_view patchContentType(PatchType type) {
 
 ApiRequest getRequest(const ResourceRef& r, std::string_view ns, std::string_view name,
                       std::string_view subresource) {
-  ApiRequest req;
-  req.method = http::Method::kGet;
-  req.description = describe("get", r, ns, name, subresource);
+  ApiRequest req = started(http::Method::kGet, "get", r, ns, name, subresource);
   if (Status s = checkScope(r, ns, false); !s.ok()) return fail(std::move(req), s);
   if (Status s = checkName(name, "get"); !s.ok()) return fail(std::move(req), s);
   req.path = r.objectPath(ns, name, subresource);
@@ -148,10 +157,8 @@ ApiRequest watchRequest(const ResourceRef& r, std::string_view ns, const WatchOp
 
 ApiRequest createRequest(const ResourceRef& r, std::string_view ns, json object,
                          const WriteOptions& o) {
-  ApiRequest req;
-  req.method = http::Method::kPost;
   const std::string name = metadataString(object, "name");
-  req.description = describe("create", r, ns, name, o.subresource);
+  ApiRequest req = started(http::Method::kPost, "create", r, ns, name, o.subresource);
   if (!o.subresource.empty()) {
     return fail(std::move(req),
                 invalidArgument("create of a subresource needs the parent's name: use "
@@ -169,18 +176,13 @@ ApiRequest createRequest(const ResourceRef& r, std::string_view ns, json object,
                                                 "\" does not match the namespace \"" +
                                                 std::string(ns) + "\" of the request"));
   }
-  req.path = r.collectionPath(ns);
-  addWriteOptions(req, o);
-  req.body = std::move(object);
-  return req;
+  return completeWrite(std::move(req), r.collectionPath(ns), o, std::move(object));
 }
 
 ApiRequest createSubresourceRequest(const ResourceRef& r, std::string_view ns,
                                     std::string_view name, std::string_view subresource, json body,
                                     const WriteOptions& o) {
-  ApiRequest req;
-  req.method = http::Method::kPost;
-  req.description = describe("create", r, ns, name, subresource);
+  ApiRequest req = started(http::Method::kPost, "create", r, ns, name, subresource);
   if (Status s = checkScope(r, ns, false); !s.ok()) return fail(std::move(req), s);
   if (Status s = checkName(name, "create of a subresource"); !s.ok()) {
     return fail(std::move(req), s);
@@ -188,33 +190,23 @@ ApiRequest createSubresourceRequest(const ResourceRef& r, std::string_view ns,
   if (subresource.empty()) {
     return fail(std::move(req), invalidArgument("createSubresourceRequest needs a subresource"));
   }
-  req.path = r.objectPath(ns, name, subresource);
-  addWriteOptions(req, o);
-  req.body = std::move(body);
-  return req;
+  return completeWrite(std::move(req), r.objectPath(ns, name, subresource), o, std::move(body));
 }
 
 ApiRequest updateRequest(const ResourceRef& r, std::string_view ns, json object,
                          const WriteOptions& o) {
-  ApiRequest req;
-  req.method = http::Method::kPut;
   const std::string name = metadataString(object, "name");
-  req.description = describe("update", r, ns, name, o.subresource);
+  ApiRequest req = started(http::Method::kPut, "update", r, ns, name, o.subresource);
   if (Status s = checkScope(r, ns, false); !s.ok()) return fail(std::move(req), s);
   if (Status s = checkName(name, "update (metadata.name)"); !s.ok()) {
     return fail(std::move(req), s);
   }
-  req.path = r.objectPath(ns, name, o.subresource);
-  addWriteOptions(req, o);
-  req.body = std::move(object);
-  return req;
+  return completeWrite(std::move(req), r.objectPath(ns, name, o.subresource), o, std::move(object));
 }
 
 ApiRequest patchRequest(const ResourceRef& r, std::string_view ns, std::string_view name,
                         PatchType type, json patch, const WriteOptions& o) {
-  ApiRequest req;
-  req.method = http::Method::kPatch;
-  req.description = describe("patch", r, ns, name, o.subresource);
+  ApiRequest req = started(http::Method::kPatch, "patch", r, ns, name, o.subresource);
   if (Status s = checkScope(r, ns, false); !s.ok()) return fail(std::move(req), s);
   if (Status s = checkName(name, "patch"); !s.ok()) return fail(std::move(req), s);
   if (type == PatchType::kJson && !patch.is_array()) {
@@ -226,18 +218,13 @@ ApiRequest patchRequest(const ResourceRef& r, std::string_view ns, std::string_v
   if (type == PatchType::kApply && o.fieldManager.empty()) {
     return fail(std::move(req), invalidArgument("server-side apply needs a field manager"));
   }
-  req.path = r.objectPath(ns, name, o.subresource);
   req.contentType = std::string(patchContentType(type));
-  addWriteOptions(req, o);
-  req.body = std::move(patch);
-  return req;
+  return completeWrite(std::move(req), r.objectPath(ns, name, o.subresource), o, std::move(patch));
 }
 
 ApiRequest deleteRequest(const ResourceRef& r, std::string_view ns, std::string_view name,
                          const DeleteOptions& o) {
-  ApiRequest req;
-  req.method = http::Method::kDelete;
-  req.description = describe("delete", r, ns, name, {});
+  ApiRequest req = started(http::Method::kDelete, "delete", r, ns, name, {});
   if (Status s = checkScope(r, ns, false); !s.ok()) return fail(std::move(req), s);
   if (Status s = checkName(name, "delete"); !s.ok()) return fail(std::move(req), s);
   req.path = r.objectPath(ns, name);

@@ -15,20 +15,21 @@ namespace kshard::metrics {
 
 using Labels = std::map<std::string, std::string>;
 
-class Counter {
+// What counters and gauges share: one number, which inc() adds to and value() reads.
+class Scalar {
  public:
-  virtual ~Counter() = default;
+  virtual ~Scalar() = default;
   virtual void inc(double amount = 1.0) = 0;
   virtual double value() const = 0;
 };
 
-class Gauge {
+// Only goes up: inc() ignores an amount that is not positive.
+class Counter : public Scalar {};
+
+class Gauge : public Scalar {
  public:
-  virtual ~Gauge() = default;
   virtual void set(double value) = 0;
-  virtual void inc(double amount = 1.0) = 0;
   virtual void dec(double amount = 1.0) = 0;
-  virtual double value() const = 0;
 };
 
 class Histogram {

@@ -75,32 +75,25 @@ kube::InformerOptions podInformerOptions(const OperatorConfig& cfg) {
 }
 
 PodProvisionerOptions provisionerOptions(const OperatorConfig& cfg) {
-  PodProvisionerOptions o;
-  o.createShardMaps = cfg.createShardMaps;
-  o.defaultShards = static_cast<std::int32_t>(cfg.defaultShards);
-  o.maxShardMapsPerNamespace = static_cast<std::size_t>(cfg.maxShardMapsPerNamespace);
-  o.manageRbac = cfg.manageRbac;
-  o.clusterRole = cfg.sidecarClusterRole;
-  o.roleBindingName = cfg.sidecarRoleBinding;
-  return o;
+  return {.createShardMaps = cfg.createShardMaps,
+          .defaultShards = static_cast<std::int32_t>(cfg.defaultShards),
+          .maxShardMapsPerNamespace = static_cast<std::size_t>(cfg.maxShardMapsPerNamespace),
+          .manageRbac = cfg.manageRbac,
+          .clusterRole = cfg.sidecarClusterRole,
+          .roleBindingName = cfg.sidecarRoleBinding};
 }
 
 kube::LeaderElectionConfig electionConfig(const OperatorConfig& cfg) {
-  kube::LeaderElectionConfig election;
-  election.leaseNamespace = cfg.leaseNamespace;
-  election.leaseName = cfg.leaseName;
-  election.identity = cfg.podName;
-  election.leaseDuration = cfg.leaseDuration;
-  election.renewDeadline = cfg.renewDeadline;
-  election.retryPeriod = cfg.retryPeriod;
-  return election;
+  return {.leaseNamespace = cfg.leaseNamespace,
+          .leaseName = cfg.leaseName,
+          .identity = cfg.podName,
+          .leaseDuration = cfg.leaseDuration,
+          .renewDeadline = cfg.renewDeadline,
+          .retryPeriod = cfg.retryPeriod};
 }
 
 kube::EventRecorderOptions eventOptions(const OperatorConfig& cfg) {
-  kube::EventRecorderOptions o;
-  o.reportingController = "kshard.io/operator";
-  o.reportingInstance = cfg.podName;
-  return o;
+  return {.reportingController = "kshard.io/operator", .reportingInstance = cfg.podName};
 }
 
 // The injection configuration the webhook uses: the file's, completed from the flags.

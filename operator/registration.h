@@ -14,9 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "operator/controller_context.h"
-#include "operator/operation_queue.h"
-#include "operator/pod_health_monitor.h"
+#include "operator/controller_operation.h"
 
 namespace kshard::manager {
 
@@ -46,12 +44,11 @@ std::vector<RegisterOutcome> applyRegistrations(
     const std::vector<protocol::RegisterRequest>& requests, std::int64_t fenceFloor,
     const std::function<bool(const sharding::RegisteredPod&)>& replacedMayRun);
 
-class Registration {
+class Registration : public ControllerOperation {
  public:
   static constexpr std::size_t kMaxBatch = 256;
 
-  Registration(ControllerContext& c, OperationQueue& queue, PodHealthMonitor& health)
-      : c_(c), queue_(queue), health_(health) {}
+  using ControllerOperation::ControllerOperation;
 
   // A register call, on the strand of a replica that leads.
   void registerPod(const protocol::RegisterRequest& request, const Reply& reply);
@@ -77,9 +74,6 @@ class Registration {
   void resendEach(std::vector<std::string> pods, std::function<void()> then);
   void resendAssign(const std::string& podName, std::function<void()> done);
 
-  ControllerContext& c_;
-  OperationQueue& queue_;
-  PodHealthMonitor& health_;
   // The batch the next queued "register" op will write; null when none is queued.
   BatchPtr openBatch_;
 };

@@ -22,16 +22,13 @@
 #include <memory>
 #include <string_view>
 
-#include "operator/controller_context.h"
-#include "operator/operation_queue.h"
-#include "operator/pod_health_monitor.h"
+#include "operator/controller_operation.h"
 
 namespace kshard::manager {
 
-class RoundRunner {
+class RoundRunner : public ControllerOperation {
  public:
-  RoundRunner(ControllerContext& c, OperationQueue& queue, PodHealthMonitor& health)
-      : c_(c), queue_(queue), health_(health) {}
+  using ControllerOperation::ControllerOperation;
 
   // Runs one round; `done` ends the operation.
   void run(RoundRequest request, std::function<void()> done);
@@ -55,9 +52,6 @@ class RoundRunner {
   // Step 7: the conditions as of now, written only when they changed.
   void writeConditions(const RoundPtr& round);
 
-  ControllerContext& c_;
-  OperationQueue& queue_;
-  PodHealthMonitor& health_;
   std::uint64_t roundSeq_ = 0;
 };
 

@@ -8,16 +8,13 @@
 #include <map>
 #include <string>
 
-#include "operator/controller_context.h"
-#include "operator/operation_queue.h"
-#include "operator/pod_health_monitor.h"
+#include "operator/controller_operation.h"
 
 namespace kshard::manager {
 
-class Takeover {
+class Takeover : public ControllerOperation {
  public:
-  Takeover(ControllerContext& c, OperationQueue& queue, PodHealthMonitor& health)
-      : c_(c), queue_(queue), health_(health) {}
+  using ControllerOperation::ControllerOperation;
 
   // The takeover as an operation of the queue, at its front.
   void enqueue();
@@ -27,10 +24,6 @@ class Takeover {
  private:
   void claim(std::map<std::string, Inspection> seen, std::function<void()> done);
   void scheduleRetry();
-
-  ControllerContext& c_;
-  OperationQueue& queue_;
-  PodHealthMonitor& health_;
 };
 
 }  // namespace kshard::manager

@@ -14,9 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/controller_context.h"
-#include "operator/operation_queue.h"
-#include "operator/pod_health_monitor.h"
+#include "operator/controller_operation.h"
 #include "operator/unregister_hold.h"
 
 namespace kshard::manager {
@@ -28,10 +26,9 @@ http::Response deferredResponse(const std::string& pod, const UnregisterHold& ho
 // The answer to an unregister whose unassign failed (`failure`): the pod keeps its shards. Pure.
 http::Response unassignFailedResponse(const Status& failure);
 
-class Unregistration {
+class Unregistration : public ControllerOperation {
  public:
-  Unregistration(ControllerContext& c, OperationQueue& queue, PodHealthMonitor& health)
-      : c_(c), queue_(queue), health_(health) {}
+  using ControllerOperation::ControllerOperation;
 
   // An unregister call, on the strand of a replica that leads. Decided here, outside the
   // operation queue: a held pod must not keep the registrations it waits for from being written.
@@ -61,9 +58,6 @@ class Unregistration {
   void removeAndPersist(const protocol::UnregisterRequest& request, const Reply& reply, int attempt,
                         const sharding::RegisteredPod& pod, std::function<void()> done);
 
-  ControllerContext& c_;
-  OperationQueue& queue_;
-  PodHealthMonitor& health_;
   // Pods whose unregister is being held, with when the first deferral was answered.
   std::map<std::string, SteadyTime> held_;
   // The memo behind starting(): valid for podsGeneration_ and the status' resourceVersion.

@@ -4,146 +4,137 @@
 
 #include "base/utf8.h"
 #include "protocol/wire.h"
-#include "sharding/duration.h"
+#include "sharding/duration_option.h"
 
 namespace kshard::sidecar {
+
+using sharding::nonNegativeDuration;
+
 namespace {
 
-void addDuration(OptionSet& opts, std::string name, std::string env, std::string help,
-                 Duration* target) {
-  opts.add(std::move(name), std::move(env), std::move(help), sharding::formatDuration(*target),
-           [target](std::string_view v) {
-             auto d = sharding::parseDuration(v);
-             if (!d.ok()) return d.status();
-             if (*d < Duration::zero()) return invalidArgument("must not be negative");
-             *target = *d;
-             return Status{};
-           });
+// One of the limits the injector passes on: within the range both sides accept.
+IntOption limitOption(std::int64_t* target, const protocol::IntSetting& limit) {
+  return {target, limit.min, limit.max};
 }
 
 }  // namespace
 
 void SidecarConfig::declare(OptionSet& opts) {
-  opts.addString("pod-name", "POD_NAME", "This pod's name (downward API).", &podName);
-  opts.addString("pod-namespace", "POD_NAMESPACE", "This pod's namespace (downward API).",
-                 &podNamespace);
-  opts.addString("pod-uid", "POD_UID", "This pod's uid (downward API).", &podUid);
-  opts.addString("pod-ip", "POD_IP", "This pod's IP (downward API).", &podIp);
-  opts.addString("host-ip", "HOST_IP",
-                 "The node's IP (downward API); the kubelet calls GET /v1/drain from there.",
-                 &hostIp);
-  opts.addString("shard-map", "KSHARD_SHARD_MAP", "The ShardMap this pod belongs to.", &shardMap);
-  opts.addString("version", "KSHARD_VERSION",
-                 "This pod's version (its version label); newer pods get shards first.", &version);
-  opts.addInt("app-port", "KSHARD_APP_PORT", "Port of the app's entity callbacks on 127.0.0.1.",
-              &appPort, 1, 65535);
-  opts.addInt("api-port", "KSHARD_API_PORT", "Port of the app API on 127.0.0.1.", &apiPort, 1,
-              65535);
-  opts.addInt("peer-port", "KSHARD_PEER_PORT", "Port of the peer API on the pod IP.", &peerPort, 1,
-              65535);
-  opts.addInt("admin-port", "KSHARD_ADMIN_PORT", "Port of /metrics, /healthz and /readyz.",
-              &adminPort, 1, 65535);
-  opts.addString("peer-bind-address", "KSHARD_PEER_BIND_ADDRESS",
-                 "Address the peer API listens on (default: the pod IP).", &peerBindAddress);
-  opts.addString("admin-bind-address", "KSHARD_ADMIN_BIND_ADDRESS",
-                 "Address the admin endpoints listen on.", &adminBindAddress);
-  opts.addInt("max-body-bytes", "KSHARD_MAX_BODY_BYTES",
-              "Largest message body accepted (413 above).", &maxBodyBytes, 1024, 1 << 30);
-  opts.addInt("max-id-bytes", "KSHARD_MAX_ID_BYTES", "Longest entity id accepted (400 above).",
-              &maxIdBytes, 1, 1 << 20);
-  addDuration(opts, "app-timeout", "KSHARD_APP_TIMEOUT", "Longest one message may take at the app.",
-              &appTimeout);
-  addDuration(opts, "stop-timeout", "KSHARD_STOP_TIMEOUT",
-              "Longest one entity stop callback may take.", &stopTimeout);
-  opts.addInt("max-concurrent-stops", "KSHARD_MAX_CONCURRENT_STOPS",
-              "Entity stop callbacks at the app at once (a drain or a handoff of many entities "
-              "queues the rest, handoffs before idle passivations).",
-              &maxConcurrentStops, protocol::kMaxConcurrentStops.min,
-              protocol::kMaxConcurrentStops.max);
-  opts.addInt("max-pending-tells", "KSHARD_MAX_PENDING_TELLS",
-              "Tell messages accepted and not yet answered by the app, across all entities; "
-              "beyond it a tell is answered 503 EntityOverloaded.",
-              &maxPendingTells, protocol::kMaxPendingTells.min, protocol::kMaxPendingTells.max);
-  opts.addInt("max-pending-tell-bytes", "KSHARD_MAX_PENDING_TELL_BYTES",
-              "Bytes of the bodies of those tells; beyond it a tell is answered 503 "
-              "EntityOverloaded (one is always accepted when none waits).",
-              &maxPendingTellBytes, protocol::kMaxPendingTellBytes.min,
-              protocol::kMaxPendingTellBytes.max);
-  addDuration(opts, "app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
-              "How long to wait at start-up for the app to listen before giving up.",
-              &appWaitTimeout);
-  addDuration(opts, "reset-timeout", "KSHARD_RESET_TIMEOUT",
-              "Longest the app's reset callback (POST /kshard/reset, sent at start-up before the "
-              "pod registers: stop and save every entity) may take; it is asked again until it "
-              "answers 2xx.",
-              &resetTimeout);
-  addDuration(opts, "drain-linger", "KSHARD_DRAIN_LINGER",
-              "How long a drained sidecar whose pod is not being deleted (a drain asked by hand, "
-              "the app restarting alone) waits before it registers and serves again.",
-              &drainLinger);
-  opts.addString("drain-token", "KSHARD_DRAIN_TOKEN",
-                 "A secret the drain on the admin port requires in the Kshard-Drain-Token header "
-                 "(the injector sets it, and puts it in the preStop hook); empty: none required.",
-                 &drainToken);
-  opts.addString("app-prestop", "KSHARD_APP_PRESTOP",
-                 "The app container's own preStop hook (JSON, set by the injector), run after "
-                 "the drain that replaces it.",
-                 &appPreStop);
-  opts.addInt("io-threads", "KSHARD_IO_THREADS",
-              "I/O threads of the data path, shared by the app and peer APIs and the clients to "
-              "the app and the peers (with http-backend=beast).",
-              &ioThreads, 1, 64);
-  opts.addString("io-model", "KSHARD_IO_MODEL",
-                 "thread (one event loop per I/O thread: a message is received, forwarded and "
-                 "answered on one thread) or shared (one event loop that every I/O thread runs).",
-                 &ioModel);
-  opts.addString("peer-transport", "KSHARD_PEER_TRANSPORT",
-                 "How messages are forwarded to other sidecars: channel (many on one connection "
-                 "per I/O thread, in frames; a peer that does not speak it gets plain HTTP) or "
-                 "http (a request per message on pooled connections; with http-backend=beast).",
-                 &peerTransport);
-  opts.addString("map-source", "KSHARD_MAP_SOURCE",
-                 "Where the ShardMap comes from: kube (watch it) or manager (poll the operator).",
-                 &mapSource);
-  opts.addString("manager-address", "KSHARD_MANAGER_ADDRESS",
-                 "host:port of the operator's manager API, instead of status.manager.",
-                 &managerAddress);
-  opts.addString("manager-token-file", "KSHARD_MANAGER_TOKEN_FILE",
-                 "File holding this pod's projected service-account token for the manager API "
-                 "(audience kshard.io/operator), sent as a bearer token on register, unregister, "
-                 "renew, notify-unhealthy and the map poll; re-read every minute (the kubelet "
-                 "rotates it). Empty: no token is sent.",
-                 &managerTokenFile);
-  opts.addString("peer-token-file", "KSHARD_PEER_TOKEN_FILE",
-                 "File holding this pod's projected service-account token for the other sidecars "
-                 "of its ShardMap (audience kshard.io/peer/<namespace>/<shard-map>), sent with "
-                 "forwarded messages; re-read every minute. Empty: no token is sent.",
-                 &peerTokenFile);
-  opts.addString("peer-auth", "KSHARD_PEER_AUTH",
-                 "How the peer API checks its callers: token (the default: ping, assign and "
-                 "unassign only from the operator's ServiceAccount with a token for this "
-                 "ShardMap's sidecars, forwarded messages only from registered pods of this "
-                 "ShardMap with their peer tokens; verified against the cluster's service-account "
-                 "issuer keys; needs --operator-identity, --peer-token-file, and map-source=kube "
-                 "or --issuer-keys-file) or none (every caller is accepted: only where the pod "
-                 "network is secured otherwise, and for tests).",
-                 &peerAuth);
-  opts.addString("operator-identity", "KSHARD_OPERATOR_IDENTITY",
-                 "With peer-auth=token, the token subject of the operator "
-                 "(system:serviceaccount:<namespace>:<name>).",
-                 &operatorIdentity);
-  opts.addString("issuer-keys-file", "KSHARD_ISSUER_KEYS_FILE",
-                 "With peer-auth=token, read the service-account issuer's keys from this JWKS "
-                 "file (read once) instead of the API server's /openid/v1/jwks; needs --issuer.",
-                 &issuerKeysFile);
-  opts.addString("issuer", "KSHARD_ISSUER",
-                 "With --issuer-keys-file, the iss that tokens must carry.", &issuer);
-  addDuration(opts, "map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
-              "With map-source=manager, how often to fetch the map.", &mapPollInterval);
-  opts.addString("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).",
-                 &kubeconfig);
-  opts.addString("log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel);
-  opts.addString("http-backend", "KSHARD_HTTP_BACKEND", "beast or cpprest.", &httpBackend);
+  opts.addAll({
+      {"pod-name", "POD_NAME", "This pod's name (downward API).", &podName},
+      {"pod-namespace", "POD_NAMESPACE", "This pod's namespace (downward API).", &podNamespace},
+      {"pod-uid", "POD_UID", "This pod's uid (downward API).", &podUid},
+      {"pod-ip", "POD_IP", "This pod's IP (downward API).", &podIp},
+      {"host-ip", "HOST_IP",
+       "The node's IP (downward API); the kubelet calls GET /v1/drain from there.", &hostIp},
+      {"shard-map", "KSHARD_SHARD_MAP", "The ShardMap this pod belongs to.", &shardMap},
+      {"version", "KSHARD_VERSION",
+       "This pod's version (its version label); newer pods get shards first.", &version},
+      {"app-port", "KSHARD_APP_PORT", "Port of the app's entity callbacks on 127.0.0.1.",
+       IntOption{&appPort, 1, 65535}},
+      {"api-port", "KSHARD_API_PORT", "Port of the app API on 127.0.0.1.",
+       IntOption{&apiPort, 1, 65535}},
+      {"peer-port", "KSHARD_PEER_PORT", "Port of the peer API on the pod IP.",
+       IntOption{&peerPort, 1, 65535}},
+      {"admin-port", "KSHARD_ADMIN_PORT", "Port of /metrics, /healthz and /readyz.",
+       IntOption{&adminPort, 1, 65535}},
+      {"peer-bind-address", "KSHARD_PEER_BIND_ADDRESS",
+       "Address the peer API listens on (default: the pod IP).", &peerBindAddress},
+      {"admin-bind-address", "KSHARD_ADMIN_BIND_ADDRESS", "Address the admin endpoints listen on.",
+       &adminBindAddress},
+      {"max-body-bytes", "KSHARD_MAX_BODY_BYTES", "Largest message body accepted (413 above).",
+       IntOption{&maxBodyBytes, 1024, 1 << 30}},
+      {"max-id-bytes", "KSHARD_MAX_ID_BYTES", "Longest entity id accepted (400 above).",
+       IntOption{&maxIdBytes, 1, 1 << 20}},
+      {"app-timeout", "KSHARD_APP_TIMEOUT", "Longest one message may take at the app.",
+       nonNegativeDuration(&appTimeout)},
+      {"stop-timeout", "KSHARD_STOP_TIMEOUT", "Longest one entity stop callback may take.",
+       nonNegativeDuration(&stopTimeout)},
+      {"max-concurrent-stops", "KSHARD_MAX_CONCURRENT_STOPS",
+       "Entity stop callbacks at the app at once (a drain or a handoff of many entities queues the "
+       "rest, handoffs before idle passivations).",
+       limitOption(&maxConcurrentStops, protocol::kMaxConcurrentStops)},
+      {"max-pending-tells", "KSHARD_MAX_PENDING_TELLS",
+       "Tell messages accepted and not yet answered by the app, across all entities; beyond it a "
+       "tell is answered 503 EntityOverloaded.",
+       limitOption(&maxPendingTells, protocol::kMaxPendingTells)},
+      {"max-pending-tell-bytes", "KSHARD_MAX_PENDING_TELL_BYTES",
+       "Bytes of the bodies of those tells; beyond it a tell is answered 503 EntityOverloaded (one "
+       "is always accepted when none waits).",
+       limitOption(&maxPendingTellBytes, protocol::kMaxPendingTellBytes)},
+      {"app-wait-timeout", "KSHARD_APP_WAIT_TIMEOUT",
+       "How long to wait at start-up for the app to listen before giving up.",
+       nonNegativeDuration(&appWaitTimeout)},
+      {"reset-timeout", "KSHARD_RESET_TIMEOUT",
+       "Longest the app's reset callback (POST /kshard/reset, sent at start-up before the pod "
+       "registers: stop and save every entity) may take; it is asked again until it answers 2xx.",
+       nonNegativeDuration(&resetTimeout)},
+      {"drain-linger", "KSHARD_DRAIN_LINGER",
+       "How long a drained sidecar whose pod is not being deleted (a drain asked by hand, the app "
+       "restarting alone) waits before it registers and serves again.",
+       nonNegativeDuration(&drainLinger)},
+      {"drain-token", "KSHARD_DRAIN_TOKEN",
+       "A secret the drain on the admin port requires in the Kshard-Drain-Token header (the "
+       "injector sets it, and puts it in the preStop hook); empty: none required.",
+       &drainToken},
+      {"app-prestop", "KSHARD_APP_PRESTOP",
+       "The app container's own preStop hook (JSON, set by the injector), run after the drain that "
+       "replaces it.",
+       &appPreStop},
+      {"io-threads", "KSHARD_IO_THREADS",
+       "I/O threads of the data path, shared by the app and peer APIs and the clients to the app "
+       "and the peers (with http-backend=beast).",
+       IntOption{&ioThreads, 1, 64}},
+      {"io-model", "KSHARD_IO_MODEL",
+       "thread (one event loop per I/O thread: a message is received, forwarded and answered on "
+       "one thread) or shared (one event loop that every I/O thread runs).",
+       &ioModel},
+      {"peer-transport", "KSHARD_PEER_TRANSPORT",
+       "How messages are forwarded to other sidecars: channel (many on one connection per I/O "
+       "thread, in frames; a peer that does not speak it gets plain HTTP) or http (a request per "
+       "message on pooled connections; with http-backend=beast).",
+       &peerTransport},
+      {"map-source", "KSHARD_MAP_SOURCE",
+       "Where the ShardMap comes from: kube (watch it) or manager (poll the operator).",
+       &mapSource},
+      {"manager-address", "KSHARD_MANAGER_ADDRESS",
+       "host:port of the operator's manager API, instead of status.manager.", &managerAddress},
+      {"manager-token-file", "KSHARD_MANAGER_TOKEN_FILE",
+       "File holding this pod's projected service-account token for the manager API (audience "
+       "kshard.io/operator), sent as a bearer token on register, unregister, renew, "
+       "notify-unhealthy and the map poll; re-read every minute (the kubelet rotates it). Empty: "
+       "no token is sent.",
+       &managerTokenFile},
+      {"peer-token-file", "KSHARD_PEER_TOKEN_FILE",
+       "File holding this pod's projected service-account token for the other sidecars of its "
+       "ShardMap (audience kshard.io/peer/<namespace>/<shard-map>), sent with forwarded messages; "
+       "re-read every minute. Empty: no token is sent.",
+       &peerTokenFile},
+      {"peer-auth", "KSHARD_PEER_AUTH",
+       "How the peer API checks its callers: token (the default: ping, assign and unassign only "
+       "from the operator's ServiceAccount with a token for this ShardMap's sidecars, forwarded "
+       "messages only from registered pods of this ShardMap with their peer tokens; verified "
+       "against the cluster's service-account issuer keys; needs --operator-identity, "
+       "--peer-token-file, and map-source=kube or --issuer-keys-file) or none (every caller is "
+       "accepted: only where the pod network is secured otherwise, and for tests).",
+       &peerAuth},
+      {"operator-identity", "KSHARD_OPERATOR_IDENTITY",
+       "With peer-auth=token, the token subject of the operator "
+       "(system:serviceaccount:<namespace>:<name>).",
+       &operatorIdentity},
+      {"issuer-keys-file", "KSHARD_ISSUER_KEYS_FILE",
+       "With peer-auth=token, read the service-account issuer's keys from this JWKS file (read "
+       "once) instead of the API server's /openid/v1/jwks; needs --issuer.",
+       &issuerKeysFile},
+      {"issuer", "KSHARD_ISSUER", "With --issuer-keys-file, the iss that tokens must carry.",
+       &issuer},
+      {"map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
+       "With map-source=manager, how often to fetch the map.",
+       nonNegativeDuration(&mapPollInterval)},
+      {"kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).", &kubeconfig},
+      {"log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel},
+      {"http-backend", "KSHARD_HTTP_BACKEND", "beast or cpprest.", &httpBackend},
+  });
 }
 
 Status SidecarConfig::validate() const {

@@ -17,11 +17,8 @@ bool sameGroup(const std::array<std::int64_t, 4>& a, const std::array<std::int64
 
 AkkaManager::AkkaManager(Scheduler& scheduler, OwnershipLedger& ledger,
                          const SimulatedDeployment& deployment, AkkaParams params)
-    : scheduler_(scheduler),
-      ledger_(ledger),
-      deployment_(deployment),
+    : SimulatedManager(scheduler, ledger, deployment),
       params_(params),
-      start_(scheduler.clock().now()),
       inProgress_(static_cast<std::size_t>(ledger.shardCount()), false),
       handoffId_(static_cast<std::size_t>(ledger.shardCount()), 0),
       allocationKey_(static_cast<std::size_t>(ledger.shardCount()), 0) {
@@ -29,8 +26,6 @@ AkkaManager::AkkaManager(Scheduler& scheduler, OwnershipLedger& ledger,
     if (ledger.owner(s) == kNoSimPod) unallocated_.insert(s);
   }
 }
-
-SimTime AkkaManager::now() const { return scheduler_.clock().now() - start_; }
 
 AkkaManager::Region& AkkaManager::region(SimPod pod) {
   if (regions_.size() <= static_cast<std::size_t>(pod)) {
@@ -163,8 +158,6 @@ void AkkaManager::terminateRegion(SimPod pod) {
   confirmed_ = false;
 }
 
-void AkkaManager::podStopped(SimPod pod) { terminateRegion(pod); }
-
 void AkkaManager::podCrashed(SimPod pod) {
   Region& r = region(pod);
   if (!r.registered || r.unreachable) return;
@@ -173,7 +166,7 @@ void AkkaManager::podCrashed(SimPod pod) {
   confirmed_ = false;
 }
 
-void AkkaManager::podDied(SimPod pod) { terminateRegion(pod); }
+void AkkaManager::podGone(SimPod pod) { terminateRegion(pod); }
 
 void AkkaManager::tick() {
   const std::vector<sharding::ShardId> selected = rebalance();

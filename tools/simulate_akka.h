@@ -64,9 +64,8 @@ class AkkaManager final : public SimulatedManager {
   void startWith(const std::vector<SimPod>& pods) override;
   void podReady(SimPod pod) override;
   void podTerminating(SimPod pod) override;
-  void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
-  void podDied(SimPod pod) override;
+  void podGone(SimPod pod) override;
   bool settled() const override;
 
   // The shards one rebalance would hand off now, in order (for tests).
@@ -103,13 +102,8 @@ class AkkaManager final : public SimulatedManager {
   std::vector<sharding::ShardId> rebalanceClassic() const;
   std::vector<sharding::ShardId> rebalanceCurrent() const;
   bool goodTimeToRebalance() const;
-  SimTime now() const;
 
-  Scheduler& scheduler_;
-  OwnershipLedger& ledger_;
-  const SimulatedDeployment& deployment_;
   AkkaParams params_;
-  SteadyTime start_;
   std::vector<Region> regions_;  // by SimPod
   // All registered regions by suitability; the active ones (not leaving) for allocation; for the
   // classic rebalance, regions by shards not being handed off.

@@ -10,15 +10,10 @@ namespace kshard::tools {
 KshardManager::KshardManager(Scheduler& scheduler, OwnershipLedger& ledger,
                              const SimulatedDeployment& deployment, KshardParams params,
                              Random& random)
-    : scheduler_(scheduler),
-      ledger_(ledger),
-      deployment_(deployment),
+    : SimulatedManager(scheduler, ledger, deployment),
       params_(params),
       random_(random),
-      start_(scheduler.clock().now()),
       round_(scheduler, [this] { startRound(); }) {}
-
-SimTime KshardManager::now() const { return scheduler_.clock().now() - start_; }
 
 void KshardManager::reindex() {
   indexOf_.assign(deployment_.pods().size(), sharding::kNoPod);
@@ -167,9 +162,7 @@ std::optional<SimTime> KshardManager::holdUnregister(SimPod pod) {
   return std::nullopt;
 }
 
-void KshardManager::podStopped(SimPod pod) { unregister(pod); }
-
-void KshardManager::podDied(SimPod pod) { unregister(pod); }
+void KshardManager::podGone(SimPod pod) { unregister(pod); }
 
 bool KshardManager::settled() const {
   return !roundRunning_ && !round_.pending() && pending_ == Trigger::kNone && confirmed_;

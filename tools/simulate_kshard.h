@@ -34,15 +34,18 @@
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "sharding/planner.h"
+#include "sharding/shard_map.h"
 #include "tools/simulate_instant.h"
 #include "tools/simulate_manager.h"
 
 namespace kshard::tools {
 
+// The rebalance settings default to a ShardMap's (sharding/shard_map.h), so that the simulated
+// operator runs as a map that leaves them unset.
 struct KshardParams {
-  SimTime rebalanceInterval = std::chrono::seconds(20);
-  SimTime rebalanceRetryInterval = std::chrono::seconds(10);
-  double rebalanceRate = 0.02;
+  SimTime rebalanceInterval = sharding::ShardMapSpec{}.rebalanceInterval;
+  SimTime rebalanceRetryInterval = sharding::ShardMapSpec{}.rebalanceRetryInterval;
+  double rebalanceRate = sharding::ShardMapSpec{}.rebalanceRate;
   SimTime roundTime = std::chrono::seconds(1);
   SimTime maxUnregisterHold = std::chrono::seconds(60);    // 0: never hold
   SimTime unregisterRetryAfter = std::chrono::seconds(1);  // positive
@@ -56,9 +59,8 @@ class KshardManager final : public SimulatedManager {
   void startWith(const std::vector<SimPod>& pods) override;
   void podReady(SimPod pod) override;
   void podTerminating(SimPod pod) override;
-  void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
-  void podDied(SimPod pod) override;
+  void podGone(SimPod pod) override;
   std::optional<SimTime> holdUnregister(SimPod pod) override;
   bool settled() const override;
   Status error() const override { return error_; }
@@ -83,14 +85,9 @@ class KshardManager final : public SimulatedManager {
   void reindex();
   // The round's decision, as moves between simulated pods.
   StatusOr<std::vector<PendingMove>> decide(bool immediate);
-  SimTime now() const;
 
-  Scheduler& scheduler_;
-  OwnershipLedger& ledger_;
-  const SimulatedDeployment& deployment_;
   KshardParams params_;
   Random& random_;
-  SteadyTime start_;
   std::vector<SimPod> registered_;           // registration order: the planner's PodIndex
   std::vector<sharding::PodIndex> indexOf_;  // by SimPod; kNoPod when not registered
   Trigger pending_ = Trigger::kNone;

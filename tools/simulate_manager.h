@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "base/scheduler.h"
 #include "base/status.h"
 #include "tools/simulate_deployment.h"
 #include "tools/simulate_ledger.h"
@@ -20,11 +21,33 @@ class SimulatedManager : public PodListener {
   // shards placed as this strategy places them, directly, without simulated time. Starts the
   // manager's periodic timers.
   virtual void startWith(const std::vector<SimPod>& pods) = 0;
+  // A registered pod is gone: it drained and unregistered (podStopped), or its crash was noticed
+  // (podDied). Every strategy here treats the two alike.
+  virtual void podGone(SimPod pod) = 0;
+  void podStopped(SimPod pod) final { podGone(pod); }
+  void podDied(SimPod pod) final { podGone(pod); }
   // Nothing in flight, and the manager's own balancing check ran after the last change and
   // found nothing to do: the assignment will not change unless a pod does.
   virtual bool settled() const = 0;
   // OK, or the first internal error (a bug: the run is not to be trusted).
   virtual Status error() const { return {}; }
+
+ protected:
+  // Every strategy decides on `scheduler`'s clock and changes ownership only through `ledger`.
+  SimulatedManager(Scheduler& scheduler, OwnershipLedger& ledger,
+                   const SimulatedDeployment& deployment)
+      : scheduler_(scheduler),
+        ledger_(ledger),
+        deployment_(deployment),
+        start_(scheduler.clock().now()) {}
+
+  // Simulated time since the manager was made.
+  SimTime now() const { return scheduler_.clock().now() - start_; }
+
+  Scheduler& scheduler_;
+  OwnershipLedger& ledger_;
+  const SimulatedDeployment& deployment_;
+  const SteadyTime start_;
 };
 
 }  // namespace kshard::tools

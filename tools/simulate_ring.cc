@@ -129,11 +129,8 @@ std::vector<RingPoints::Point> RingPoints::points() const {
 
 RingManager::RingManager(Scheduler& scheduler, OwnershipLedger& ledger,
                          const SimulatedDeployment& deployment, std::int32_t virtualNodes)
-    : scheduler_(scheduler),
-      ledger_(ledger),
-      deployment_(deployment),
+    : SimulatedManager(scheduler, ledger, deployment),
       virtualNodes_(virtualNodes),
-      start_(scheduler.clock().now()),
       ringOwner_(static_cast<std::size_t>(ledger.shardCount()), kNoSimPod),
       isTouched_(static_cast<std::size_t>(ledger.shardCount()), false),
       update_(scheduler, [this] { update(); }) {
@@ -143,8 +140,6 @@ RingManager::RingManager(Scheduler& scheduler, OwnershipLedger& ledger,
   }
   std::sort(shardHashes_.begin(), shardHashes_.end());
 }
-
-SimTime RingManager::now() const { return scheduler_.clock().now() - start_; }
 
 SimPod RingManager::ringOwner(sharding::ShardId shard) const {
   return ringOwner_[static_cast<std::size_t>(shard - 1)];
@@ -291,12 +286,7 @@ void RingManager::podCrashed(SimPod /*pod*/) {
   // The placement service learns of a crash when the death is noticed.
 }
 
-void RingManager::podStopped(SimPod pod) {
-  leaving_.push_back(pod);
-  update_.request();
-}
-
-void RingManager::podDied(SimPod pod) {
+void RingManager::podGone(SimPod pod) {
   leaving_.push_back(pod);
   update_.request();
 }

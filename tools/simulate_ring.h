@@ -77,9 +77,8 @@ class RingManager final : public SimulatedManager {
   void startWith(const std::vector<SimPod>& pods) override;
   void podReady(SimPod pod) override;
   void podTerminating(SimPod pod) override;
-  void podStopped(SimPod pod) override;
   void podCrashed(SimPod pod) override;
-  void podDied(SimPod pod) override;
+  void podGone(SimPod pod) override;
   bool settled() const override { return !update_.pending(); }
   // Forces the point-by-point or the rebuild path of updates (tests compare the two).
   enum class UpdatePath { kAuto, kPointByPoint, kRebuild };
@@ -100,13 +99,8 @@ class RingManager final : public SimulatedManager {
   void rebuild();
   // Hands the changed shards to their ring owners in the ledger: one table update.
   void publish();
-  SimTime now() const;
 
-  Scheduler& scheduler_;
-  OwnershipLedger& ledger_;
-  const SimulatedDeployment& deployment_;
   std::int32_t virtualNodes_;
-  SteadyTime start_;
   RingPoints ring_;
   std::vector<std::pair<std::uint64_t, sharding::ShardId>> shardHashes_;  // sorted
   std::vector<SimPod> ringOwner_;                                         // by shard - 1

@@ -95,10 +95,10 @@ std::shared_ptr<ServerSession> makeChannelSession(BeastServer::Core& core, AnySt
 
 }  // namespace beast_detail
 
-struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
+struct BeastServer::Core : ServerCore, std::enable_shared_from_this<BeastServer::Core> {
   using ServerSession = beast_detail::ServerSession;
 
-  explicit Core(ServerOptions o) : options(std::move(o)), router(options.logger) {
+  explicit Core(ServerOptions o) : ServerCore(std::move(o)) {
     if (options.ioThreads == nullptr) {
       own = std::make_unique<IoThreads>(IoThreadsOptions{
           options.threads, IoThreadsOptions::Model::kSharedContext, options.logger});
@@ -152,12 +152,9 @@ struct BeastServer::Core : std::enable_shared_from_this<BeastServer::Core> {
     sessions.emplace(to.get(), to);
   }
 
-  const ServerOptions options;
-  Router router;
   std::optional<beast_detail::ssl::context> tls;
   std::atomic<std::uint64_t> accepted{0};
   std::atomic<std::size_t> channelQueuedHighWater{0};
-  std::uint16_t port = 0;
 
   std::mutex mu;
   std::condition_variable cv;

@@ -105,5 +105,37 @@ TEST_F(OptionSetTest, HelpIsAnOutcomeAndListsEveryOption) {
   }
 }
 
+// A row of a table declares what the add call of its target's kind declares.
+TEST_F(OptionSetTest, TableRowsDeclareWhatTheAddCallsOfTheirTargetsDo) {
+  Config table;
+  std::string custom;
+  OptionSet fromTable("prog", "Test program.");
+  fromTable.addAll({
+      {"shard-map", "KSHARD_SHARD_MAP", "The map.", &table.shardMap},
+      {"app-port", "KSHARD_APP_PORT", "The port.", IntOption{&table.appPort, 1, 65535}},
+      {"verbose", "", "Talk.", &table.verbose},
+      {"rate", "", "A rate.", DoubleOption{&table.rate, 0.0, 1.0}},
+  });
+  EXPECT_EQ(fromTable.usage(), opts_.usage());
+  fromTable.addAll({{"name", "", "Shouted.", CustomOption{"NONE", [&custom](std::string_view v) {
+                                                            custom = std::string(v) + "!";
+                                                            return Status{};
+                                                          }}}});
+  EXPECT_NE(fromTable.usage().find("--name (default NONE)"), std::string::npos);
+  const char* argv[] = {"prog",      "--shard-map=counter", "--app-port=9090",
+                        "--verbose", "--rate=0.25",         "--name=x"};
+  auto r = fromTable.parse(6, argv, [](const std::string&) { return std::nullopt; });
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(table.shardMap, "counter");
+  EXPECT_EQ(table.appPort, 9090);
+  EXPECT_TRUE(table.verbose);
+  EXPECT_DOUBLE_EQ(table.rate, 0.25);
+  EXPECT_EQ(custom, "x!");
+  const char* bad[] = {"prog", "--app-port=0"};
+  EXPECT_EQ(
+      fromTable.parse(2, bad, [](const std::string&) { return std::nullopt; }).status().message(),
+      "--app-port: must be an integer in 1..65535, got \"0\"");
+}
+
 }  // namespace
 }  // namespace kshard

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "sharding/duration_option.h"
+
 namespace kshard::sharding {
 namespace {
 
@@ -92,6 +94,23 @@ TEST(DurationTest, FormatThenParseIsTheIdentity) {
         std::numeric_limits<std::int64_t>::min()}) {
     EXPECT_EQ(parsed(formatDuration(Duration(n))), Duration(n)) << n;
   }
+}
+
+// sharding/duration_option.h: the default as Go writes it; below the minimum, its message.
+TEST(DurationOptionTest, ShowsTheDefaultAndRefusesWhatIsTooShort) {
+  Duration d = seconds(90);
+  CustomOption o = durationOption(&d, minutes(1), "must be at least 1m");
+  EXPECT_EQ(o.defaultText, "1m30s");
+  EXPECT_EQ(o.set("59s").message(), "must be at least 1m");
+  EXPECT_EQ(d, seconds(90));
+  EXPECT_FALSE(o.set("1x").ok());
+  EXPECT_TRUE(o.set("1m").ok());
+  EXPECT_EQ(d, minutes(1));
+  EXPECT_EQ(positiveDuration(&d).set("0s").message(), "must be greater than zero");
+  EXPECT_TRUE(positiveDuration(&d).set("1ns").ok());
+  EXPECT_EQ(nonNegativeDuration(&d).set("-1s").message(), "must not be negative");
+  EXPECT_TRUE(nonNegativeDuration(&d).set("0s").ok());
+  EXPECT_EQ(d, Duration::zero());
 }
 
 }  // namespace

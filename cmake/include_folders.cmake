@@ -41,7 +41,9 @@ function(kshard_public_headers folder)
   target_include_directories(kshard_folder_${folder}_internal BEFORE INTERFACE "${internal}")
 endfunction()
 
-foreach(folder IN ITEMS base sharding protocol metrics kube operator sidecar tools examples fuzz
-                        tests)
-  kshard_folder_include(${folder})
+# http/ names its public headers itself (http/CMakeLists.txt).
+foreach(folder IN LISTS KSHARD_FOLDERS ITEMS fuzz tests)
+  if(NOT folder STREQUAL "http")
+    kshard_folder_include(${folder})
+  endif()
 endforeach()

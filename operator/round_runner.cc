@@ -167,9 +167,9 @@ void RoundRunner::unassign(const RoundPtr& round) {
                                 static_cast<protocol::Epoch>(fence), ShardSet::of(shards)};
     c_.d.pods.unassign(pod.address, req,
                        c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
-                       c_.strand.wrap<Status>([this, round, p, pod](Status s) {
+                       c_.strand.wrap<Status>([this, round, podName = p, pod](Status s) {
                          if (!s.ok()) {
-                           round->unassignFailed.insert(p);
+                           round->unassignFailed.insert(podName);
                            round->failed[pod.name] = "unassign: " + s.toString();
                          }
                          if (--round->outstanding == 0) advance(round);

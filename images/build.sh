@@ -107,8 +107,16 @@ image() {
     podman tag "$ref" "localhost/kshard/$name:$tag"
     more+=(--additional-tag "kshard/$name:$tag")
   done
-  rm -f "$OUT/$name.tar"
-  skopeo copy --quiet "${more[@]}" "containers-storage:$ref" "docker-archive:$OUT/$name.tar:kshard/$name:$TAG"
+  # With every layer cached the build gives the same image ID: an archive written from that ID
+  # with the same tags (its .id file says which) is kept, which saves most of a rebuild's time.
+  local archive="$OUT/$name.tar" written
+  written="$(podman image inspect --format '{{.Id}}' "$ref") $TAG ${EXTRA_TAGS[$name]:-}"
+  if [[ -f $archive && -f $archive.id && "$(<"$archive.id")" == "$written" ]]; then
+    return 0
+  fi
+  rm -f "$archive" "$archive.id"
+  skopeo copy --quiet "${more[@]}" "containers-storage:$ref" "docker-archive:$archive:kshard/$name:$TAG"
+  echo "$written" >"$archive.id"
 }
 
 timed "base images debian:12, debian:12-slim" make_base_images

@@ -62,8 +62,11 @@ api-test: build-dev
 	@KSHARD_SIDECAR=build/dev/bin/kshard-sidecar bash e2e/schemathesis/run.sh
 
 # Every test: unit and component, a short run of every fuzz harness, the API property tests, the
-# local cluster's own tests, then kshard on the local cluster.
-test: deps unit-test fuzz-smoke api-test images-test cluster-test e2e-test
+# local cluster's own tests, then kshard on the local cluster. The cluster's programs (Go) build
+# in the background while the C++ builds and its tests run (e2e/cluster/build-beside.sh).
+test: deps
+	@bash e2e/cluster/build-beside.sh $(MAKE) --no-print-directory unit-test fuzz-smoke api-test images-test
+	@$(MAKE) --no-print-directory cluster-test e2e-test
 
 # kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.
 e2e-test: build

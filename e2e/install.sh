@@ -23,22 +23,8 @@ build=1
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 if ((build)); then
-  # The cluster's programs (Go, e2e/cluster/build.sh) build beside kshard's C++: their module
-  # downloads and links overlap the compiler's work, and cluster-up then finds them built.
-  cluster_log="$(mktemp)"
-  say "building the local cluster's programs in the background (log: $cluster_log)"
-  bash "$HERE/cluster/build.sh" >"$cluster_log" 2>&1 &
-  cluster_build=$!
-  trap 'kill "$cluster_build" 2>/dev/null || true' EXIT
-  say "building kshard (make build; executables in build/bin)"
-  make --no-print-directory build
-  if ! wait "$cluster_build"; then
-    cat "$cluster_log" >&2
-    die "building the local cluster's programs failed (above)"
-  fi
-  grep 'done in' "$cluster_log" >&2 || true
-  trap - EXIT
-  rm -f "$cluster_log"
+  say "building kshard (make build; executables in build/bin) beside the local cluster's programs"
+  bash "$HERE/cluster/build-beside.sh" make --no-print-directory build
 fi
 for bin in kshard-operator kshard-sidecar kshard-counter kshardctl; do
   [[ -x build/bin/$bin ]] || die "build/bin/$bin is missing: run make build"

@@ -102,3 +102,19 @@ cgroup2_root() {
 kubectl_bin() {
   if command -v kubectl >/dev/null 2>&1; then command -v kubectl; else echo "$TOOLS_BIN/kubectl"; fi
 }
+
+# delete_namespace <namespace>: deletes the namespace (KUBECONFIG's cluster) and waits until it is
+# gone, within 4 minutes. Its pods are deleted first, and waited for: the namespace controller
+# waits half the longest grace period among pods it finds still terminating before it looks
+# again (52 s for kshard's pods, whose grace period covers a drain), while the pods themselves end
+# a few seconds after their drains.
+delete_namespace() {
+  local ns=$1 kubectl
+  kubectl="$(kubectl_bin)"
+  "$kubectl" get namespace "$ns" >/dev/null 2>&1 || return 0
+  "$kubectl" -n "$ns" delete deployments,replicasets,statefulsets,pods --all --wait=false >/dev/null
+  "$kubectl" -n "$ns" wait --for=delete pods --all --timeout=180s >/dev/null ||
+    die "the pods of namespace $ns did not end within 180 s (kubectl -n $ns get pods)"
+  "$kubectl" delete namespace "$ns" --wait --timeout=60s >/dev/null ||
+    die "namespace $ns was not deleted within 60 s of its pods' end (kubectl get all -n $ns)"
+}

@@ -61,8 +61,7 @@ make --no-print-directory cluster-up
 if ((!keep)) && "$KUBECTL" get namespace "$COUNTER_NAMESPACE" >/dev/null 2>&1; then
   # A fresh counter: 3 pods of 1.0.0 and a new ShardMap, not what a previous run left.
   say "deleting namespace $COUNTER_NAMESPACE (the previous run's counter)"
-  "$KUBECTL" delete namespace "$COUNTER_NAMESPACE" --wait --timeout=240s >/dev/null ||
-    die "namespace $COUNTER_NAMESPACE was not deleted within 240 s (kubectl get all -n $COUNTER_NAMESPACE)"
+  delete_namespace "$COUNTER_NAMESPACE"
 fi
 bash "$REPO_ROOT/e2e/install.sh" --no-build
 

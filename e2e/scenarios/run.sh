@@ -41,8 +41,7 @@ if ((!keep)); then
   make --no-print-directory cluster-up
   if "$KUBECTL" get namespace "$COUNTER_NAMESPACE" >/dev/null 2>&1; then
     say "deleting namespace $COUNTER_NAMESPACE (the previous run's counter)"
-    "$KUBECTL" delete namespace "$COUNTER_NAMESPACE" --wait --timeout=240s >/dev/null ||
-      die "namespace $COUNTER_NAMESPACE was not deleted within 240 s (kubectl get all -n $COUNTER_NAMESPACE)"
+    delete_namespace "$COUNTER_NAMESPACE"
   fi
 fi
 bash "$REPO_ROOT/e2e/install.sh" --no-build

@@ -20,7 +20,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -80,20 +79,9 @@ func testNamespace(t *testing.T, cs *kubernetes.Clientset) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := cs.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete namespace %s: %v", name, err)
-			return
+		if err := kubeclient.DeleteNamespace(context.Background(), cs, name, 180*time.Second); err != nil {
+			t.Error(err)
 		}
-		waitFor(t, 120*time.Second, "namespace "+name+" to be deleted", func() (bool, string) {
-			ns, err := cs.CoreV1().Namespaces().Get(context.Background(), name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return true, ""
-			}
-			if err != nil {
-				return false, err.Error()
-			}
-			return false, fmt.Sprintf("phase %s, conditions %v", ns.Status.Phase, ns.Status.Conditions)
-		})
 	})
 	waitFor(t, 30*time.Second, "the default ServiceAccount of "+name, func() (bool, string) {
 		_, err := cs.CoreV1().ServiceAccounts(name).Get(context.Background(), "default", metav1.GetOptions{})

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -70,11 +69,9 @@ func testNamespace(t *testing.T, c clusterClients, prefix string) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = c.Clientset.CoreV1().Namespaces().Delete(bg(), name, metav1.DeleteOptions{})
-		waitFor(t, 120*time.Second, "namespace "+name+" is deleted", func() (bool, string) {
-			_, err := c.Clientset.CoreV1().Namespaces().Get(bg(), name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
+		if err := kubeclient.DeleteNamespace(bg(), c.Clientset, name, 180*time.Second); err != nil {
+			t.Error(err)
+		}
 	})
 	waitFor(t, 30*time.Second, "the default ServiceAccount of "+name+" exists", func() (bool, string) {
 		_, err := c.Clientset.CoreV1().ServiceAccounts(name).Get(bg(), "default", metav1.GetOptions{})

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // The CRD rejects invalid ShardMaps with a message naming the field.
@@ -56,17 +57,27 @@ func TestCRDKeepsShardsImmutableAndAppliesDefaults(t *testing.T) {
 			t.Errorf("default of spec.%s: got %v, want %v", field, spec[field], want)
 		}
 	}
-	spec["shards"] = int64(20)
-	_, err = c.Dynamic.Resource(shardMapGVR).Namespace(ns).Update(bg(), created, metav1.UpdateOptions{})
+	// An operator running in the cluster may write the ShardMap meanwhile: each change is made on
+	// the latest version, again on a conflict.
+	update := func(change func(spec map[string]any)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			latest, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Get(bg(), "counter", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(latest.Object["spec"].(map[string]any))
+			_, err = c.Dynamic.Resource(shardMapGVR).Namespace(ns).Update(bg(), latest, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	err = update(func(spec map[string]any) { spec["shards"] = int64(20) })
 	if err == nil || !strings.Contains(err.Error(), "spec.shards") || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("changing spec.shards: want an error naming spec.shards as immutable, got %v", err)
 	} else {
 		t.Logf("changing shards: %v", err)
 	}
 	// Other fields stay editable.
-	spec["shards"] = int64(10)
-	spec["rebalanceInterval"] = "5s"
-	if _, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Update(bg(), created, metav1.UpdateOptions{}); err != nil {
+	if err := update(func(spec map[string]any) { spec["rebalanceInterval"] = "5s" }); err != nil {
 		t.Errorf("changing rebalanceInterval was refused: %v", err)
 	}
 }

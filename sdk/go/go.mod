@@ -1,0 +1,3 @@
+module kshard.io/sdk/go
+
+go 1.22

@@ -1,0 +1,293 @@
+package kshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Header names of the app contract (sdk/README.md).
+const (
+	HeaderShard          = "Kshard-Shard"
+	HeaderEpoch          = "Kshard-Epoch"
+	HeaderMode           = "Kshard-Mode"
+	HeaderTurn           = "Kshard-Turn"
+	HeaderIncarnation    = "Kshard-Incarnation"
+	HeaderOwner          = "Kshard-Owner"
+	HeaderError          = "Kshard-Error"
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// DefaultMaxBodyBytes is the sidecar's default --max-body-bytes: the largest message it sends.
+const DefaultMaxBodyBytes = 4 << 20
+
+// ServerOptions tunes a Server; the zero value is the defaults.
+type ServerOptions struct {
+	// MaxBodyBytes is the largest message body taken (413 PayloadTooLarge above); at least the
+	// sidecar's --max-body-bytes. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// StopBoundsKeptFor is how long the turn of an entity's stop is remembered to refuse late
+	// messages. Default 10 minutes.
+	StopBoundsKeptFor time.Duration
+}
+
+// Server serves the sidecar's callbacks (an http.Handler for the app port).
+type Server struct {
+	maxBody  int64
+	mu       sync.RWMutex
+	handlers map[string]Handler
+	onReset  func(ctx context.Context) error
+	t        *table
+}
+
+// NewServer makes a Server with no entity type yet.
+func NewServer(opts ServerOptions) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.StopBoundsKeptFor <= 0 {
+		opts.StopBoundsKeptFor = 10 * time.Minute
+	}
+	return &Server{maxBody: opts.MaxBodyBytes, handlers: map[string]Handler{},
+		t: newTable(opts.StopBoundsKeptFor)}
+}
+
+// Handle registers the handler of an entity type.
+func (s *Server) Handle(entityType string, h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers[entityType] = h
+}
+
+// OnReset registers an app-wide function the reset callback calls after it has stopped every
+// active entity (through their handlers' OnStop), for state held outside entities.
+func (s *Server) OnReset(f func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReset = f
+}
+
+// ActiveEntities is the number of entities whose handler got a message since their last stop.
+func (s *Server) ActiveEntities() int { return s.t.activeCount() }
+
+func (s *Server) handler(entityType string) Handler {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.handlers[entityType]
+}
+
+// ServeHTTP routes /kshard/entities/{type}/{id}, .../stop and /kshard/reset.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	isReset := path == "/kshard/reset"
+	rest, isEntity := strings.CutPrefix(path, "/kshard/entities/")
+	parts := strings.Split(rest, "/")
+	isEntity = isEntity && (len(parts) == 2 || (len(parts) == 3 && parts[2] == "stop"))
+	if !isReset && !isEntity {
+		writeError(w, http.StatusNotFound, "NotFound", "no such callback: "+path)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "callbacks are POST")
+		return
+	}
+	if isReset {
+		s.serveReset(w, r)
+		return
+	}
+	typ, err1 := url.PathUnescape(parts[0])
+	id, err2 := url.PathUnescape(parts[1])
+	if err := errors.Join(err1, err2); err != nil {
+		writeError(w, http.StatusBadRequest, "InvalidArgument", "bad percent-escape: "+err.Error())
+		return
+	}
+	if typ == "" || id == "" {
+		writeError(w, http.StatusBadRequest, "BadRequest", "entity type and id must not be empty")
+		return
+	}
+	if len(parts) == 3 {
+		s.serveStop(w, r, entityKey{typ, id})
+	} else {
+		s.serveMessage(w, r, entityKey{typ, id})
+	}
+}
+
+func headerUint(h http.Header, name string) uint64 {
+	n, _ := strconv.ParseUint(h.Get(name), 10, 64)
+	return n
+}
+
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request, k entityKey) (*Message, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge",
+				fmt.Sprintf("the body is over %d bytes", s.maxBody))
+		} else {
+			writeError(w, http.StatusBadRequest, "BadRequest", "cannot read the body: "+err.Error())
+		}
+		return nil, false
+	}
+	shard, _ := strconv.Atoi(r.Header.Get(HeaderShard))
+	mode := r.Header.Get(HeaderMode)
+	if mode == "" {
+		mode = "ask"
+	}
+	return &Message{Type: k.typ, ID: k.id, Shard: shard, Epoch: headerUint(r.Header, HeaderEpoch),
+		Mode: mode, Turn: headerUint(r.Header, HeaderTurn),
+		Incarnation: r.Header.Get(HeaderIncarnation), Header: r.Header, Body: body}, true
+}
+
+// refuseStale answers 409 StaleSidecar to a callback of another process than the last reset's.
+func (s *Server) refuseStale(w http.ResponseWriter, from string) bool {
+	resetBy, stale := s.t.staleSender(from)
+	if stale {
+		writeError(w, http.StatusConflict, "StaleSidecar", fmt.Sprintf(
+			"sent by sidecar process %s, not %s, the one that reset this app", from, resetBy))
+	}
+	return stale
+}
+
+func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, k entityKey) {
+	h := s.handler(k.typ)
+	if h == nil {
+		writeError(w, http.StatusNotFound, "UnknownEntityType", "no handler for entity type "+k.typ)
+		return
+	}
+	m, ok := s.readMessage(w, r, k)
+	if !ok {
+		return
+	}
+	s.t.gate.RLock()
+	defer s.t.gate.RUnlock()
+	if s.refuseStale(w, m.Incarnation) {
+		return
+	}
+	e := s.t.acquire(k)
+	defer s.t.release(k, e)
+	e.calls.Lock()
+	defer e.calls.Unlock()
+	if bound, late := s.t.admit(e, m.Turn); late {
+		writeError(w, http.StatusConflict, "LateMessage", fmt.Sprintf(
+			"turn %d of %s %s came after turn or stop %d was handled", m.Turn, k.typ, k.id, bound))
+		return
+	}
+	reply, err := callMessage(r.Context(), h, m)
+	writeReply(w, reply, err)
+}
+
+func (s *Server) serveStop(w http.ResponseWriter, r *http.Request, k entityKey) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, s.maxBody))
+	from := r.Header.Get(HeaderIncarnation)
+	s.t.gate.RLock()
+	defer s.t.gate.RUnlock()
+	if s.refuseStale(w, from) {
+		return
+	}
+	e := s.t.acquire(k)
+	defer s.t.release(k, e)
+	e.calls.Lock()
+	defer e.calls.Unlock()
+	turn := headerUint(r.Header, HeaderTurn)
+	if active, bound := s.t.isActive(e); active {
+		if h := s.handler(k.typ); h != nil {
+			shard, _ := strconv.Atoi(r.Header.Get(HeaderShard))
+			stop := &Stop{Type: k.typ, ID: k.id, Shard: shard, Turn: max(turn, bound), Incarnation: from}
+			if err := callStop(r.Context(), h, stop); err != nil {
+				writeReply(w, nil, err) // it stays active: the sidecar asks again
+				return
+			}
+		}
+	}
+	s.t.stopped(k, e, turn)
+	writeJSON(w, http.StatusOK, []byte("{}"))
+}
+
+// serveReset stops every active entity, after the calls in flight (the exclusive gate), and
+// from then on refuses callbacks of any other sidecar process than this one.
+func (s *Server) serveReset(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, s.maxBody))
+	from := r.Header.Get(HeaderIncarnation)
+	s.t.gate.Lock()
+	defer s.t.gate.Unlock()
+	for _, k := range s.t.beginReset(from) {
+		e := s.t.entityOf(k)
+		_, bound := s.t.isActive(e)
+		if h := s.handler(k.typ); h != nil {
+			stop := &Stop{Type: k.typ, ID: k.id, Turn: bound, Incarnation: from, Reset: true}
+			if err := callStop(r.Context(), h, stop); err != nil {
+				writeReply(w, nil, err)
+				return
+			}
+		}
+		s.t.stopped(k, e, bound)
+	}
+	s.mu.RLock()
+	onReset := s.onReset
+	s.mu.RUnlock()
+	if onReset != nil {
+		if err := onReset(r.Context()); err != nil {
+			writeReply(w, nil, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, []byte("{}"))
+}
+
+// callMessage runs the handler; a panic is an error (500 Internal), not a lost connection.
+func callMessage(ctx context.Context, h Handler, m *Message) (reply *Reply, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			reply, err = nil, fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return h.OnMessage(ctx, m)
+}
+
+func callStop(ctx context.Context, h Handler, s *Stop) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("stop handler panicked: %v", p)
+		}
+	}()
+	return h.OnStop(ctx, s)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeReply(w http.ResponseWriter, reply *Reply, err error) {
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			writeError(w, e.Status, e.Code, e.Message)
+		} else {
+			writeError(w, http.StatusInternalServerError, "Internal", err.Error())
+		}
+		return
+	}
+	if reply == nil {
+		reply = &Reply{}
+	}
+	for name, values := range reply.Header {
+		w.Header()[http.CanonicalHeaderKey(name)] = values
+	}
+	status := reply.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(reply.Body)
+}

@@ -1,0 +1,20 @@
+"""kshard's app contract for Python (sdk/README.md): EntityServer for the sidecar's callbacks,
+Client for its app API. Standard library only."""
+
+from .client import Client, Response, path_escape
+from .errors import (AppUnavailableError, BadRequestError, CallTimeoutError, EntityOverloadedError,
+                     NotDeliveredError,
+                     Error, KshardError, NotReadyError, OutcomeUnknownError, PayloadTooLargeError,
+                     SendTimeoutError, SidecarError, SidecarUnavailableError, decode_error,
+                     error_body)
+from .server import (DEFAULT_MAX_BODY_BYTES, EntityServer, Message, Reply, Stop, error_reply,
+                     json_reply, make_request_handler, serve_in_thread)
+
+__all__ = [
+    "AppUnavailableError", "BadRequestError", "CallTimeoutError", "Client",
+    "DEFAULT_MAX_BODY_BYTES", "EntityOverloadedError", "EntityServer", "Error", "KshardError",
+    "Message", "NotDeliveredError", "NotReadyError", "OutcomeUnknownError", "PayloadTooLargeError", "Reply",
+    "Response", "SendTimeoutError", "SidecarError", "SidecarUnavailableError", "Stop",
+    "decode_error", "error_body", "error_reply", "json_reply", "make_request_handler",
+    "path_escape", "serve_in_thread",
+]

@@ -1,0 +1,69 @@
+import http.client
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import kshard  # noqa: E402
+
+
+class Recorder:
+    """A handler that records its calls and the calls running at once."""
+
+    def __init__(self):
+        self.mu = threading.Lock()
+        self.messages, self.stops = [], []
+        self.running, self.max_per, self.now, self.max_all = {}, 0, 0, 0
+        self.delay, self.stop_error, self.block = 0.0, None, None
+
+    def on_message(self, msg):
+        with self.mu:
+            self.messages.append(msg)
+            self.running[msg.id] = self.running.get(msg.id, 0) + 1
+            self.max_per = max(self.max_per, self.running[msg.id])
+            self.now += 1
+            self.max_all = max(self.max_all, self.now)
+        if self.block is not None:
+            self.block.wait()
+        time.sleep(self.delay)
+        with self.mu:
+            self.running[msg.id] -= 1
+            self.now -= 1
+        return kshard.json_reply({"id": msg.id, "bytes": len(msg.body)})
+
+    def on_stop(self, stop):
+        with self.mu:
+            if self.stop_error is not None:
+                raise self.stop_error
+            self.stops.append(stop)
+
+
+def start(handler_class_or_server, port=0):
+    """Serves on 127.0.0.1; returns (httpd, port)."""
+    httpd = handler_class_or_server.http_server("127.0.0.1", port)
+    kshard.serve_in_thread(httpd)
+    return httpd, httpd.server_address[1]
+
+
+def post(port, path, body=b"", headers=None, method="POST"):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        res = conn.getresponse()
+        return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
+    finally:
+        conn.close()
+
+
+def code_of(body):
+    decoded = kshard.decode_error(body)
+    return decoded[0] if decoded else None
+
+
+# Handlers that fail on purpose log their traceback: not on the test's output.
+import logging  # noqa: E402
+
+logging.getLogger("kshard").propagate = False
+logging.getLogger("kshard").addHandler(logging.NullHandler())

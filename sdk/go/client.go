@@ -138,7 +138,7 @@ func (c *Client) send(ctx context.Context, typ, id, query string, body []byte,
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
 	})
-	url := c.base + "/v1/entities/" + pathEscape(typ) + "/" + pathEscape(id) + query
+	url := c.base + "/v1/entities/" + PathEscape(typ) + "/" + PathEscape(id) + query
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

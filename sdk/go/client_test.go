@@ -137,7 +137,7 @@ func TestAnUnreachableSidecarDeliveredNothing(t *testing.T) {
 func TestUnicodeIdsAndLargeBodiesGoThroughAndConnectionsAreReused(t *testing.T) {
 	id := "ü/日本 🙂%+?#"
 	c, conns := fakeSidecar(t, func(w http.ResponseWriter, r *http.Request) {
-		want := "/v1/entities/counter/" + pathEscape(id)
+		want := "/v1/entities/counter/" + PathEscape(id)
 		if r.URL.EscapedPath() != want || !strings.HasSuffix(r.URL.Path, "/"+id) {
 			t.Errorf("path %q, want %q", r.URL.EscapedPath(), want)
 		}
@@ -157,7 +157,7 @@ func TestUnicodeIdsAndLargeBodiesGoThroughAndConnectionsAreReused(t *testing.T) 
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections for 10 sequential calls", n)
 	}
-	if got := pathEscape("a/b c~"); got != "a%2Fb%20c~" {
-		t.Fatalf("pathEscape: %q", got)
+	if got := PathEscape("a/b c~"); got != "a%2Fb%20c~" {
+		t.Fatalf("PathEscape: %q", got)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// pathEscape percent-encodes every byte but RFC 3986's unreserved ones, as the sidecar does: an
+// PathEscape percent-encodes every byte but RFC 3986's unreserved ones, as the sidecar does: an
 // entity type or id becomes one path segment ("a/b" is "a%2Fb").
-func pathEscape(s string) string {
+func PathEscape(s string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	b.Grow(len(s))

@@ -110,7 +110,7 @@ func newTestServer(t *testing.T) (*Server, *recorder, string) {
 	return s, rec, hs.URL
 }
 
-func msgURL(base, id string) string { return base + "/kshard/entities/counter/" + pathEscape(id) }
+func msgURL(base, id string) string { return base + "/kshard/entities/counter/" + PathEscape(id) }
 
 func TestCallsOfOneEntityRunOneAtATimeAndOthersConcurrently(t *testing.T) {
 	_, rec, base := newTestServer(t)

@@ -7,6 +7,8 @@ from .errors import (AppUnavailableError, BadRequestError, CallTimeoutError, Ent
                      Error, KshardError, NotReadyError, OutcomeUnknownError, PayloadTooLargeError,
                      SendTimeoutError, SidecarError, SidecarUnavailableError, decode_error,
                      error_body)
+from http.server import ThreadingHTTPServer
+
 from .server import (DEFAULT_MAX_BODY_BYTES, EntityServer, Message, Reply, Stop, error_reply,
                      json_reply, make_request_handler, serve_in_thread)
 
@@ -14,7 +16,7 @@ __all__ = [
     "AppUnavailableError", "BadRequestError", "CallTimeoutError", "Client",
     "DEFAULT_MAX_BODY_BYTES", "EntityOverloadedError", "EntityServer", "Error", "KshardError",
     "Message", "NotDeliveredError", "NotReadyError", "OutcomeUnknownError", "PayloadTooLargeError", "Reply",
-    "Response", "SendTimeoutError", "SidecarError", "SidecarUnavailableError", "Stop",
+    "Response", "SendTimeoutError", "ThreadingHTTPServer", "SidecarError", "SidecarUnavailableError", "Stop",
     "decode_error", "error_body", "error_reply", "json_reply", "make_request_handler",
     "path_escape", "serve_in_thread",
 ]

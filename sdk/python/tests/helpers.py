@@ -1,4 +1,3 @@
-import http.client
 import os
 import sys
 import threading
@@ -7,6 +6,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import kshard  # noqa: E402
+
+# The contract suite's harness (sdk/contract): a raw HTTP request, independent of the SDK.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "contract"))
+from harness import request  # noqa: E402
 
 
 class Recorder:
@@ -48,13 +51,8 @@ def start(handler_class_or_server, port=0):
 
 
 def post(port, path, body=b"", headers=None, method="POST"):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        res = conn.getresponse()
-        return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
-    finally:
-        conn.close()
+    """(status, headers with lower-case names, body): the contract suite's raw request."""
+    return request(port, method, path, body, headers)
 
 
 def code_of(body):

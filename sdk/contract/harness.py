@@ -5,6 +5,7 @@ import http.client
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -92,6 +93,8 @@ class App:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if not os.environ.get("KSHARD_CONTRACT_KEEP"):  # set it to keep logs and state
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def events(self):
         try:

@@ -9,7 +9,7 @@ export CCACHE_NOHASHDIR := 1
 
 .PHONY: deps build build-dev unit-test api-test chart-test test cluster-test e2e-test kube-e2e operator-e2e \
         scenarios chaos cluster-up cluster-down demo bench fuzz fuzz-smoke format lint clean help \
-        images images-test
+        images images-test sdk-test
 
 help:
 	@echo "make demo          build, start the local cluster, install kshard, run the counter example"
@@ -18,6 +18,7 @@ help:
 	@echo "make unit-test     unit and component tests only"
 	@echo "make fuzz-smoke    every fuzz harness for 10 s (part of make test)"
 	@echo "make api-test      Schemathesis against the sidecar's OpenAPI description (part of make test)"
+	@echo "make sdk-test      the Go and Python SDKs' tests, and the app contract suite on the three counters"
 	@echo "make chaos         the randomized fault suite on the local cluster: SEED= (default random), DURATION= (30m)"
 	@echo "make images        the images (buildah, base images made locally), archives in build/images/"
 	@echo "make cluster-up    start the local Kubernetes cluster (.cluster/kubeconfig)"
@@ -61,11 +62,17 @@ chart-test:
 api-test: build-dev
 	@KSHARD_SIDECAR=build/dev/bin/kshard-sidecar bash e2e/schemathesis/run.sh
 
+# The Go and Python SDKs' tests, and the app contract suite (sdk/contract) against the C++, Go and
+# Python counters (sdk/test.sh).
+sdk-test: build
+	@KSHARD_COUNTER_BIN=build/bin/kshard-counter bash sdk/test.sh
+
 # Every test: unit and component, a short run of every fuzz harness, the API property tests, the
 # local cluster's own tests, then kshard on the local cluster. The cluster's programs (Go) build
 # in the background while the C++ builds and its tests run (e2e/cluster/build-beside.sh).
 test: deps
-	@bash e2e/cluster/build-beside.sh $(MAKE) --no-print-directory unit-test fuzz-smoke api-test images-test
+	@bash e2e/cluster/build-beside.sh $(MAKE) --no-print-directory unit-test fuzz-smoke api-test images-test \
+	  sdk-test
 	@$(MAKE) --no-print-directory cluster-test e2e-test
 
 # kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.

@@ -188,6 +188,12 @@ StatusOr<std::int64_t> CounterApp::claim(const std::string& id, std::uint64_t ep
 }
 
 void CounterApp::onStop(http::Request request, http::Responder responder) {
+  // No entity of another type ever runs here: it is stopped already. A refusal would keep it
+  // active in the sidecar's eyes and fail its shard's handoff.
+  if (request.param("type") != "counter") {
+    responder.send(http::Response::json(200, "{}"));
+    return;
+  }
   const std::string id(request.param("id"));
   const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
   std::unique_lock lock(mu_);

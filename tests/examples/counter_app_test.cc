@@ -252,6 +252,15 @@ TEST_F(CounterAppTest, RejectsBadInput) {
   EXPECT_EQ(post("/kshard/entities/widget/c3", "{}")->status, 404);
 }
 
+// A stop names the entity's type: a stop of another type's entity of the same id is answered
+// (nothing of that type runs here) and leaves the counter running.
+TEST_F(CounterAppTest, AStopOfAnotherTypeLeavesTheCounterOfThatIdRunning) {
+  ASSERT_EQ(post("/kshard/entities/counter/c4", R"({"op":"increment"})")->status, 200);
+  ASSERT_EQ(post("/kshard/entities/widget/c4/stop", "")->status, 200);
+  EXPECT_EQ(app_->activeCounters(), 1u);
+  for (const auto& e : events()) EXPECT_NE(e["event"], "stop") << e.dump();
+}
+
 TEST_F(CounterAppTest, PublicApiGoesThroughTheSidecar) {
   auto c = clientFor(public_->port());
   http::Request r;

@@ -17,7 +17,7 @@ log "building the local cluster's programs in the background (log: $cluster_log)
 # Its own process group, so that stopping it stops the go commands under it too.
 setsid nice -n 10 bash "$CLUSTER_SRC/build.sh" >"$cluster_log" 2>&1 &
 cluster_build=$!
-trap 'kill -- "-$cluster_build" 2>/dev/null || true' EXIT
+trap 'kill -- "-$cluster_build" 2>/dev/null || true; rm -f "$cluster_log"' EXIT
 
 status=0
 "$@" || status=$?

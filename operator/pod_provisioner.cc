@@ -54,6 +54,21 @@ Status mayCreateShardMap(const PodInfo& pod, std::size_t shardMaps, std::size_t 
   return {};
 }
 
+std::size_t shardMapsCounted(const std::string& ns, const std::vector<std::string>& cached,
+                             const PendingCreates& pending, SteadyTime now) {
+  const std::string prefix = ns + "/";
+  std::set<std::string> counted;
+  for (const std::string& key : cached) {
+    if (key.starts_with(prefix)) counted.insert(key);
+  }
+  for (const auto& [key, answered] : pending) {
+    if (key.starts_with(prefix) && (!answered || now - *answered < kCreatedSettle)) {
+      counted.insert(key);
+    }
+  }
+  return counted.size();
+}
+
 nlohmann::json newShardMapObject(const std::string& ns, const std::string& name,
                                  std::int32_t shards) {
   return {{"apiVersion", kShardMapResource.apiVersion()},
@@ -143,18 +158,24 @@ void PodProvisioner::ensureShardMap(const PodInfo& pod) {
   auto label = pod.labels.find(kShardMapLabel);
   if (label == pod.labels.end() || label->second.empty()) return;
   const std::string& name = label->second;
-  if (shardMaps_.store().get(pod.namespace_, name)) return;
   const std::string key = pod.namespace_ + "/" + name;
   {
     std::lock_guard lock(mu_);
-    if (creating_.contains(key)) return;
+    // A create answered and since shown by the informer, or answered kCreatedSettle ago, is done.
+    const SteadyTime now = std::chrono::steady_clock::now();
+    std::erase_if(creating_, [&](const auto& entry) {
+      const auto& [pendingKey, answered] = entry;
+      return answered && (now - *answered >= kCreatedSettle ||
+                          shardMaps_.store().getByKey(pendingKey) != nullptr);
+    });
+    if (shardMaps_.store().getByKey(key) || creating_.contains(key)) return;
     if (Status may = mayCreateShardMap(pod, shardMapsLocked(pod.namespace_),
                                        options_.maxShardMapsPerNamespace);
         !may.ok()) {
       refuseShardMapLocked(pod, name, may.message());
       return;
     }
-    creating_.insert(key);
+    creating_.emplace(key, std::nullopt);
   }
   auto shards = shardCountForPod(pod, options_.defaultShards);
   if (!shards.ok()) {
@@ -180,20 +201,18 @@ void PodProvisioner::ensureShardMap(const PodInfo& pod) {
                                      {{"shard_map", key}, {"error", r.status().toString()}});
                    }
                    std::lock_guard lock(self->mu_);
-                   self->creating_.erase(key);
+                   if (r.ok() || r.status().code() == StatusCode::kAlreadyExists) {
+                     // Counted against the cap until the informer shows it.
+                     self->creating_[key] = std::chrono::steady_clock::now();
+                   } else {
+                     self->creating_.erase(key);
+                   }
                  });
 }
 
 std::size_t PodProvisioner::shardMapsLocked(const std::string& ns) const {
-  const std::string prefix = ns + "/";
-  std::size_t n = 0;
-  for (const std::string& key : shardMaps_.store().keys()) {
-    if (key.starts_with(prefix)) ++n;
-  }
-  for (const std::string& key : creating_) {
-    if (key.starts_with(prefix) && !shardMaps_.store().getByKey(key)) ++n;
-  }
-  return n;
+  return shardMapsCounted(ns, shardMaps_.store().keys(), creating_,
+                          std::chrono::steady_clock::now());
 }
 
 void PodProvisioner::refuseShardMapLocked(const PodInfo& pod, const std::string& name,

@@ -18,9 +18,11 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "base/clock.h"
 #include "base/logger.h"
 #include "base/status.h"
 #include "kube/client.h"
@@ -41,6 +43,22 @@ namespace kshard::manager {
 // reason otherwise.
 [[nodiscard]] Status mayCreateShardMap(const PodInfo& pod, std::size_t shardMaps,
                                        std::size_t maxPerNamespace);
+
+// How long a ShardMap the operator created still counts against the cap while the ShardMap
+// informer does not show it. The watch event follows the create's answer within milliseconds;
+// past this the object is taken to have been deleted in between.
+inline constexpr Duration kCreatedSettle = std::chrono::seconds(30);
+
+// The ShardMaps this operator is creating, by "{ns}/{name}": nullopt while the create is in flight,
+// else when it was answered.
+using PendingCreates = std::map<std::string, std::optional<SteadyTime>>;
+
+// The ShardMaps of `ns` that count against the cap: those the informer shows (`cached`, keys
+// "{ns}/{name}") and the pending creates it does not show yet, counted until kCreatedSettle after
+// their answer. Counting a create only while it is in flight let a pod seen between the create's
+// answer and the watch event pass the cap. Pure.
+std::size_t shardMapsCounted(const std::string& ns, const std::vector<std::string>& cached,
+                             const PendingCreates& pending, SteadyTime now);
 
 // The ShardMap object to create.
 nlohmann::json newShardMapObject(const std::string& ns, const std::string& name,
@@ -77,7 +95,8 @@ class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {
 
  private:
   void ensureShardMap(const PodInfo& pod);
-  // ShardMaps of `ns` in the cache, and those being created; under mu_.
+  // ShardMaps of `ns` in the cache, and those created but not seen yet (shardMapsCounted);
+  // under mu_.
   std::size_t shardMapsLocked(const std::string& ns) const;
   // Logs and reports on the pod, once per pod (its updates come often); under mu_.
   void refuseShardMapLocked(const PodInfo& pod, const std::string& name, const std::string& reason);
@@ -93,7 +112,7 @@ class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {
 
   std::mutex mu_;
   bool leading_ = false;
-  std::set<std::string> creating_;       // "{ns}/{name}" ShardMaps being created
+  PendingCreates creating_;              // ShardMaps being created, or created but not seen yet
   std::set<std::string> refused_;        // uids of pods told their ShardMap is not created
   std::map<std::string, bool> syncing_;  // ns -> dirty again while a sync runs
 };

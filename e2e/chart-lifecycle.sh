@@ -92,7 +92,7 @@ balanced() {
     jq -e '[.status.conditions[]? | select(.type == "Balanced" and .status == "True")] | length == 1' >/dev/null
 }
 wait_for 180 "the ShardMap demo/counter did not become Balanced" balanced ||
-  fail "demo/counter is not balanced: $(kubectl -n "$APP_NS" get shardmap counter -o jsonpath='{.status.conditions}')"
+  { shard_map_report "$APP_NS" counter; fail "demo/counter is not balanced (above)"; }
 map=$(kubectl -n "$APP_NS" get shardmap counter -o json)
 owner=$(jq -r '.status.assignments[0].pod' <<<"$map")
 addr=$(jq -r --arg p "$owner" '.status.pods[] | select(.name == $p) | .address' <<<"$map")

@@ -61,10 +61,12 @@ kubectl -n "$COUNTER_NAMESPACE" rollout status deployment/counter --timeout=180s
   die "the counter Deployment did not become available within 180 s (kubectl -n $COUNTER_NAMESPACE describe pods)"
 wait_for 180 "ShardMap $COUNTER_NAMESPACE/counter did not become Ready (kubectl -n $COUNTER_NAMESPACE describe shardmap counter)" \
   bash -c "kubectl -n '$COUNTER_NAMESPACE' get shardmap counter \
-    -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+    -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True" ||
+  { shard_map_report "$COUNTER_NAMESPACE" counter; exit 1; }
 wait_for 180 "ShardMap $COUNTER_NAMESPACE/counter did not become Balanced" \
   bash -c "kubectl -n '$COUNTER_NAMESPACE' get shardmap counter \
-    -o jsonpath='{.status.conditions[?(@.type==\"Balanced\")].status}' | grep -qx True"
+    -o jsonpath='{.status.conditions[?(@.type==\"Balanced\")].status}' | grep -qx True" ||
+  { shard_map_report "$COUNTER_NAMESPACE" counter; exit 1; }
 # The node runs them as containers of kshard's images: containerd's container IDs, and crictl ps
 # (which names an image by its ID; crictl images gives the ID's names) lists each product image.
 ids="$(kubectl get pods -n "$KSHARD_NAMESPACE" -o jsonpath='{range .items[*].status.containerStatuses[*]}{.containerID}{"\n"}{end}')"

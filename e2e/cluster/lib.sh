@@ -103,6 +103,25 @@ kubectl_bin() {
   if command -v kubectl >/dev/null 2>&1; then command -v kubectl; else echo "$TOOLS_BIN/kubectl"; fi
 }
 
+# shard_map_report <namespace> <ShardMap>: what a failed wait on a ShardMap needs to be understood,
+# on stderr: its conditions, its registered pods (name, uid, version, shards) and the pods of the
+# namespace as the API shows them (uid, version label, phase, terminating, owner, age).
+shard_map_report() {
+  local ns=$1 name=$2 kubectl
+  kubectl="$(kubectl_bin)"
+  {
+    echo "ShardMap $ns/$name:"
+    "$kubectl" -n "$ns" get shardmap "$name" -o json 2>&1 | jq -r '
+      (.status.conditions[]? | "  condition \(.type)=\(.status) \(.reason): \(.message)"),
+      (.status.pods[]? | "  registered \(.name) uid \(.uid) version \(.version) shards \(.shards)")' 2>&1
+    echo "pods of namespace $ns:"
+    "$kubectl" -n "$ns" get pods -o json 2>&1 | jq -r '.items[] |
+      "  \(.metadata.name) uid \(.metadata.uid) version \(.metadata.labels["app.kubernetes.io/version"] // "-")" +
+      " phase \(.status.phase) terminating \(.metadata.deletionTimestamp // "no")" +
+      " owner \([.metadata.ownerReferences[]? | .kind + "/" + .name] | join(",")) created \(.metadata.creationTimestamp)"' 2>&1
+  } >&2 || true
+}
+
 # delete_namespace <namespace>: deletes the namespace (KUBECONFIG's cluster) and waits until it is
 # gone, within 4 minutes. Its pods are deleted first, and waited for: the namespace controller
 # waits half the longest grace period among pods it finds still terminating before it looks

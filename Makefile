@@ -67,13 +67,12 @@ api-test: build-dev
 sdk-test: build
 	@KSHARD_COUNTER_BIN=build/bin/kshard-counter bash sdk/test.sh
 
-# Every test: unit and component, a short run of every fuzz harness, the API property tests, the
-# local cluster's own tests, then kshard on the local cluster. The cluster's programs (Go) build
-# in the background while the C++ builds and its tests run (e2e/cluster/build-beside.sh).
+# Every test: the images, the SDKs, the local cluster's own tests, kshard on the local cluster,
+# unit and component tests, a short run of every fuzz harness, the API property tests. Ordered to
+# keep the cores busy (tools/test.sh): the sanitizer and fuzz builds run at idle priority while
+# the cluster suites wait on pods and faults.
 test: deps
-	@bash e2e/cluster/build-beside.sh $(MAKE) --no-print-directory unit-test fuzz-smoke api-test images-test \
-	  sdk-test
-	@$(MAKE) --no-print-directory cluster-test e2e-test
+	@MAKE="$(MAKE)" bash tools/test.sh
 
 # kshard on the local cluster: kube/'s integration tests, the operator's, the end-to-end scenarios.
 e2e-test: build

@@ -2,8 +2,8 @@
 # `make e2e-test`: kshard on the local cluster. Runs every suite even when one fails, prints how
 # long each took, stops the cluster at the end and fails when any suite failed.
 #   1. chart checks (e2e/chart-test.sh)
-#   2. kube/'s integration tests (e2e/kube/run.sh; needs `make build-dev`)
-#   3. the operator's cluster tests (e2e/operator/run.sh; needs `make build-dev`)
+#   2. kube/'s integration tests (e2e/kube/run.sh)
+#   3. the operator's cluster tests (e2e/operator/run.sh)
 #   4. the end-to-end scenarios (e2e/scenarios/run.sh; needs `make build`)
 #   5. the randomized fault suite, 4 minutes of faults of a fixed seed (e2e/nemesis/run.sh;
 #      `make chaos` runs a longer one)
@@ -15,41 +15,30 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/cluster/lib.sh"
 cd "$REPO_ROOT"
 
-results=()
-failed=0
-suite() {
-  local name=$1 start=$SECONDS status=0
-  shift
-  log "== $name"
-  "$@" || status=$?
-  local took=$((SECONDS - start))
-  if ((status == 0)); then
-    results+=("ok    $name (${took} s)")
-  else
-    results+=("FAIL  $name (${took} s, exit $status)")
-    failed=1
-  fi
-}
+# Every suite runs the release build (`make build`): kube/'s and the operator's build their test
+# binary and take the operator from build/release unless KSHARD_BUILD_DIR names another build
+# (build/dev, `make build-dev`, runs them under ASan and UBSan).
+export KSHARD_BUILD_DIR="${KSHARD_BUILD_DIR:-$REPO_ROOT/build/release}"
 
 finish() {
   if [[ "${KSHARD_KEEP_CLUSTER:-0}" != 1 ]]; then
     bash "$HERE/cluster/down.sh" >/dev/null 2>&1 || log "warning: make cluster-down failed"
   fi
   log "== end-to-end summary"
-  printf '  %s\n' "${results[@]}" >&2
+  printf '  %s\n' "${STEP_RESULTS[@]}" >&2
 }
 trap finish EXIT
 
-suite "chart checks" bash "$HERE/chart-test.sh"
-suite "cluster up" bash "$HERE/cluster/up.sh"
-suite "kube/ integration" bash "$HERE/kube/run.sh"
-suite "operator on the cluster" bash "$HERE/operator/run.sh"
-suite "end-to-end scenarios" bash "$HERE/scenarios/run.sh"
+step "chart checks" bash "$HERE/chart-test.sh"
+step "cluster up" bash "$HERE/cluster/up.sh"
+step "kube/ integration" bash "$HERE/kube/run.sh"
+step "operator on the cluster" bash "$HERE/operator/run.sh"
+step "end-to-end scenarios" bash "$HERE/scenarios/run.sh"
 # Seed 93's first four minutes hold eleven kinds of fault, force delete and container kills among
 # them (e2e/nemesis/schedule); NEMESIS_SEED and NEMESIS_DURATION override.
-suite "randomized faults (nemesis)" bash "$HERE/nemesis/run.sh" --seed "${NEMESIS_SEED:-93}" \
+step "randomized faults (nemesis)" bash "$HERE/nemesis/run.sh" --seed "${NEMESIS_SEED:-93}" \
   --duration "${NEMESIS_DURATION:-4m}"
-suite "install kshard and the counter" bash "$HERE/install.sh" --no-build
-suite "attack suite" bash "$HERE/security/run.sh"
-suite "chart lifecycle" bash "$HERE/chart-lifecycle.sh"
-exit $failed
+step "install kshard and the counter" bash "$HERE/install.sh" --no-build
+step "attack suite" bash "$HERE/security/run.sh"
+step "chart lifecycle" bash "$HERE/chart-lifecycle.sh"
+exit $STEP_FAILED

@@ -19,19 +19,6 @@ export GOFLAGS="$GOFLAGS $goflags"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-results=()
-failed=0
-step() { # step NAME COMMAND...: runs a step, records its result
-  local name="$1"; shift
-  echo "== $name"
-  if "$@"; then
-    results+=("PASS  $name")
-  else
-    results+=("FAIL  $name")
-    failed=1
-  fi
-}
-
 flags='--app-port {app_port} --public-port {public_port} --sidecar-port {sidecar_port}'
 flags+=' --state-dir {state_dir} --event-log {event_log} --pod {pod}'
 cxx="${KSHARD_COUNTER_BIN:-$root/build/bin/kshard-counter}"
@@ -48,8 +35,8 @@ if [ ${#apps[@]} -eq 0 ]; then
   apps=("c++=$cxx $flags" "go=$work/go-counter $flags"
         "python=python3 $root/examples/python-counter/main.py $flags")
   if [ ! -x "$cxx" ]; then
-    results+=("FAIL  contract suite: c++: no $cxx (make build, or set KSHARD_COUNTER_BIN)")
-    failed=1
+    STEP_RESULTS+=("FAIL  contract suite: c++: no $cxx (make build, or set KSHARD_COUNTER_BIN)")
+    STEP_FAILED=1
     apps=("${apps[@]:1}")
   fi
 fi
@@ -57,7 +44,6 @@ for app in "${apps[@]}"; do
   step "contract suite: ${app%%=*}" python3 "$root/sdk/contract/run.py" "${app%%=*}" "${app#*=}"
 done
 
-echo
-echo "== summary"
-printf '%s\n' "${results[@]}"
-exit "$failed"
+log "== SDKs and contract suite: summary"
+printf '  %s\n' "${STEP_RESULTS[@]}" >&2
+exit "$STEP_FAILED"

@@ -46,6 +46,32 @@ wait_for() {
   done
 }
 
+# step <name> <command...>: runs one step of a suite that goes on after a failure (make test,
+# e2e/run-all.sh): logs "== name", appends "ok    name (time)" or "FAIL  name (time, exit N)" to
+# the array STEP_RESULTS, sets STEP_FAILED=1 on a failure, and returns the command's status.
+STEP_RESULTS=()
+STEP_FAILED=0
+step() {
+  local name=$1 start=$SECONDS status=0
+  shift
+  log "== $name"
+  "$@" || status=$?
+  local took
+  took=$(duration_text $((SECONDS - start)))
+  if ((status == 0)); then
+    STEP_RESULTS+=("ok    $name ($took)")
+  else
+    STEP_RESULTS+=("FAIL  $name ($took, exit $status)")
+    STEP_FAILED=1
+  fi
+  return "$status"
+}
+
+# duration_text <seconds>: "42 s", or "3 min 05 s".
+duration_text() {
+  if (($1 < 60)); then echo "$1 s"; else printf '%d min %02d s\n' $(($1 / 60)) $(($1 % 60)); fi
+}
+
 # Runs "$@" and reports how long it took, under a label.
 timed() {
   local label="$1" start end

@@ -1,13 +1,12 @@
 #include "examples/counter/counter_app.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "http/factory.h"
+#include "tests/support/scratch_dir.h"
 
 namespace kshard::examples {
 namespace {
@@ -22,9 +21,7 @@ std::unique_ptr<http::Client> clientFor(std::uint16_t port) {
 
 class CounterAppTest : public ::testing::Test {
  protected:
-  CounterAppTest()
-      : dir_(::testing::TempDir() + "/counter-app-" + std::to_string(::getpid())),
-        store_((std::filesystem::remove_all(dir_), std::filesystem::create_directories(dir_), dir_)) {
+  CounterAppTest() : store_(dir_) {
     // A stand-in for the sidecar's app API that records what the public API sent it.
     sidecarServer_ = http::makeServer(http::Backend::kBeast, {});
     sidecarServer_->route(http::Method::kPost, "/v1/entities/{type}/{id}",
@@ -77,7 +74,9 @@ class CounterAppTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
+  // First, so that it is removed last, after everything that writes into it.
+  kshard::testing::ScratchDir scratch_{"counter-app"};
+  std::string dir_ = scratch_.path();
   CounterStore store_;
   std::unique_ptr<http::Server> sidecarServer_;
   std::unique_ptr<http::Client> sidecar_;

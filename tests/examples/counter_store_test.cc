@@ -1,19 +1,18 @@
 #include "examples/counter/counter_store.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
+#include "tests/support/scratch_dir.h"
 
 namespace kshard::examples {
 namespace {
 
 class CounterStoreTest : public ::testing::Test {
  protected:
-  CounterStoreTest()
-      : dir_(::testing::TempDir() + "/counter-store-" + std::to_string(::getpid())),
-        store_((std::filesystem::remove_all(dir_), std::filesystem::create_directories(dir_), dir_)) {}
-  std::string dir_;
+  CounterStoreTest() : store_(dir_) {}
+  // First, so that it is removed last, after everything that writes into it.
+  kshard::testing::ScratchDir scratch_{"counter-store"};
+  std::string dir_ = scratch_.path();
   CounterStore store_;
 };
 

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "http/factory.h"
+#include "tests/support/scratch_dir.h"
 
 namespace kshard::http::testing {
 
@@ -123,7 +124,7 @@ inline std::string readFile(const std::string& path) {
 }
 
 // A CA, a server certificate for 127.0.0.1 and localhost, a client certificate, and a second CA
-// that signed neither. Made once per test binary in a temporary directory.
+// that signed neither. Made once per test binary in a temporary directory, removed at exit.
 struct TestCerts {
   std::string dir;
   std::string caFile, otherCaFile;
@@ -132,17 +133,15 @@ struct TestCerts {
   bool ok = false;
 
   static const TestCerts& get() {
-    static const TestCerts certs = make();
+    static const kshard::testing::ScratchDir scratch("kshard-http-certs");
+    static const TestCerts certs = make(scratch.path());
     return certs;
   }
 
  private:
-  static TestCerts make() {
+  static TestCerts make(const std::string& dir) {
     TestCerts c;
-    char tmpl[] = "/tmp/kshard-http-certs-XXXXXX";
-    const char* made = ::mkdtemp(tmpl);
-    if (made == nullptr) return c;
-    c.dir = made;
+    c.dir = dir;
     const std::string d = c.dir + "/";
     c.caFile = d + "ca.crt";
     c.otherCaFile = d + "other-ca.crt";

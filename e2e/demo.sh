@@ -14,7 +14,8 @@ NS=demo
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
 start=$SECONDS
-bash "$HERE/install.sh" "$@"
+# The demo shows the C++ counter (demo/counter), whatever COUNTER_APP says.
+COUNTER_APP=cpp bash "$HERE/install.sh" "$@"
 
 say "kubectl get shardmaps -n $NS"
 kubectl get shardmaps -n "$NS"

@@ -63,7 +63,8 @@ if ((!keep)) && "$KUBECTL" get namespace "$COUNTER_NAMESPACE" >/dev/null 2>&1; t
   say "deleting namespace $COUNTER_NAMESPACE (the previous run's counter)"
   delete_namespace "$COUNTER_NAMESPACE"
 fi
-bash "$REPO_ROOT/e2e/install.sh" --no-build
+# The nemesis knows the C++ counter only (demo/counter), whatever COUNTER_APP says.
+COUNTER_APP=cpp bash "$REPO_ROOT/e2e/install.sh" --no-build
 
 export KSHARD_REPO_ROOT="$REPO_ROOT" KSHARD_CLUSTER_DIR="$CLUSTER_DIR" COUNTER_NAMESPACE
 export KSHARD_COMMIT="$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || true)"

@@ -177,9 +177,9 @@ func (s *suite) peerTokens(c sc, podName string) (operator, pod string) {
 		c.fatalf("counter pod %s is gone", podName)
 	}
 	operator = s.token(c, s.cfg.kshardNS, serviceAccountOf(&d.Spec.Template.Spec),
-		"kshard.io/sidecar/"+s.cfg.counterNS+"/"+counterName, nil)
+		"kshard.io/sidecar/"+s.cfg.counterNS+"/"+s.cfg.counterName, nil)
 	pod = s.token(c, s.cfg.counterNS, serviceAccountOf(&p.Spec),
-		"kshard.io/peer/"+s.cfg.counterNS+"/"+counterName,
+		"kshard.io/peer/"+s.cfg.counterNS+"/"+s.cfg.counterName,
 		&authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID})
 	return operator, pod
 }
@@ -276,10 +276,10 @@ func (s *suite) badShardMaps(c sc) int {
 	}
 	// spec.shards is immutable.
 	ctx, cancel := apiCtx()
-	u, err := res.Get(ctx, counterName, metav1.GetOptions{})
+	u, err := res.Get(ctx, s.cfg.counterName, metav1.GetOptions{})
 	cancel()
 	if err != nil {
-		c.errorf("getting ShardMap %s: %v", counterName, err)
+		c.errorf("getting ShardMap %s: %v", s.cfg.counterName, err)
 		return n
 	}
 	if err := unstructured.SetNestedField(u.Object, int64(shardCount+1), "spec", "shards"); err != nil {
@@ -357,7 +357,7 @@ func (s *suite) badSidecarRequests(c sc) int {
 	}
 	// The authentication in front: a well-formed assign without a token, or with the token a pod
 	// sends its peers (another audience than the operator's for this map: 401).
-	assign := []byte(`{"shardMap":"` + s.cfg.counterNS + `/` + counterName + `","epoch":1,"shards":"1"}`)
+	assign := []byte(`{"shardMap":"` + s.cfg.counterNS + `/` + s.cfg.counterName + `","epoch":1,"shards":"1"}`)
 	n += expectStatus(c, "sidecar peer API, assign without a token", "POST", peer+"/v1/shards/assign", nil, assign, http.StatusUnauthorized)
 	n += expectStatus(c, "sidecar peer API, assign with a pod's peer token", "POST", peer+"/v1/shards/assign", forward(nil), assign, http.StatusUnauthorized)
 	// Too large: 413, or the connection closed before the whole body was sent.
@@ -413,7 +413,7 @@ func (s *suite) badManagerRequests(c sc) int {
 		if got.Status.Manager.Address == "" {
 			return false, "status.manager has no address"
 		}
-		url := "http://" + got.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + counterName + "/assignments"
+		url := "http://" + got.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + s.cfg.counterName + "/assignments"
 		resp, err := http.Get(url)
 		if err != nil {
 			return false, err.Error()
@@ -429,7 +429,7 @@ func (s *suite) badManagerRequests(c sc) int {
 		c.errorf("no operator replica answers as the leader: %v", err)
 		return 0
 	}
-	base := "http://" + m.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + counterName
+	base := "http://" + m.Status.Manager.Address + "/v1/shardmaps/" + s.cfg.counterNS + "/" + s.cfg.counterName
 	n := 0
 	for _, r := range []struct {
 		what, method, url string
@@ -477,9 +477,9 @@ func (s *suite) badWebhookRequests(c sc) int {
 		labels      map[string]string
 		field       string
 	}{
-		{"app-port not a number", map[string]string{"kshard.io/app-port": "banana", "kshard.io/shard-map": counterName}, nil, "kshard.io/app-port"},
-		{"app-port of the sidecar", map[string]string{"kshard.io/app-port": strconv.Itoa(peerPort), "kshard.io/shard-map": counterName}, nil, "kshard.io/app-port"},
-		{"app-port out of range", map[string]string{"kshard.io/app-port": "70000", "kshard.io/shard-map": counterName}, nil, "kshard.io/app-port"},
+		{"app-port not a number", map[string]string{"kshard.io/app-port": "banana", "kshard.io/shard-map": s.cfg.counterName}, nil, "kshard.io/app-port"},
+		{"app-port of the sidecar", map[string]string{"kshard.io/app-port": strconv.Itoa(peerPort), "kshard.io/shard-map": s.cfg.counterName}, nil, "kshard.io/app-port"},
+		{"app-port out of range", map[string]string{"kshard.io/app-port": "70000", "kshard.io/shard-map": s.cfg.counterName}, nil, "kshard.io/app-port"},
 		{"ShardMap name invalid", map[string]string{"kshard.io/shard-map": "Not_A_Name!"}, nil, "ShardMap name"},
 		{"no ShardMap name at all", map[string]string{}, nil, "kshard.io/shard-map"},
 	} {
@@ -489,8 +489,8 @@ func (s *suite) badWebhookRequests(c sc) int {
 		}
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-bad-", Annotations: ann, Labels: tc.labels},
-			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "kshard/counter:" + oldVersion}},
-				ServiceAccountName: counterName},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: s.cfg.counterImageOf(oldVersion)}},
+				ServiceAccountName: s.cfg.counterName},
 		}
 		ctx, cancel := apiCtx()
 		_, err := s.cs.CoreV1().Pods(s.cfg.counterNS).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

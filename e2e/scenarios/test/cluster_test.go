@@ -14,11 +14,20 @@ type config struct {
 	clusterDir     string
 	reportDir      string
 	kubectl        string
-	counterNS      string
 	kshardNS       string
-	eventLog       string
 	commit         string
 	installSeconds string
+
+	// The example app under test (COUNTER_APP, chosen by run.sh from e2e/counter-apps.sh; cpp,
+	// the C++ counter, by default). Its Deployment, ShardMap and ServiceAccount are all named
+	// counterName in namespace counterNS, its pods are labelled app.kubernetes.io/name=
+	// <counterName>, its image repository counterImage has a tag per version of the rolling
+	// update, and its pods append their activations and stops to the shared file eventLog.
+	counterApp   string
+	counterNS    string
+	counterName  string
+	counterImage string
+	eventLog     string
 }
 
 func loadConfig() config {
@@ -30,13 +39,22 @@ func loadConfig() config {
 		clusterDir:     envOr("KSHARD_CLUSTER_DIR", root+"/.cluster"),
 		reportDir:      envOr("KSHARD_REPORT_DIR", wd+"/../report"),
 		kubectl:        envOr("KUBECTL", "kubectl"),
-		counterNS:      envOr("COUNTER_NAMESPACE", "demo"),
 		kshardNS:       envOr("KSHARD_NAMESPACE", "kshard-system"),
-		eventLog:       envOr("KSHARD_COUNTER_EVENT_LOG", "/tmp/kshard-counter/events.log"),
 		commit:         os.Getenv("KSHARD_COMMIT"),
 		installSeconds: os.Getenv("KSHARD_INSTALL_SECONDS"),
+		counterApp:     envOr("COUNTER_APP", "cpp"),
+		counterNS:      envOr("COUNTER_NAMESPACE", "demo"),
+		counterName:    envOr("COUNTER_NAME", "counter"),
+		counterImage:   envOr("COUNTER_IMAGE", "kshard/counter"),
+		eventLog:       envOr("KSHARD_COUNTER_EVENT_LOG", "/tmp/kshard-counter/events.log"),
 	}
 }
+
+// counterLabels selects the app's pods.
+func (c config) counterLabels() string { return "app.kubernetes.io/name=" + c.counterName }
+
+// counterImageOf is the app's image of a version of the rolling update.
+func (c config) counterImageOf(version string) string { return c.counterImage + ":" + version }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -27,11 +27,11 @@ func scenarioInstall(c sc, s *suite) {
 	// Shorten the periodic balancing round (see rebalanceInterval).
 	ctx, cancel := apiCtx()
 	patch := fmt.Sprintf(`{"spec":{"rebalanceInterval":%q}}`, rebalanceInterval)
-	_, err := s.dyn.Resource(shardmap.Resource).Namespace(ns).Patch(ctx, counterName, types.MergePatchType,
+	_, err := s.dyn.Resource(shardmap.Resource).Namespace(ns).Patch(ctx, s.cfg.counterName, types.MergePatchType,
 		[]byte(patch), metav1.PatchOptions{})
 	cancel()
 	if err != nil {
-		c.fatalf("setting spec.rebalanceInterval of ShardMap %s/%s: %v", ns, counterName, err)
+		c.fatalf("setting spec.rebalanceInterval of ShardMap %s/%s: %v", ns, s.cfg.counterName, err)
 	}
 	c.waitUntil(time.Minute, "the operator observes the ShardMap's new generation", func() (bool, string) {
 		m := s.latest()
@@ -76,16 +76,16 @@ func scenarioInstall(c sc, s *suite) {
 		c.fatalf("kubectl get shardmaps: %v", err)
 	}
 	c.logf("kubectl -n %s get shardmaps:\n%s", ns, out)
-	if problems := checkGetShardMaps(out, counterName, []string{"300", "3", "0", "True"}); len(problems) > 0 {
+	if problems := checkGetShardMaps(out, s.cfg.counterName, []string{"300", "3", "0", "True"}); len(problems) > 0 {
 		c.errorf("kubectl get shardmaps: %s; output:\n%s", strings.Join(problems, "; "), out)
 	}
-	if short, err := kube.RunCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "sm", counterName); err != nil {
+	if short, err := kube.RunCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "sm", s.cfg.counterName); err != nil {
 		c.errorf("kubectl get sm (the short name): %v", err)
-	} else if problems := checkGetShardMaps(short, counterName, []string{"300", "3", "0", "True"}); len(problems) > 0 {
+	} else if problems := checkGetShardMaps(short, s.cfg.counterName, []string{"300", "3", "0", "True"}); len(problems) > 0 {
 		c.errorf("kubectl get sm: %s", strings.Join(problems, "; "))
 	}
 	c.r.figure("kubectl get shardmaps", strings.Join(strings.Fields(firstLines(out, 1)), " ")+" / "+
-		strings.Join(strings.Fields(lineOf(out, counterName)), " "))
+		strings.Join(strings.Fields(lineOf(out, s.cfg.counterName)), " "))
 
 	// The continuous load of the whole run starts here.
 	start := time.Now()
@@ -169,7 +169,7 @@ func mustCounts(m *shardmap.ShardMap) []int {
 func (s *suite) deploymentSettled(replicas int32) (bool, string) {
 	ctx, cancel := apiCtx()
 	defer cancel()
-	d, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).Get(ctx, counterName, metav1.GetOptions{})
+	d, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).Get(ctx, s.cfg.counterName, metav1.GetOptions{})
 	if err != nil {
 		return false, err.Error()
 	}

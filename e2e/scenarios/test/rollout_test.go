@@ -24,16 +24,16 @@ func scenarioRollingUpdate(c sc, s *suite) {
 	s.waitSteady(c, 3)
 
 	start := time.Now()
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{%q:%q}},"spec":{"containers":[{"name":"app","image":"kshard/counter:%s"}]}}}}`,
-		versionLabel, newVersion, newVersion)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{%q:%q}},"spec":{"containers":[{"name":"app","image":%q}]}}}}`,
+		versionLabel, newVersion, s.cfg.counterImageOf(newVersion))
 	ctx, cancel := apiCtx()
-	_, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).Patch(ctx, counterName, types.StrategicMergePatchType,
+	_, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).Patch(ctx, s.cfg.counterName, types.StrategicMergePatchType,
 		[]byte(patch), metav1.PatchOptions{})
 	cancel()
 	if err != nil {
-		c.fatalf("patching deployment %s to %s: %v", counterName, newVersion, err)
+		c.fatalf("patching deployment %s to %s: %v", s.cfg.counterName, newVersion, err)
 	}
-	c.logf("deployment %s: pod template now %s", counterName, newVersion)
+	c.logf("deployment %s: pod template now %s", s.cfg.counterName, newVersion)
 
 	rolled := c.waitUntil(8*time.Minute, "the rollout completes and every shard is on a "+newVersion+" pod", func() (bool, string) {
 		if ok, msg := s.deploymentSettled(3); !ok {

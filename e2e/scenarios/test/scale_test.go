@@ -37,13 +37,13 @@ func (s *suite) scale(c sc, replicas int32) {
 	c.Helper()
 	ctx, cancel := apiCtx()
 	defer cancel()
-	_, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).UpdateScale(ctx, counterName,
-		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: counterName, Namespace: s.cfg.counterNS},
+	_, err := s.cs.AppsV1().Deployments(s.cfg.counterNS).UpdateScale(ctx, s.cfg.counterName,
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.counterName, Namespace: s.cfg.counterNS},
 			Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}, metav1.UpdateOptions{})
 	if err != nil {
-		c.fatalf("scaling deployment %s/%s to %d: %v", s.cfg.counterNS, counterName, replicas, err)
+		c.fatalf("scaling deployment %s/%s to %d: %v", s.cfg.counterNS, s.cfg.counterName, replicas, err)
 	}
-	c.logf("scaled deployment %s to %d replicas", counterName, replicas)
+	c.logf("scaled deployment %s to %d replicas", s.cfg.counterName, replicas)
 }
 
 // waitBalancedOver waits until the Deployment runs `replicas` ready pods, exactly those are

@@ -221,3 +221,24 @@ func TestDriverReadAllAndProbesAgainstAFakeCounter(t *testing.T) {
 		t.Fatalf("without pods: %v", f)
 	}
 }
+
+func TestConfigDefaultsToTheCppCounter(t *testing.T) {
+	for _, name := range []string{"COUNTER_APP", "COUNTER_NAMESPACE", "COUNTER_NAME", "COUNTER_IMAGE", "KSHARD_COUNTER_EVENT_LOG"} {
+		t.Setenv(name, "")
+	}
+	cfg := loadConfig()
+	got := []string{cfg.counterApp, cfg.counterNS, cfg.counterName, cfg.counterLabels(), cfg.counterImageOf("1.1.0"), cfg.eventLog}
+	want := []string{"cpp", "demo", "counter", "app.kubernetes.io/name=counter", "kshard/counter:1.1.0", "/tmp/kshard-counter/events.log"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("defaults %v, want %v", got, want)
+	}
+
+	t.Setenv("COUNTER_APP", "go")
+	t.Setenv("COUNTER_NAMESPACE", "demo-go")
+	t.Setenv("COUNTER_NAME", "go-counter")
+	t.Setenv("COUNTER_IMAGE", "kshard/go-counter")
+	cfg = loadConfig()
+	if cfg.counterLabels() != "app.kubernetes.io/name=go-counter" || cfg.counterImageOf("1.0.0") != "kshard/go-counter:1.0.0" {
+		t.Fatalf("go: labels %q, image %q", cfg.counterLabels(), cfg.counterImageOf("1.0.0"))
+	}
+}

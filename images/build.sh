@@ -5,7 +5,8 @@
 #   images    kshard/operator, kshard/sidecar, kshard/counter, kshard/kshardctl (the Dockerfile's
 #             targets) and the test programs kshard/e2e-app, kshard/operator-stub-pod,
 #             kshard/attacker, and kshard/pause, the pod sandbox of the local cluster's node
-#             (images/test-program.Dockerfile), tagged KSHARD_IMAGE_TAG (dev)
+#             (images/test-program.Dockerfile), and the SDK examples kshard/go-counter and
+#             kshard/python-counter (images/sdk-examples.Dockerfile), tagged KSHARD_IMAGE_TAG (dev)
 #   archives  build/images/<name>.tar (KSHARD_IMAGES_DIR), every tag of the image inside
 #
 # The archives are docker-archive tars of OCI images. In an OCI-layout archive the image's name is
@@ -33,9 +34,13 @@ declare -A TEST_PROGRAMS=(
   [attacker]=e2e/security/bin/kshard-attacker
   [pause]=e2e/cluster/bin/kshard-pause
 )
+# The SDK examples (images/sdk-examples.Dockerfile's targets; the Go counter built below with the
+# test programs).
+SDK_EXAMPLES=(go-counter python-counter)
 # Tags the examples and the tests name besides KSHARD_IMAGE_TAG (examples/counter/k8s, e2e/).
 declare -A EXTRA_TAGS=(
   [counter]="1.0.0 1.1.0"
+  [go-counter]="1.0.0 1.1.0"
   [e2e-app]="1.0.0 1.1.0"
   [operator-stub-pod]="1.0.0"
   [attacker]="1"
@@ -90,6 +95,7 @@ build_test_programs() {
   (cd e2e/cluster && go build -trimpath -o bin/ ./cmd/kshard-e2e-app ./cmd/kshard-pause)
   (cd e2e/operator && go build -trimpath -o bin/kshard-operator-stub-pod ./cmd/stub-pod)
   (cd e2e/security && go build -trimpath -o bin/kshard-attacker ./cmd/attacker)
+  (cd examples/go-counter && go build -trimpath -o "$REPO_ROOT/build/examples/bin/kshard-go-counter" .)
 }
 
 # image <name> <buildah bud arguments...>: builds kshard/<name>:TAG, adds its extra tags and
@@ -121,7 +127,7 @@ image() {
 
 timed "base images debian:12, debian:12-slim" make_base_images
 choose_binaries
-timed "test programs (Go)" build_test_programs
+timed "test programs and the Go counter (Go)" build_test_programs
 for name in "${PRODUCT[@]}"; do
   timed "image kshard/$name:$TAG" image "$name" "${BUILD_ARGS[@]}" --target "$name"
 done
@@ -130,6 +136,10 @@ for name in "${!TEST_PROGRAMS[@]}"; do
   [ "$name" = pause ] && base=scratch
   timed "image kshard/$name:$TAG" image "$name" -f images/test-program.Dockerfile \
     --ignorefile images/host.dockerignore --build-arg "BASE=$base" --build-arg "PROGRAM=${TEST_PROGRAMS[$name]}"
+done
+for name in "${SDK_EXAMPLES[@]}"; do
+  timed "image kshard/$name:$TAG" image "$name" -f images/sdk-examples.Dockerfile \
+    --ignorefile images/host.dockerignore --target "$name"
 done
 podman images --filter reference='localhost/kshard/*' --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | sort
 log "archives in $OUT:"

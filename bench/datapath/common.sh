@@ -70,7 +70,25 @@ datapath_binaries() {
   fi
 }
 
-post_ok() { curl -fsS -o /dev/null -X POST --data-binary x "$1"; }
+# A small message every app of the benchmarks accepts: the stub app any body, the counter examples
+# their {"op":"get"}.
+post_ok() { curl -fsS -o /dev/null -X POST --data-binary '{"op":"get"}' "$1"; }
+
+# The Go counter example (examples/go-counter), GO_COUNTER or built as images/build.sh builds it
+# (the local cluster's Go settings, -trimpath) into build/examples/bin: prints its path.
+go_counter_binary() {
+  if [[ -n ${GO_COUNTER:-} ]]; then
+    printf '%s\n' "$GO_COUNTER"
+    return
+  fi
+  log "building examples/go-counter"
+  (
+    source "$root/e2e/cluster/lib.sh"
+    setup_go
+    cd "$root/examples/go-counter" && go build -trimpath -o "$root/build/examples/bin/kshard-go-counter" .
+  ) >&2 || die "could not build examples/go-counter"
+  printf '%s\n' "$root/build/examples/bin/kshard-go-counter"
+}
 
 # Starts the stub app ($stub_app) on a free port of 127.0.0.1, logging to $out/app.log: sets
 # app_port and app_pid, adds the pid to `pids`, and waits until it answers.

@@ -27,11 +27,22 @@
 #
 #   bench/datapath/run.sh                       # build what is missing (release preset), measure
 #   DURATION=3 ROUNDS=1 bench/datapath/run.sh   # a smoke run (figures not meaningful)
+#   APP=go-counter bench/datapath/run.sh        # the Go counter example as the app
 #
-# Settings (environment): DURATION (s per wrk and per fortio point, 20), ROUNDS (3), WARMUP (s of
+# APP=go-counter puts examples/go-counter (kshard's Go SDK) where the stub app was: every message
+# is the counter's {"op":"get"} padded to 1 KiB, to entity type "counter". The Go counter serves
+# only the sidecar's callbacks, so (a) and (b) send the callback itself (POST
+# /kshard/entities/counter/{id}, no Kshard-* headers: the SDK checks no turn and no incarnation
+# then). Each sidecar has its own Go counter: an SDK app follows the sidecar that reset it last
+# and refuses the others' callbacks (sdk/README.md, "Reset"), where the stub app serves them all.
+# A message to a counter it does not hold loads the counter (a file read, and a file written to
+# claim the epoch, in a state directory under /tmp); a "get" on an active counter writes nothing.
+#
+# Settings (environment): APP (stub, or go-counter), DURATION (s per wrk and per fortio point, 20), ROUNDS (3), WARMUP (s of
 # wrk before each topology's points, 3), WRK_THREADS (2), WRK_CONNECTIONS ("16 32 64"), QPS (1000),
 # FORTIO_CONNECTIONS (16), FORTIO_RESOLUTION (s, 0.00001), ENTITY_IDS (10000), SHARDS (300),
-# NGINX_WORKERS (auto), SIDECAR and STUB_APP (executables to use instead of building them), FORTIO
+# NGINX_WORKERS (auto), SIDECAR, STUB_APP and GO_COUNTER (executables to use instead of building
+# them), FORTIO
 # (a fortio to use instead of installing it), OUT (build/bench/datapath), SIDECAR_GLIBC_TUNABLES
 # (the sidecars' GLIBC_TUNABLES; by default the value the sidecar image sets in Dockerfile, so
 # that the sidecars run as they do in a pod; empty: glibc's defaults).
@@ -73,6 +84,25 @@ log "sidecars run with GLIBC_TUNABLES=$sidecar_tunables"
 
 fortio=$(install_fortio)
 
+app=${APP:-stub}
+# The path the load generator sends to the app itself (a, b) and to a sidecar's app API (c), and
+# the message: wrk's body (post.lua's BODY) and fortio's.
+case $app in
+  stub)
+    app_path=/v1/entities/bench api_path=/v1/entities/bench body=bytes
+    fortio_body=(-payload-size 1024 -H "Content-Type: application/octet-stream")
+    ;;
+  go-counter)
+    go_counter=$(go_counter_binary)
+    app_path=/kshard/entities/counter api_path=/v1/entities/counter body=counter-get
+    # The same 1 KiB as post.lua's: {"op":"get","pad":"x…x"}.
+    printf -v pad '%*s' 1003 ''
+    fortio_body=(-payload "{\"op\":\"get\",\"pad\":\"${pad// /x}\"}" -H "Content-Type: application/json")
+    ;;
+  *) die "APP is stub or go-counter, not '$app'" ;;
+esac
+log "app: $app"
+
 # --- Processes ----------------------------------------------------------------------------------
 
 mkdir -p "$out"
@@ -107,7 +137,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-start_stub_app
+# The app of (a) and (b), and with the stub app the app of every sidecar too.
+declare -A app_port_of app_pid_of
+# start_go_counter NAME: one Go counter on free ports, its state under $work.
+start_go_counter() {
+  local name=$1
+  app_port_of[$name]=$(free_port)
+  "$go_counter" --app-port "${app_port_of[$name]}" --public-port "$(free_port)" \
+    --pod "bench-$name" --state-dir "$work/state-$name" >"$out/app-$name.log" 2>&1 &
+  pids+=($!)
+  app_pid_of[$name]=$!
+  wait_until 10 "Go counter $name listening" \
+    post_ok "http://127.0.0.1:${app_port_of[$name]}/kshard/entities/counter/probe"
+}
+if [[ $app == stub ]]; then
+  start_stub_app
+else
+  start_go_counter app
+  app_port=${app_port_of[app]} app_pid=${app_pid_of[app]}
+fi
 
 # (b) Two nginx, each its own prefix, config and temp directories, as an unprivileged user
 # (nobody when this script runs as root). Keep-alive to clients and to the upstream.
@@ -175,11 +223,15 @@ start_sidecar() {  # start_sidecar NAME IP [MANAGER_PORT SHARD_MAP EXTRA_FLAGS..
   shift $(($# < 4 ? $# : 4))
   api_port[$name]=$(free_port)
   admin_port[$name]=$(free_port)
-  local peer_port
+  local peer_port own_app_port=$app_port
   peer_port=$(free_port "$ip")
+  if [[ $app == go-counter ]]; then
+    start_go_counter "$name"
+    own_app_port=${app_port_of[$name]}
+  fi
   GLIBC_TUNABLES=$sidecar_tunables \
     "$sidecar" --pod-name="bench-$name" --pod-namespace=bench --pod-uid="uid-$name" --pod-ip="$ip" \
-      --shard-map="$map" --version=1.0.0 --app-port="$app_port" --api-port="${api_port[$name]}" \
+      --shard-map="$map" --version=1.0.0 --app-port="$own_app_port" --api-port="${api_port[$name]}" \
       --peer-port="$peer_port" --admin-port="${admin_port[$name]}" --admin-bind-address=127.0.0.1 \
       --map-source=manager --manager-address="127.0.0.1:$manager" "$@" \
       >"$out/sidecar-$name.log" 2>&1 &
@@ -221,21 +273,21 @@ done
 direct_url="http://127.0.0.1:$app_port"
 nginx_url="http://127.0.0.4:$nginx1_port"
 sidecar_url="http://127.0.0.1:${api_port[a]}"
-wait_until 10 "a message through nginx" post_ok "$nginx_url/v1/entities/bench/probe"
+wait_until 10 "a message through nginx" post_ok "$nginx_url$app_path/probe"
 # A message through A must come back from B's app: the whole forwarding path works.
 forwarded_by_b() {
-  curl -fsS -D - -o /dev/null -X POST --data-binary x "$sidecar_url/v1/entities/bench/probe" |
+  curl -fsS -D - -o /dev/null -X POST --data-binary '{"op":"get"}' "$sidecar_url$api_path/probe" |
     tr -d '\r' | grep -qix 'kshard-owner: bench-b'
 }
 wait_until 30 "a message through sidecar A answered by owner B" forwarded_by_b
 forwarded_by_d() {
-  curl -fsS -D - -o /dev/null -X POST --data-binary x \
-    "http://127.0.0.1:${api_port[c]}/v1/entities/bench/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-d'
+  curl -fsS -D - -o /dev/null -X POST --data-binary '{"op":"get"}' \
+    "http://127.0.0.1:${api_port[c]}$api_path/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-d'
 }
 wait_until 30 "a message through sidecar C answered by owner D (checking C's token)" forwarded_by_d
 forwarded_by_f() {
-  curl -fsS -D - -o /dev/null -X POST --data-binary x \
-    "http://127.0.0.1:${api_port[e]}/v1/entities/bench/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-f'
+  curl -fsS -D - -o /dev/null -X POST --data-binary '{"op":"get"}' \
+    "http://127.0.0.1:${api_port[e]}$api_path/probe" | tr -d '\r' | grep -qix 'kshard-owner: bench-f'
 }
 wait_until 30 "a message through sidecar E answered by owner F (over plain HTTP)" forwarded_by_f
 # And D refuses a forwarded message without a token: the check is on.
@@ -258,6 +310,12 @@ declare -A proxies=([direct]="" [nginx]="${nginx_pids[*]}"
   [sidecar]="${sidecar_pid[a]} ${sidecar_pid[b]}" [owner]="${sidecar_pid[b]}"
   [sidecar-auth]="${sidecar_pid[c]} ${sidecar_pid[d]}"
   [sidecar-http]="${sidecar_pid[e]} ${sidecar_pid[f]}")
+# The app that serves each topology (with the stub app, always the one) and the path it is sent.
+declare -A app_of=([direct]=$app_pid [nginx]=$app_pid [sidecar]=${app_pid_of[b]:-$app_pid}
+  [owner]=${app_pid_of[b]:-$app_pid} [sidecar-auth]=${app_pid_of[d]:-$app_pid}
+  [sidecar-http]=${app_pid_of[f]:-$app_pid})
+declare -A path=([direct]=$app_path [nginx]=$app_path [sidecar]=$api_path [owner]=$api_path
+  [sidecar-auth]=$api_path [sidecar-http]=$api_path)
 
 usage() { if (($#)); then python3 "$here/proc_usage.py" "$@"; else echo "0 0 0"; fi; }
 
@@ -269,11 +327,11 @@ wrk_point() {
   local proxy_before app_before proxy_after app_after
   # ${proxies[$t]} unquoted: a list of pids, possibly empty.
   proxy_before=$(usage ${proxies[$t]})
-  app_before=$(usage "$app_pid")
-  ENTITY_IDS=$entity_ids wrk -t "$wrk_threads" -c "$c" -d "${duration}s" --latency \
+  app_before=$(usage "${app_of[$t]}")
+  ENTITY_IDS=$entity_ids ENTITY_PATH="${path[$t]}/" BODY=$body wrk -t "$wrk_threads" -c "$c" -d "${duration}s" --latency \
     -s "$here/post.lua" "${url[$t]}" >"$file"
   proxy_after=$(usage ${proxies[$t]})
-  app_after=$(usage "$app_pid")
+  app_after=$(usage "${app_of[$t]}")
   awk -v pb="$proxy_before" -v pa="$proxy_after" -v ab="$app_before" -v aa="$app_after" '
     / requests in / { requests = $1 }
     /^Requests\/sec:/ { rps = $2 }
@@ -298,10 +356,9 @@ fortio_point() {
   local file=$out/$name.json
   local before after
   before=$(usage ${proxies[$t]})
-  "$fortio" load -quiet -qps "$qps" -c "$fortio_connections" -t "${duration}s" -payload-size 1024 \
-    -r "$fortio_resolution" ${pacing:+-$pacing} \
-    -H "Content-Type: application/octet-stream" -p 50,90,99 -json "$file" \
-    "${url[$t]}/v1/entities/bench/{uuid}" >"$out/$name.log" 2>&1
+  "$fortio" load -quiet -qps "$qps" -c "$fortio_connections" -t "${duration}s" "${fortio_body[@]}" \
+    -r "$fortio_resolution" ${pacing:+-$pacing} -p 50,90,99 -json "$file" \
+    "${url[$t]}${path[$t]}/{uuid}" >"$out/$name.log" 2>&1
   after=$(usage ${proxies[$t]})
   python3 - "$file" "$before" "$after" <<'EOF'
 import json, sys
@@ -321,7 +378,8 @@ results=$out/rounds.txt
 : >"$results"
 for r in $(seq 1 "$rounds"); do
   for t in "${topologies[@]}"; do
-    ENTITY_IDS=$entity_ids wrk -t "$wrk_threads" -c 32 -d "${warmup}s" -s "$here/post.lua" \
+    ENTITY_IDS=$entity_ids ENTITY_PATH="${path[$t]}/" BODY=$body \
+      wrk -t "$wrk_threads" -c 32 -d "${warmup}s" -s "$here/post.lua" \
       "${url[$t]}" >/dev/null
     for c in $wrk_connections; do
       read -r rps errors proxy_cpu proxy_switches app_cpu proxy_user < <(wrk_point "$t" "$r" "$c")
@@ -349,6 +407,10 @@ done
 
 # --- The tables ----------------------------------------------------------------------------------
 
-python3 "$here/report.py" "$results" >"$out/results.md"
+{
+  echo "App behind every topology: $app."
+  echo
+  python3 "$here/report.py" "$results"
+} >"$out/results.md"
 cat "$out/results.md"
 log "wrote $out/results.md (raw wrk and fortio output beside it)"

@@ -19,7 +19,7 @@ help:
 	@echo "make fuzz-smoke    every fuzz harness for 10 s (part of make test)"
 	@echo "make api-test      Schemathesis against the sidecar's OpenAPI description (part of make test)"
 	@echo "make sdk-test      the Go and Python SDKs' tests, and the app contract suite on the three counters"
-	@echo "make chaos         the randomized fault suite on the local cluster: SEED= (default random), DURATION= (30m)"
+	@echo "make chaos         the randomized fault suite on the local cluster: SEED= (default random), DURATION= (30m), APP= (cpp, go)"
 	@echo "make images        the images (buildah, base images made locally), archives in build/images/"
 	@echo "make cluster-up    start the local Kubernetes cluster (.cluster/kubeconfig)"
 	@echo "make cluster-down  stop it and remove everything it created"
@@ -88,13 +88,14 @@ scenarios: build
 	@bash e2e/scenarios/run.sh
 
 # The randomized fault suite (e2e/nemesis, docs/reliability.md): faults of a seeded schedule under
-# load for DURATION, then the history checks. SEED defaults to a random one, printed first; the
+# load for DURATION on the counter APP (cpp, or go: the Go SDK's), then the history checks. SEED defaults to a random one, printed first; the
 # same SEED replays the same schedule. Report: e2e/nemesis/report/nemesis.md. `make test` runs a
 # short one with a fixed seed (e2e/run-all.sh).
 SEED ?=
 DURATION ?= 30m
+APP ?= cpp
 chaos: build
-	@SEED="$(SEED)" DURATION="$(DURATION)" bash e2e/nemesis/run.sh
+	@SEED="$(SEED)" DURATION="$(DURATION)" COUNTER_APP="$(APP)" bash e2e/nemesis/run.sh
 
 # Builds everything, starts the local cluster, installs kshard with helm, runs the counter example.
 demo: deps

@@ -42,7 +42,7 @@ step "end-to-end scenarios" bash "$HERE/scenarios/run.sh" --app cpp
 step "end-to-end scenarios, Go counter (sdk/go)" bash "$HERE/scenarios/run.sh" --app go --delete-after
 # Seed 93's first four minutes hold eleven kinds of fault, force delete and container kills among
 # them (e2e/nemesis/schedule); NEMESIS_SEED and NEMESIS_DURATION override.
-step "randomized faults (nemesis)" bash "$HERE/nemesis/run.sh" --seed "${NEMESIS_SEED:-93}" \
+step "randomized faults (nemesis)" bash "$HERE/nemesis/run.sh" --app cpp --seed "${NEMESIS_SEED:-93}" \
   --duration "${NEMESIS_DURATION:-4m}"
 step "install kshard and the counter" env COUNTER_APP=cpp bash "$HERE/install.sh" --no-build
 step "attack suite" bash "$HERE/security/run.sh"

@@ -6,11 +6,13 @@
 # scaling, rollouts and rollbacks), then every fault healed, a quiet period, and the checks of the
 # whole history. The executables must already be in build/bin (`make build`). Needs root.
 #
-#   e2e/nemesis/run.sh [--seed N] [--duration 5m] [--keep] [-- nemesis flags, e.g. -rate 30]
+#   e2e/nemesis/run.sh [--seed N] [--duration 5m] [--app cpp|go] [--keep] [-- nemesis flags, e.g. -rate 30]
 #
 # SEED and DURATION in the environment are the defaults of --seed and --duration (a random seed,
 # 30m: `make chaos`); the seed is printed first, and the same seed replays the same schedule.
-# --keep reuses the running installation instead of a fresh one.
+# --keep reuses the running installation instead of a fresh one. --app (or COUNTER_APP) names the
+# counter under load, a row of e2e/counter-apps.sh: cpp (examples/counter, the default) or go
+# (examples/go-counter, written with sdk/go).
 # Report: e2e/nemesis/report/nemesis.md (per fault kind: count, failed requests by code, recovery,
 # overlaps, lost), nemesis.json, history.jsonl (every request), nemesis.log (this run's output).
 # Exit status: 0 when every check passed, 1 on a violation or a problem of the run, 2 when it
@@ -19,19 +21,22 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/../cluster/lib.sh"
+source "$HERE/../counter-apps.sh"
 cd "$REPO_ROOT"
 
 seed="${SEED:-}"
 duration="${DURATION:-30m}"
 keep=0
+app="${COUNTER_APP:-cpp}"
 extra=()
 while (($#)); do
   case "$1" in
     --seed) seed="$2"; shift ;;
     --duration) duration="$2"; shift ;;
     --keep) keep=1 ;;
+    --app) app="$2"; shift ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--seed N] [--duration 5m] [--keep] [-- nemesis flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seed N] [--duration 5m] [--app cpp|go] [--keep] [-- nemesis flags]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -39,11 +44,11 @@ if [[ -z "$seed" ]]; then
   seed=$(((RANDOM * 32768 + RANDOM) % 1000000))
 fi
 [[ "$seed" =~ ^[0-9]+$ ]] || die "--seed must be a number, got '$seed'"
-replay="make chaos SEED=$seed DURATION=$duration"
+select_counter_app "$app"
+replay="make chaos SEED=$seed DURATION=$duration APP=$COUNTER_APP"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
-say "nemesis: seed $seed, duration $duration (replay: $replay)"
-COUNTER_NAMESPACE="${COUNTER_NAMESPACE:-demo}"
+say "nemesis: seed $seed, duration $duration, the $COUNTER_APP counter (replay: $replay)"
 export KUBECONFIG="$CLUSTER_DIR/kubeconfig"
 KUBECTL="$(kubectl_bin)"
 
@@ -63,10 +68,10 @@ if ((!keep)) && "$KUBECTL" get namespace "$COUNTER_NAMESPACE" >/dev/null 2>&1; t
   say "deleting namespace $COUNTER_NAMESPACE (the previous run's counter)"
   delete_namespace "$COUNTER_NAMESPACE"
 fi
-# The nemesis knows the C++ counter only (demo/counter), whatever COUNTER_APP says.
-COUNTER_APP=cpp bash "$REPO_ROOT/e2e/install.sh" --no-build
+COUNTER_APP="$COUNTER_APP" bash "$REPO_ROOT/e2e/install.sh" --no-build
 
-export KSHARD_REPO_ROOT="$REPO_ROOT" KSHARD_CLUSTER_DIR="$CLUSTER_DIR" COUNTER_NAMESPACE
+export KSHARD_REPO_ROOT="$REPO_ROOT" KSHARD_CLUSTER_DIR="$CLUSTER_DIR" COUNTER_NAMESPACE COUNTER_NAME
+export KSHARD_COUNTER_EVENT_LOG="$COUNTER_EVENT_LOG"
 export KSHARD_COMMIT="$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || true)"
 REPORT_DIR="$HERE/report"
 mkdir -p "$REPORT_DIR"

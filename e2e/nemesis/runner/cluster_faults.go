@@ -71,7 +71,7 @@ func (r *run) restartAPIServer(hold time.Duration, rec *FaultRecord) error {
 // scaleAndBack scales the counter Deployment to replicas, waits until the new pods serve and are
 // registered (or the old ones are gone), holds, and scales back to schedule.BaseReplicas.
 func (r *run) scaleAndBack(replicas int, hold time.Duration, rec *FaultRecord) error {
-	rec.Target = fmt.Sprintf("deployment %s: %d → %d → %d", counterName, schedule.BaseReplicas, replicas, schedule.BaseReplicas)
+	rec.Target = fmt.Sprintf("deployment %s: %d → %d → %d", r.cfg.CounterName, schedule.BaseReplicas, replicas, schedule.BaseReplicas)
 	rec.Injected = time.Now()
 	if err := r.scale(replicas); err != nil {
 		return err
@@ -103,11 +103,11 @@ func (r *run) scaleBack(rec *FaultRecord) error {
 func (r *run) scale(replicas int) error {
 	ctx, cancel := kube.Ctx()
 	defer cancel()
-	_, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).UpdateScale(ctx, counterName,
-		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: counterName, Namespace: r.cfg.CounterNS},
+	_, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).UpdateScale(ctx, r.cfg.CounterName,
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: r.cfg.CounterName, Namespace: r.cfg.CounterNS},
 			Spec: autoscalingv1.ScaleSpec{Replicas: int32(replicas)}}, metav1.UpdateOptions{})
 	if err != nil {
-		return fmt.Errorf("scaling deployment %s to %d: %w", counterName, replicas, err)
+		return fmt.Errorf("scaling deployment %s to %d: %w", r.cfg.CounterName, replicas, err)
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func (r *run) scale(replicas int) error {
 // runs it.
 func (r *run) rollout(rec *FaultRecord) error {
 	from, to := r.version, r.nextVersion()
-	rec.Target = fmt.Sprintf("deployment %s: %s → %s", counterName, from, to)
+	rec.Target = fmt.Sprintf("deployment %s: %s → %s", r.cfg.CounterName, from, to)
 	rec.Injected = time.Now()
 	err := r.rollTo(to)
 	rec.Healed = time.Now()
@@ -127,7 +127,7 @@ func (r *run) rollout(rec *FaultRecord) error {
 // template to the version before (kubectl rollout undo), then waits until every pod runs that.
 func (r *run) rollback(hold time.Duration, rec *FaultRecord) error {
 	from, to := r.version, r.nextVersion()
-	rec.Target = fmt.Sprintf("deployment %s: %s → %s, back to %s", counterName, from, to, from)
+	rec.Target = fmt.Sprintf("deployment %s: %s → %s, back to %s", r.cfg.CounterName, from, to, from)
 	rec.Injected = time.Now()
 	defer func() { rec.Healed = time.Now() }()
 	if err := r.setVersion(to); err != nil {
@@ -161,10 +161,10 @@ func (r *run) setVersion(version string) error {
 	ctx, cancel := kube.Ctx()
 	defer cancel()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{%q:%q}}}}}`, versionLabel, version)
-	_, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).Patch(ctx, counterName, types.StrategicMergePatchType,
+	_, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).Patch(ctx, r.cfg.CounterName, types.StrategicMergePatchType,
 		[]byte(patch), metav1.PatchOptions{})
 	if err != nil {
-		return fmt.Errorf("setting the version label of deployment %s to %s: %w", counterName, version, err)
+		return fmt.Errorf("setting the version label of deployment %s to %s: %w", r.cfg.CounterName, version, err)
 	}
 	r.version = version
 	return nil
@@ -174,7 +174,7 @@ func (r *run) setVersion(version string) error {
 // the operator has registered exactly those.
 func (r *run) podsOn(version string, replicas int) (bool, string) {
 	ctx, cancel := kube.Ctx()
-	d, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).Get(ctx, counterName, metav1.GetOptions{})
+	d, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).Get(ctx, r.cfg.CounterName, metav1.GetOptions{})
 	cancel()
 	if err != nil {
 		return false, err.Error()

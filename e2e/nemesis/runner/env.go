@@ -26,10 +26,9 @@ import (
 	"kshard.local/e2e/scenarios/load"
 )
 
-// The counter example (examples/counter/k8s/counter.yaml) and the chart.
+// The counter examples (examples/*/k8s/*.yaml: every one names its containers and ports alike)
+// and the chart.
 const (
-	counterName    = "counter"
-	counterLabels  = "app.kubernetes.io/name=counter"
 	versionLabel   = "app.kubernetes.io/version"
 	appContainer   = "app"
 	sidecarName    = "kshard-sidecar"
@@ -56,9 +55,12 @@ type Config struct {
 	ClusterDir string
 	ReportDir  string
 	CounterNS  string
-	KshardNS   string
-	EventLog   string
-	Commit     string
+	// CounterName names the counter's Deployment and ShardMap; its pods are labelled
+	// app.kubernetes.io/name=<CounterName>.
+	CounterName string
+	KshardNS    string
+	EventLog    string
+	Commit      string
 }
 
 // env is the cluster as the run reaches it.
@@ -90,10 +92,10 @@ func newEnv(cfg Config) (*env, error) {
 		probe:  load.NewClient(publicPort, 5*time.Second),
 		runID:  fmt.Sprintf("nm%d", time.Now().Unix()%1000000),
 		stopCh: make(chan struct{})}
-	if e.pods, err = kube.WatchPods(cs, cfg.CounterNS, counterLabels, e.stopCh); err != nil {
+	if e.pods, err = kube.WatchPods(cs, cfg.CounterNS, "app.kubernetes.io/name="+cfg.CounterName, e.stopCh); err != nil {
 		return nil, err
 	}
-	if e.maps, err = kube.WatchShardMap(dyn, cfg.CounterNS, counterName, e.stopCh); err != nil {
+	if e.maps, err = kube.WatchShardMap(dyn, cfg.CounterNS, cfg.CounterName, e.stopCh); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -89,7 +89,7 @@ func shardRange() []int {
 // begin waits until the installation is settled and notes its version.
 func (r *run) begin() error {
 	ctx, cancel := kube.Ctx()
-	d, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).Get(ctx, counterName, metav1.GetOptions{})
+	d, err := r.cs.AppsV1().Deployments(r.cfg.CounterNS).Get(ctx, r.cfg.CounterName, metav1.GetOptions{})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("the counter Deployment: %w", err)

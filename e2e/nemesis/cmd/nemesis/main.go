@@ -24,13 +24,14 @@ func main() {
 	wd, _ := os.Getwd() // e2e/nemesis
 	root := envOr("KSHARD_REPO_ROOT", filepath.Join(wd, "..", ".."))
 	cfg := runner.Config{
-		Kubeconfig: os.Getenv("KUBECONFIG"),
-		RepoRoot:   root,
-		ClusterDir: envOr("KSHARD_CLUSTER_DIR", filepath.Join(root, ".cluster")),
-		CounterNS:  envOr("COUNTER_NAMESPACE", "demo"),
-		KshardNS:   envOr("KSHARD_NAMESPACE", "kshard-system"),
-		EventLog:   envOr("KSHARD_COUNTER_EVENT_LOG", "/tmp/kshard-counter/events.log"),
-		Commit:     os.Getenv("KSHARD_COMMIT"),
+		Kubeconfig:  os.Getenv("KUBECONFIG"),
+		RepoRoot:    root,
+		ClusterDir:  envOr("KSHARD_CLUSTER_DIR", filepath.Join(root, ".cluster")),
+		CounterNS:   envOr("COUNTER_NAMESPACE", "demo"),
+		CounterName: envOr("COUNTER_NAME", "counter"),
+		KshardNS:    envOr("KSHARD_NAMESPACE", "kshard-system"),
+		EventLog:    envOr("KSHARD_COUNTER_EVENT_LOG", "/tmp/kshard-counter/events.log"),
+		Commit:      os.Getenv("KSHARD_COMMIT"),
 	}
 	seed := flag.String("seed", os.Getenv("SEED"), "the schedule's seed (default: a random one, printed)")
 	flag.DurationVar(&cfg.Duration, "duration", 5*time.Minute, "no step of the schedule starts after this")

@@ -85,7 +85,7 @@ def main(argv):
     sidecar = kshard.Client(port=o.sidecar_port, timeout=60)
     entity_httpd = server.http_server("127.0.0.1", o.app_port)
     public_httpd = kshard.ThreadingHTTPServer(
-        ("0.0.0.0", o.public_port), kshard.make_request_handler(server, public_api(sidecar)))
+        ("0.0.0.0", o.public_port), kshard.make_request_handler(None, public_api(sidecar)))
     for httpd in (entity_httpd, public_httpd):
         httpd.daemon_threads = False  # requests in flight finish at shutdown (server_close)
         kshard.serve_in_thread(httpd)

@@ -282,6 +282,11 @@ func writeReply(w http.ResponseWriter, reply *Reply, err error) {
 		reply = &Reply{}
 	}
 	for name, values := range reply.Header {
+		// Kshard-* headers on an answer are the sidecar's to set: a Kshard-Error copied from a
+		// nested call would make the caller read a delivered message as not delivered.
+		if strings.HasPrefix(strings.ToLower(name), "kshard-") {
+			continue
+		}
 		w.Header()[http.CanonicalHeaderKey(name)] = values
 	}
 	status := reply.Status

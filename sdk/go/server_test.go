@@ -320,3 +320,31 @@ func TestStopBoundsAreForgottenAfterTheirTime(t *testing.T) {
 		t.Fatal("the old bound was kept or the new one dropped")
 	}
 }
+
+type headerHandler struct{}
+
+func (headerHandler) OnMessage(ctx context.Context, m *Message) (*Reply, error) {
+	r, err := JSONReply(502, map[string]any{"nested": "failed"})
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Set(HeaderError, "SendTimeout")
+	r.Header.Set("X-App", "kept")
+	return r, nil
+}
+
+func (headerHandler) OnStop(ctx context.Context, s *Stop) error { return nil }
+
+// A handler that copies a nested call's Kshard-Error onto its answer must not make its caller
+// read the message as not delivered: Kshard-* headers are the sidecar's to set.
+func TestAHandlersKshardHeadersAreNotPassedOn(t *testing.T) {
+	s := NewServer(ServerOptions{})
+	s.Handle("counter", headerHandler{})
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	a := post(t, msgURL(hs.URL, "c1"), nil)
+	if a.status != 502 || a.header.Get(HeaderError) != "" || a.header.Get("X-App") != "kept" {
+		t.Fatalf("answer %d, Kshard-Error %q, X-App %q; want 502, none, kept",
+			a.status, a.header.Get(HeaderError), a.header.Get("X-App"))
+	}
+}

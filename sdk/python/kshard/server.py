@@ -236,12 +236,19 @@ def _call(fn, stop=False):
         return error_reply(500, "Internal", f"{type(e).__name__}: {e}")
     if stop:
         return None
-    return reply if isinstance(reply, Reply) else Reply()
+    if not isinstance(reply, Reply):
+        return Reply()
+    # Kshard-* headers on an answer are the sidecar's to set: a Kshard-Error copied from a nested
+    # call would make the caller read a delivered message as not delivered.
+    reply.headers = {k: v for k, v in reply.headers.items() if not k.lower().startswith("kshard-")}
+    return reply
 
 
 def make_request_handler(server, extra=None):
     """A BaseHTTPRequestHandler class serving `server`'s callbacks; `extra(handler)` may answer
-    other paths (it returns a Reply, or None for 404)."""
+    other paths (it returns a Reply, or None for 404). With `server` None it serves `extra`
+    only: the handler of an app's public port, where the callbacks must not be reachable (only
+    the sidecar may call them, on 127.0.0.1)."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -251,7 +258,7 @@ def make_request_handler(server, extra=None):
             pass
 
         def _serve(self):
-            if not self.path.startswith("/kshard/") and extra is not None:
+            if server is None or (not self.path.startswith("/kshard/") and extra is not None):
                 reply = extra(self) or error_reply(404, "NotFound", "no such path")
                 self.send_reply(reply)
                 return

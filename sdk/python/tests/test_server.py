@@ -152,3 +152,44 @@ class EntityServerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HeaderAndPortTest(unittest.TestCase):
+    def test_a_handlers_kshard_headers_are_not_passed_on(self):
+        # A handler that copies a nested call's Kshard-Error onto its answer must not make its
+        # caller read the message as not delivered: Kshard-* headers are the sidecar's to set.
+        class Nested:
+            def on_message(self, msg):
+                return kshard.Reply(502, {"Kshard-Error": "SendTimeout", "X-App": "kept"}, b"{}")
+
+            def on_stop(self, stop):
+                pass
+
+        server = kshard.EntityServer()
+        server.handle("counter", Nested())
+        httpd, port = start(server)
+        try:
+            status, headers, _ = post(port, msg_path("c1"))
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+        self.assertEqual((status, headers.get("kshard-error"), headers.get("x-app")),
+                         (502, None, "kept"))
+
+    def test_a_public_handler_does_not_serve_the_callbacks(self):
+        # An app's public port listens beyond 127.0.0.1: a callback taken there would let anyone
+        # activate an entity or reset the app behind the sidecar's back.
+        server = kshard.EntityServer()
+        rec = Recorder()
+        server.handle("counter", rec)
+        public = kshard.make_request_handler(None, lambda h: kshard.json_reply({"ok": True}))
+        httpd = kshard.ThreadingHTTPServer(("127.0.0.1", 0), public)
+        kshard.serve_in_thread(httpd)
+        try:
+            port = httpd.server_address[1]
+            self.assertEqual(post(port, msg_path("c1"))[0], 200)
+            self.assertEqual(post(port, "/kshard/reset")[0], 200)
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+        self.assertEqual(rec.messages, [])

@@ -54,6 +54,10 @@ Status mayCreateShardMap(const PodInfo& pod, std::size_t shardMaps, std::size_t 
   return {};
 }
 
+bool pendingCreateCounts(const std::optional<SteadyTime>& answered, SteadyTime now) {
+  return !answered || now - *answered < kCreatedSettle;
+}
+
 std::size_t shardMapsCounted(const std::string& ns, const std::vector<std::string>& cached,
                              const PendingCreates& pending, SteadyTime now) {
   const std::string prefix = ns + "/";
@@ -62,7 +66,7 @@ std::size_t shardMapsCounted(const std::string& ns, const std::vector<std::strin
     if (key.starts_with(prefix)) counted.insert(key);
   }
   for (const auto& [key, answered] : pending) {
-    if (key.starts_with(prefix) && (!answered || now - *answered < kCreatedSettle)) {
+    if (key.starts_with(prefix) && pendingCreateCounts(answered, now)) {
       counted.insert(key);
     }
   }
@@ -161,15 +165,15 @@ void PodProvisioner::ensureShardMap(const PodInfo& pod) {
   const std::string key = pod.namespace_ + "/" + name;
   {
     std::lock_guard lock(mu_);
-    // A create answered and since shown by the informer, or answered kCreatedSettle ago, is done.
+    // A create answered and since shown by the informer, or no longer counted, is done.
     const SteadyTime now = std::chrono::steady_clock::now();
     std::erase_if(creating_, [&](const auto& entry) {
       const auto& [pendingKey, answered] = entry;
-      return answered && (now - *answered >= kCreatedSettle ||
+      return answered && (!pendingCreateCounts(answered, now) ||
                           shardMaps_.store().getByKey(pendingKey) != nullptr);
     });
     if (shardMaps_.store().getByKey(key) || creating_.contains(key)) return;
-    if (Status may = mayCreateShardMap(pod, shardMapsLocked(pod.namespace_),
+    if (Status may = mayCreateShardMap(pod, shardMapsLocked(pod.namespace_, now),
                                        options_.maxShardMapsPerNamespace);
         !may.ok()) {
       refuseShardMapLocked(pod, name, may.message());
@@ -210,9 +214,8 @@ void PodProvisioner::ensureShardMap(const PodInfo& pod) {
                  });
 }
 
-std::size_t PodProvisioner::shardMapsLocked(const std::string& ns) const {
-  return shardMapsCounted(ns, shardMaps_.store().keys(), creating_,
-                          std::chrono::steady_clock::now());
+std::size_t PodProvisioner::shardMapsLocked(const std::string& ns, SteadyTime now) const {
+  return shardMapsCounted(ns, shardMaps_.store().keys(), creating_, now);
 }
 
 void PodProvisioner::refuseShardMapLocked(const PodInfo& pod, const std::string& name,

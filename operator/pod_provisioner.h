@@ -53,6 +53,11 @@ inline constexpr Duration kCreatedSettle = std::chrono::seconds(30);
 // else when it was answered.
 using PendingCreates = std::map<std::string, std::optional<SteadyTime>>;
 
+// Whether a pending create (nullopt: in flight; else when it was answered) still counts against
+// the cap while the informer does not show its ShardMap: until kCreatedSettle after its answer.
+// Pure.
+bool pendingCreateCounts(const std::optional<SteadyTime>& answered, SteadyTime now);
+
 // The ShardMaps of `ns` that count against the cap: those the informer shows (`cached`, keys
 // "{ns}/{name}") and the pending creates it does not show yet, counted until kCreatedSettle after
 // their answer. Counting a create only while it is in flight let a pod seen between the create's
@@ -97,7 +102,7 @@ class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {
   void ensureShardMap(const PodInfo& pod);
   // ShardMaps of `ns` in the cache, and those created but not seen yet (shardMapsCounted);
   // under mu_.
-  std::size_t shardMapsLocked(const std::string& ns) const;
+  std::size_t shardMapsLocked(const std::string& ns, SteadyTime now) const;
   // Logs and reports on the pod, once per pod (its updates come often); under mu_.
   void refuseShardMapLocked(const PodInfo& pod, const std::string& name, const std::string& reason);
   void syncNamespace(const std::string& ns);

@@ -33,3 +33,12 @@ select_counter_app() {
   done
   die "unknown COUNTER_APP '$1' (one of: ${known[*]})"
 }
+
+# counter_app_namespaces: the namespace of every app, one a line.
+counter_app_namespaces() {
+  local row ns
+  for row in "${COUNTER_APPS[@]}"; do
+    read -r _ _ ns _ <<<"$row"
+    echo "$ns"
+  done
+}

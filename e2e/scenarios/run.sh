@@ -69,8 +69,7 @@ if ((!keep)); then
   # ShardMap), not from what a previous run left (1.1.0, a shorter rebalanceInterval), and alone
   # on the node: no other example's pods share its cores.
   make --no-print-directory cluster-up
-  for row in "${COUNTER_APPS[@]}"; do
-    read -r _ _ ns _ <<<"$row"
+  for ns in $(counter_app_namespaces); do
     if "$KUBECTL" get namespace "$ns" >/dev/null 2>&1; then
       say "deleting namespace $ns (a previous run's counter)"
       delete_namespace "$ns"

@@ -13,8 +13,8 @@ COUNTER_APPS=(
 )
 
 # select_counter_app <app>: sets COUNTER_APP, COUNTER_MANIFEST, COUNTER_NAMESPACE, COUNTER_NAME,
-# COUNTER_LABELS, COUNTER_IMAGE, COUNTER_STATE and COUNTER_EVENT_LOG from the app's row; dies
-# naming the apps when there is none.
+# COUNTER_IMAGE, COUNTER_STATE and COUNTER_EVENT_LOG from the app's row; dies naming the apps
+# when there is none.
 select_counter_app() {
   local row app manifest ns name image state known=()
   for row in "${COUNTER_APPS[@]}"; do
@@ -25,7 +25,6 @@ select_counter_app() {
     COUNTER_MANIFEST=$manifest
     COUNTER_NAMESPACE=$ns
     COUNTER_NAME=$name
-    COUNTER_LABELS="app.kubernetes.io/name=$name"
     COUNTER_IMAGE=$image
     COUNTER_STATE=$state
     COUNTER_EVENT_LOG="$state/events.log"

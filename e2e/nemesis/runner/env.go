@@ -92,7 +92,7 @@ func newEnv(cfg Config) (*env, error) {
 		probe:  load.NewClient(publicPort, 5*time.Second),
 		runID:  fmt.Sprintf("nm%d", time.Now().Unix()%1000000),
 		stopCh: make(chan struct{})}
-	if e.pods, err = kube.WatchPods(cs, cfg.CounterNS, "app.kubernetes.io/name="+cfg.CounterName, e.stopCh); err != nil {
+	if e.pods, err = kube.WatchPods(cs, cfg.CounterNS, kube.AppSelector(cfg.CounterName), e.stopCh); err != nil {
 		return nil, err
 	}
 	if e.maps, err = kube.WatchShardMap(dyn, cfg.CounterNS, cfg.CounterName, e.stopCh); err != nil {

@@ -32,6 +32,10 @@ type PodWatcher struct {
 	skip   map[string]bool
 }
 
+// AppSelector selects the pods of an example app: every one labels its pods
+// app.kubernetes.io/name=<its name> (e2e/counter-apps.sh).
+func AppSelector(name string) string { return "app.kubernetes.io/name=" + name }
+
 // WatchPods starts an informer on the pods of ns matching selector; it returns once synced.
 func WatchPods(cs kubernetes.Interface, ns, selector string, stop <-chan struct{}) (*PodWatcher, error) {
 	sel, err := labels.Parse(selector)

@@ -51,7 +51,7 @@ func loadConfig() config {
 }
 
 // counterLabels selects the app's pods.
-func (c config) counterLabels() string { return "app.kubernetes.io/name=" + c.counterName }
+func (c config) counterLabels() string { return kube.AppSelector(c.counterName) }
 
 // counterImageOf is the app's image of a version of the rolling update.
 func (c config) counterImageOf(version string) string { return c.counterImage + ":" + version }

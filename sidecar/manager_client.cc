@@ -52,13 +52,14 @@ void ManagerClient::stop() {
   for (auto& [id, call] : waiting) {
     if (scheduler_.cancel(id)) call->done(cancelled("the sidecar is shutting down"));
   }
+  lifetime_.end();
 }
 
 void ManagerClient::registerPod(std::function<void(StatusOr<std::uint64_t>)> done) {
   auto call = std::make_shared<Call>();
   call->verb = "register";
   call->body = protocol::encode(protocol::RegisterRequest{self_.pod, self_.uid, self_.peerAddress,
-                                                         self_.version, self_.incarnation});
+                                                          self_.version, self_.incarnation});
   call->backoff = options_.initialBackoff;
   call->done = [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) return done(r.status());
@@ -126,9 +127,9 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
   }
   req.body = call->body;
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      !call->timeout   ? options_.requestTimeout
-      : call->once     ? *call->timeout
-                       : std::max(*call->timeout, options_.requestTimeout));
+      !call->timeout ? options_.requestTimeout
+      : call->once   ? *call->timeout
+                     : std::max(*call->timeout, options_.requestTimeout));
   ++call->attempts;
   http::Client* client;
   {
@@ -140,54 +141,58 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
     client = &clientFor(address);
   }
   call->sentAt = scheduler_.clock().now();
-  client->send(std::move(req), [this, call, address](StatusOr<http::Response> r) {
-    if (!r.ok()) {
-      retryLater(call, address + ": " + r.status().toString());
-      return;
+  client->send(std::move(req), lifetime_.guard([this, call, address](StatusOr<http::Response> r) {
+    onAnswer(call, address, std::move(r));
+  }));
+}
+
+void ManagerClient::onAnswer(const std::shared_ptr<Call>& call, const std::string& address,
+                             StatusOr<http::Response> r) {
+  if (!r.ok()) {
+    retryLater(call, address + ": " + r.status().toString());
+    return;
+  }
+  if (r->status == 200) {
+    if (call->verb != "unregister" && options_.onConfirmed) options_.onConfirmed(call->sentAt);
+    if (call->verb != "renew") {
+      log_.info(
+          call->verb == "register" ? "registered" : "unregistered",
+          {{"manager", address}, {"attempts", call->attempts}, {"deferrals", call->deferrals}});
     }
-    if (r->status == 200) {
-      if (call->verb != "unregister" && options_.onConfirmed) options_.onConfirmed(call->sentAt);
-      if (call->verb != "renew") {
-        log_.info(
-            call->verb == "register" ? "registered" : "unregistered",
-            {{"manager", address}, {"attempts", call->attempts}, {"deferrals", call->deferrals}});
-      }
-      call->done(std::move(r));
-      return;
-    }
-    if (deferred(call, *r)) return;
-    std::string code;
-    std::string message = r->body.substr(0, 256);
-    auto body = nlohmann::json::parse(r->body, nullptr, false);
-    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-      code = body["error"].value("code", "");
-      message = body["error"].value("message", message);
-    }
-    if (call->once) {
-      // A renew the manager refuses because it does not know this pod as this incarnation
-      // (unregistered, removed as dead, or registered anew): NotFound, the caller registers.
-      const bool unknown = (r->status == 409 && code == protocol::errors::kWrongTarget) ||
-                           ((r->status == 404 || r->status == 403) &&
-                            code == protocol::errors::kPodNotAlive);
-      const std::string why = call->verb + ": " + std::to_string(r->status) + " " + message;
-      call->done(unknown ? notFound(why) : unavailable(why));
-      return;
-    }
-    // 4xx other than "not alive yet" means the request itself is wrong: no retry will help.
-    // 401 is retried: the kubelet may not have written (or rotated) the token yet.
-    const bool permanent = r->status >= 400 && r->status < 500 && r->status != 401 &&
-                           r->status != 404 && r->status != 403 && r->status != 409 &&
-                           r->status != 429;
-    if (permanent) {
-      log_.error(
-          "manager refused",
-          {{"verb", call->verb}, {"status", r->status}, {"code", code}, {"message", message}});
-      call->done(Status(StatusCode::kFailedPrecondition,
-                        call->verb + " refused: " + std::to_string(r->status) + " " + message));
-      return;
-    }
-    retryLater(call, address + ": " + std::to_string(r->status) + " " + code + " " + message);
-  });
+    call->done(std::move(r));
+    return;
+  }
+  if (deferred(call, *r)) return;
+  std::string code;
+  std::string message = r->body.substr(0, 256);
+  auto body = nlohmann::json::parse(r->body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    code = body["error"].value("code", "");
+    message = body["error"].value("message", message);
+  }
+  if (call->once) {
+    // A renew the manager refuses because it does not know this pod as this incarnation
+    // (unregistered, removed as dead, or registered anew): NotFound, the caller registers.
+    const bool unknown =
+        (r->status == 409 && code == protocol::errors::kWrongTarget) ||
+        ((r->status == 404 || r->status == 403) && code == protocol::errors::kPodNotAlive);
+    const std::string why = call->verb + ": " + std::to_string(r->status) + " " + message;
+    call->done(unknown ? notFound(why) : unavailable(why));
+    return;
+  }
+  // 4xx other than "not alive yet" means the request itself is wrong: no retry will help.
+  // 401 is retried: the kubelet may not have written (or rotated) the token yet.
+  const bool permanent = r->status >= 400 && r->status < 500 && r->status != 401 &&
+                         r->status != 404 && r->status != 403 && r->status != 409 &&
+                         r->status != 429;
+  if (permanent) {
+    log_.error("manager refused",
+               {{"verb", call->verb}, {"status", r->status}, {"code", code}, {"message", message}});
+    call->done(Status(StatusCode::kFailedPrecondition,
+                      call->verb + " refused: " + std::to_string(r->status) + " " + message));
+    return;
+  }
+  retryLater(call, address + ": " + std::to_string(r->status) + " " + code + " " + message);
 }
 
 bool ManagerClient::deferred(const std::shared_ptr<Call>& call, const http::Response& r) {
@@ -247,13 +252,13 @@ void ManagerClient::retryLater(const std::shared_ptr<Call>& call, const std::str
   }
   std::lock_guard lock(mu_);
   auto id = std::make_shared<Scheduler::TaskId>(0);
-  *id = scheduler_.runAfter(wait, [this, call, id] {
+  *id = scheduler_.runAfter(wait, lifetime_.guard([this, call, id] {
     {
       std::lock_guard inner(mu_);
       waiting_.erase(*id);
     }
     attempt(call);
-  });
+  }));
   waiting_.emplace(*id, call);
 }
 
@@ -282,13 +287,13 @@ void ManagerClient::reportUnreachable(const std::string& pod) {
   req.body = protocol::encode(protocol::NotifyUnhealthyRequest{pod});
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
   log_.warn("reporting unreachable pod", {{"pod", pod}});
-  client->send(std::move(req), [this, pod](StatusOr<http::Response> r) {
+  client->send(std::move(req), lifetime_.guard([this, pod](StatusOr<http::Response> r) {
     if (!r.ok() || r->status >= 300) {
       log_.warn(
           "notify-unhealthy failed",
           {{"pod", pod}, {"error", r.ok() ? std::to_string(r->status) : r.status().toString()}});
     }
-  });
+  }));
 }
 
 }  // namespace kshard::sidecar

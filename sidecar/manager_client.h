@@ -27,6 +27,7 @@
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "http/client.h"
+#include "kube/lifetime.h"
 #include "sidecar/identity.h"
 #include "sidecar/peer_client.h"
 #include "sidecar/routing_table.h"
@@ -62,12 +63,17 @@ class ManagerClient final : public UnhealthyReporter {
   // the manager does not know this pod registered as this incarnation.
   void renew(Duration timeout, std::function<void(Status)> done);
   void reportUnreachable(const std::string& pod) override;
-  // Stops retry loops (their callbacks get Cancelled).
+  // Stops retry loops (their callbacks get Cancelled). Once it returns no callback runs: one
+  // running finishes first, and a call still on the wire is dropped unanswered. Its callers may
+  // then be destroyed, before this client is.
   void stop();
 
  private:
   struct Call;
   void attempt(const std::shared_ptr<Call>& call);
+  // The manager's answer (or the transport's error) to one attempt of `call`, sent to `address`.
+  void onAnswer(const std::shared_ptr<Call>& call, const std::string& address,
+                StatusOr<http::Response> r);
   // Tries again after a backoff, or after `after` when the manager said when.
   void retryLater(const std::shared_ptr<Call>& call, const std::string& why,
                   std::optional<Duration> after = std::nullopt);
@@ -90,6 +96,8 @@ class ManagerClient final : public UnhealthyReporter {
   std::map<std::string, std::unique_ptr<http::Client>> clients_;
   std::map<std::string, SteadyTime> lastReport_;
   std::map<Scheduler::TaskId, std::shared_ptr<Call>> waiting_;
+  // Guards the answers of calls on the wire and the retries' tasks; ended by stop().
+  kube::Lifetime lifetime_;
 };
 
 }  // namespace kshard::sidecar

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
+#include <utility>
 
+#include "base/enum_names.h"
 #include "base/utf8.h"
 
 namespace kshard {
@@ -18,6 +21,11 @@ struct Logger::Shared {
 };
 
 namespace {
+
+constexpr std::pair<LogLevel, std::string_view> kLogLevelNames[] = {{LogLevel::kDebug, "debug"},
+                                                                    {LogLevel::kInfo, "info"},
+                                                                    {LogLevel::kWarn, "warn"},
+                                                                    {LogLevel::kError, "error"}};
 
 void writeStderr(std::string_view line) {
   // One write(2) per line keeps lines from different threads and processes whole.
@@ -79,32 +87,12 @@ void appendField(std::string& out, const std::string& key, const LogValue& value
 
 }  // namespace
 
-std::string_view logLevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "info";
-}
+std::string_view logLevelName(LogLevel level) { return nameIn(kLogLevelNames, level, "info"); }
 
 bool parseLogLevel(std::string_view text, LogLevel& out) {
-  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
-    if (text == logLevelName(l)) {
-      out = l;
-      return true;
-    }
-  }
-  if (text == "warning") {
-    out = LogLevel::kWarn;
-    return true;
-  }
-  return false;
+  const std::optional<LogLevel> level = valueIn(kLogLevelNames, text == "warning" ? "warn" : text);
+  if (level) out = *level;
+  return level.has_value();
 }
 
 Logger::Logger(std::string component, LogLevel minLevel)

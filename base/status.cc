@@ -1,41 +1,34 @@
 #include "base/status.h"
 
+#include <utility>
+
+#include "base/enum_names.h"
+
 namespace kshard {
 
+namespace {
+
+constexpr std::pair<StatusCode, std::string_view> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"},
+    {StatusCode::kInvalidArgument, "InvalidArgument"},
+    {StatusCode::kNotFound, "NotFound"},
+    {StatusCode::kAlreadyExists, "AlreadyExists"},
+    {StatusCode::kConflict, "Conflict"},
+    {StatusCode::kGone, "Gone"},
+    {StatusCode::kUnauthenticated, "Unauthenticated"},
+    {StatusCode::kPermissionDenied, "PermissionDenied"},
+    {StatusCode::kFailedPrecondition, "FailedPrecondition"},
+    {StatusCode::kResourceExhausted, "ResourceExhausted"},
+    {StatusCode::kUnavailable, "Unavailable"},
+    {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
+    {StatusCode::kCancelled, "Cancelled"},
+    {StatusCode::kOutcomeUnknown, "OutcomeUnknown"},
+    {StatusCode::kInternal, "Internal"}};
+
+}  // namespace
+
 std::string_view statusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kAlreadyExists:
-      return "AlreadyExists";
-    case StatusCode::kConflict:
-      return "Conflict";
-    case StatusCode::kGone:
-      return "Gone";
-    case StatusCode::kUnauthenticated:
-      return "Unauthenticated";
-    case StatusCode::kPermissionDenied:
-      return "PermissionDenied";
-    case StatusCode::kFailedPrecondition:
-      return "FailedPrecondition";
-    case StatusCode::kResourceExhausted:
-      return "ResourceExhausted";
-    case StatusCode::kUnavailable:
-      return "Unavailable";
-    case StatusCode::kDeadlineExceeded:
-      return "DeadlineExceeded";
-    case StatusCode::kCancelled:
-      return "Cancelled";
-    case StatusCode::kOutcomeUnknown:
-      return "OutcomeUnknown";
-    case StatusCode::kInternal:
-      return "Internal";
-  }
-  return "Unknown";
+  return nameIn(kStatusCodeNames, code, "Unknown");
 }
 
 std::string Status::toString() const {

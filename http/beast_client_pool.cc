@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <utility>
 
+#include "base/enum_names.h"
 #include "http/internal/beast_client_core.h"
 #include "http/internal/beast_message.h"
 
@@ -19,19 +21,13 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 
-std::string_view phaseText(Phase p) {
-  switch (p) {
-    case Phase::kConnect:
-      return "connecting";
-    case Phase::kHandshake:
-      return "TLS handshake";
-    case Phase::kWrite:
-      return "sending the request";
-    case Phase::kRead:
-      return "reading the response";
-  }
-  return "";
-}
+constexpr std::pair<Phase, std::string_view> kPhaseTexts[] = {
+    {Phase::kConnect, "connecting"},
+    {Phase::kHandshake, "TLS handshake"},
+    {Phase::kWrite, "sending the request"},
+    {Phase::kRead, "reading the response"}};
+
+std::string_view phaseText(Phase p) { return nameIn(kPhaseTexts, p, ""); }
 
 bool isTlsError(const beast::error_code& ec) {
   return ec.category() == net::error::get_ssl_category() ||

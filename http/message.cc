@@ -8,6 +8,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "base/enum_names.h"
+
 namespace kshard::http {
 
 namespace {
@@ -70,20 +72,10 @@ bool breaksFraming(std::string_view s, bool isName) {
 
 }  // namespace
 
-std::string_view methodName(Method m) {
-  for (const auto& [method, name] : kMethodNames) {
-    if (method == m) return name;
-  }
-  return "GET";
-}
+std::string_view methodName(Method m) { return nameIn(kMethodNames, m, "GET"); }
 
-std::optional<Method> parseMethod(std::string_view name) {
-  // Method names are case-sensitive (RFC 9110, 9.1).
-  for (const auto& [method, methodText] : kMethodNames) {
-    if (methodText == name) return method;
-  }
-  return std::nullopt;
-}
+// Method names are case-sensitive (RFC 9110, 9.1).
+std::optional<Method> parseMethod(std::string_view name) { return valueIn(kMethodNames, name); }
 
 bool listHolds(std::string_view list, std::string_view token) {
   while (!list.empty()) {

@@ -1,6 +1,9 @@
 #include "kube/api_request.h"
 
 #include <string>
+#include <utility>
+
+#include "base/enum_names.h"
 
 namespace kshard::kube {
 namespace {
@@ -108,17 +111,12 @@ std::string ApiRequest::target() const {
 }
 
 std::string_view patchContentType(PatchType type) {
-  switch (type) {
-    case PatchType::kMerge:
-      return "application/merge-patch+json";
-    case PatchType::kJson:
-      return "application/json-patch+json";
-    case PatchType::kStrategicMerge:
-      return "application/strategic-merge-patch+json";
-    case PatchType::kApply:
-      return "application/apply-patch+yaml";
-  }
-  return "application/merge-patch+json";
+  constexpr std::pair<PatchType, std::string_view> kContentTypes[] = {
+      {PatchType::kMerge, "application/merge-patch+json"},
+      {PatchType::kJson, "application/json-patch+json"},
+      {PatchType::kStrategicMerge, "application/strategic-merge-patch+json"},
+      {PatchType::kApply, "application/apply-patch+yaml"}};
+  return nameIn(kContentTypes, type, "application/merge-patch+json");
 }
 
 ApiRequest getRequest(const ResourceRef& r, std::string_view ns, std::string_view name,

@@ -2,24 +2,19 @@
 
 #include <utility>
 
+#include "base/enum_names.h"
 #include "kube/api_error.h"
 
 namespace kshard::kube {
 
 std::string_view watchEventTypeName(WatchEventType type) {
-  switch (type) {
-    case WatchEventType::kAdded:
-      return "ADDED";
-    case WatchEventType::kModified:
-      return "MODIFIED";
-    case WatchEventType::kDeleted:
-      return "DELETED";
-    case WatchEventType::kBookmark:
-      return "BOOKMARK";
-    case WatchEventType::kError:
-      return "ERROR";
-  }
-  return "UNKNOWN";
+  constexpr std::pair<WatchEventType, std::string_view> kNames[] = {
+      {WatchEventType::kAdded, "ADDED"},
+      {WatchEventType::kModified, "MODIFIED"},
+      {WatchEventType::kDeleted, "DELETED"},
+      {WatchEventType::kBookmark, "BOOKMARK"},
+      {WatchEventType::kError, "ERROR"}};
+  return nameIn(kNames, type, "UNKNOWN");
 }
 
 Status watchErrorStatus(const WatchEvent& event) {

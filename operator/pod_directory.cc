@@ -1,7 +1,9 @@
 #include "operator/pod_directory.h"
 
 #include <array>
+#include <utility>
 
+#include "base/enum_names.h"
 #include "kube/api_time.h"
 
 namespace kshard::manager {
@@ -145,15 +147,11 @@ void slimPodObject(nlohmann::json& pod) {
 }
 
 std::string_view podHealthName(PodHealth health) {
-  switch (health) {
-    case PodHealth::kAlive:
-      return "alive";
-    case PodHealth::kTerminating:
-      return "terminating";
-    case PodHealth::kDead:
-      return "dead";
-  }
-  return "unknown";
+  constexpr std::pair<PodHealth, std::string_view> kNames[] = {
+      {PodHealth::kAlive, "alive"},
+      {PodHealth::kTerminating, "terminating"},
+      {PodHealth::kDead, "dead"}};
+  return nameIn(kNames, health, "unknown");
 }
 
 PodHealth assessPod(const std::optional<PodInfo>& observed, std::string_view registeredUid) {

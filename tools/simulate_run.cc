@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/enum_names.h"
 #include "base/random.h"
 #include "base/scheduler.h"
 #include "tools/simulate_instant.h"
@@ -86,33 +87,13 @@ std::unique_ptr<SimulatedManager> makeManager(const SimulationConfig& config, Sc
 
 }  // namespace
 
-std::string_view scenarioName(Scenario scenario) {
-  for (const auto& [s, name] : kScenarios) {
-    if (s == scenario) return name;
-  }
-  return "?";
-}
+std::string_view scenarioName(Scenario scenario) { return nameIn(kScenarios, scenario, "?"); }
 
-std::string_view strategyName(Strategy strategy) {
-  for (const auto& [s, name] : kStrategies) {
-    if (s == strategy) return name;
-  }
-  return "?";
-}
+std::string_view strategyName(Strategy strategy) { return nameIn(kStrategies, strategy, "?"); }
 
-std::optional<Scenario> parseScenario(std::string_view name) {
-  for (const auto& [s, n] : kScenarios) {
-    if (n == name) return s;
-  }
-  return std::nullopt;
-}
+std::optional<Scenario> parseScenario(std::string_view name) { return valueIn(kScenarios, name); }
 
-std::optional<Strategy> parseStrategy(std::string_view name) {
-  for (const auto& [s, n] : kStrategies) {
-    if (n == name) return s;
-  }
-  return std::nullopt;
-}
+std::optional<Strategy> parseStrategy(std::string_view name) { return valueIn(kStrategies, name); }
 
 std::int32_t crashedPods(const SimulationConfig& config) {
   return std::max(1, config.crashed.scaled(config.pods, /*roundUp=*/false));

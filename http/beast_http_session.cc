@@ -94,9 +94,13 @@ class Session : public std::enable_shared_from_this<Session>,
   void readHeader();
   // `self` is the reference the read's handler held, handed on from the header to the body to
   // the Responder, rather than taken anew at each step (an atomic compare-and-swap each).
-  void onHeader(const beast::error_code& ec, std::shared_ptr<Session> self);
+  void onHeader(std::shared_ptr<Session> self);
   void readBody(std::shared_ptr<Session> self);
-  void onBody(const beast::error_code& ec, std::shared_ptr<Session> self);
+  // Reads until `done(parser)` holds, then runs `next`, unless the session closed meanwhile or
+  // the read failed (onReadError).
+  template <typename Done>
+  void readUntil(std::shared_ptr<Session> self, Done done,
+                 void (Session::*next)(std::shared_ptr<Session>));
   void onReadError(const beast::error_code& ec);
   // Applies the request's route's own body limit (RouteOptions) once its head is read: false when
   // the request was refused 413 from its Content-Length.
@@ -116,6 +120,20 @@ class Session : public std::enable_shared_from_this<Session>,
   void lingerClose();
   void linger();
   void closeNow();
+  // The completion handler of an I/O step: it runs `next(self)` unless the session closed
+  // meanwhile, and closes the session when the step failed.
+  template <typename Next>
+  static auto unlessFailed(std::shared_ptr<Session> self, Next next) {
+    return [self = std::move(self), next = std::move(next)](const beast::error_code& ec,
+                                                            auto&&...) mutable {
+      if (self->state_ == State::kClosed) return;
+      if (ec) {
+        self->closeNow();
+        return;
+      }
+      next(std::move(self));
+    };
+  }
 
   // Why a request for the channel path cannot have one (empty: it can); see dispatchRequest.
   static std::string_view channelRefusal(const Request& request);
@@ -197,15 +215,9 @@ void Session::begin() {
   }
   state_ = State::kHandshake;
   watchdog_.expiresAfter(core_.options.requestTimeout);
-  stream_.tls().async_handshake(ssl::stream_base::server,
-                                [self = shared_from_this()](const beast::error_code& ec) {
-                                  if (self->state_ == State::kClosed) return;
-                                  if (ec) {
-                                    self->closeNow();
-                                    return;
-                                  }
-                                  self->readHeader();
-                                });
+  stream_.tls().async_handshake(
+      ssl::stream_base::server,
+      unlessFailed(shared_from_this(), [](std::shared_ptr<Session> self) { self->readHeader(); }));
 }
 
 void Session::readHeader() {
@@ -222,20 +234,26 @@ void Session::readHeader() {
   // the idle timeout.
   watchdog_.expiresAfter(core_.options.requestTimeout);
   parser_->eager(false);
-  asyncReadUntil(
-      stream_, buffer_, *parser_, [](const auto& p) { return p.is_header_done(); },
-      [self = shared_from_this()](const beast::error_code& ec) mutable {
-        Session& session = *self;
-        session.onHeader(ec, std::move(self));
-      });
+  readUntil(
+      shared_from_this(), [](const auto& p) { return p.is_header_done(); }, &Session::onHeader);
 }
 
-void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> self) {
-  if (state_ == State::kClosed) return;
-  if (ec) {
-    onReadError(ec);
-    return;
-  }
+template <typename Done>
+void Session::readUntil(std::shared_ptr<Session> self, Done done,
+                        void (Session::*next)(std::shared_ptr<Session>)) {
+  asyncReadUntil(stream_, buffer_, *parser_, std::move(done),
+                 [self = std::move(self), next](const beast::error_code& ec) mutable {
+                   Session& session = *self;
+                   if (session.state_ == State::kClosed) return;
+                   if (ec) {
+                     session.onReadError(ec);
+                     return;
+                   }
+                   (session.*next)(std::move(self));
+                 });
+}
+
+void Session::onHeader(std::shared_ptr<Session> self) {
   if (!parser_->method()) {
     // No route takes it: answered at once, its body never read.
     sendError(501, "NotImplemented",
@@ -252,17 +270,11 @@ void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> sel
     auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
                                                                      parser_->version());
     stream_.visit([cont, &self](auto& s) {
-      bhttp::async_write(
-          s, *cont,
-          [self = std::move(self), cont](const beast::error_code& e, std::size_t) mutable {
-            if (self->state_ == State::kClosed) return;
-            if (e) {
-              self->closeNow();
-              return;
-            }
-            Session& session = *self;
-            session.readBody(std::move(self));
-          });
+      bhttp::async_write(s, *cont,
+                         unlessFailed(std::move(self), [cont](std::shared_ptr<Session> reader) {
+                           Session& session = *reader;
+                           session.readBody(std::move(reader));
+                         }));
     });
     return;
   }
@@ -272,21 +284,8 @@ void Session::onHeader(const beast::error_code& ec, std::shared_ptr<Session> sel
 void Session::readBody(std::shared_ptr<Session> self) {
   // Usually the body came with the header, in the same read, and is parsed without I/O.
   parser_->eager(true);
-  asyncReadUntil(
-      stream_, buffer_, *parser_, [](const auto& p) { return p.is_done(); },
-      [self = std::move(self)](const beast::error_code& ec) mutable {
-        Session& session = *self;
-        session.onBody(ec, std::move(self));
-      });
-}
-
-void Session::onBody(const beast::error_code& ec, std::shared_ptr<Session> self) {
-  if (state_ == State::kClosed) return;
-  if (ec) {
-    onReadError(ec);
-    return;
-  }
-  dispatchRequest(std::move(self));
+  readUntil(
+      std::move(self), [](const auto& p) { return p.is_done(); }, &Session::dispatchRequest);
 }
 
 bool Session::applyRouteBodyLimit() {
@@ -475,14 +474,8 @@ void Session::lingerClose() {
 
 void Session::linger() {
   stream_.tcp().async_read_some(
-      net::buffer(drain_), [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-        if (self->state_ == State::kClosed) return;
-        if (ec) {
-          self->closeNow();
-          return;
-        }
-        self->linger();
-      });
+      net::buffer(drain_),
+      unlessFailed(shared_from_this(), [](std::shared_ptr<Session> self) { self->linger(); }));
 }
 
 void Session::closeNow() {

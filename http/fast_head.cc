@@ -77,29 +77,28 @@ struct Kind {
   std::uint8_t known = 0;  // Headers::Known bit
 };
 
-// One switch on the length for both: most names match neither and are compared with none.
+// The fields that matter, by name in lower case.
+struct Field {
+  std::string_view name;
+  Kind kind;
+};
+constexpr Field kFields[] = {
+    {"host", {Special::kNone, Headers::kHost}},
+    {"expect", {Special::kExpect}},
+    {"upgrade", {Special::kDecline}},
+    {"user-agent", {Special::kNone, Headers::kUserAgent}},
+    {"connection", {Special::kConnection, Headers::kConnection}},
+    {"content-length", {Special::kContentLength}},
+    {"proxy-connection", {Special::kConnection}},
+    {"transfer-encoding", {Special::kDecline}},
+};
+
+// Sizes first: most names match no field's and are compared with none.
 Kind classify(std::string_view name) {
-  switch (name.size()) {
-    case 4:
-      if (tokenIs(name, "host")) return {Special::kNone, Headers::kHost};
-      return {};
-    case 6:
-      return {tokenIs(name, "expect") ? Special::kExpect : Special::kNone};
-    case 7:
-      return {tokenIs(name, "upgrade") ? Special::kDecline : Special::kNone};
-    case 10:
-      if (tokenIs(name, "user-agent")) return {Special::kNone, Headers::kUserAgent};
-      if (tokenIs(name, "connection")) return {Special::kConnection, Headers::kConnection};
-      return {};
-    case 14:
-      return {tokenIs(name, "content-length") ? Special::kContentLength : Special::kNone};
-    case 16:
-      return {tokenIs(name, "proxy-connection") ? Special::kConnection : Special::kNone};
-    case 17:
-      return {tokenIs(name, "transfer-encoding") ? Special::kDecline : Special::kNone};
-    default:
-      return {};
+  for (const Field& f : kFields) {
+    if (f.name.size() == name.size() && tokenIs(name, f.name)) return f.kind;
   }
+  return {};
 }
 
 // Reads one head; `end` is the input's end or the limit, whichever comes first.
@@ -295,22 +294,24 @@ class Reader {
   const bool limited_;
 };
 
-}  // namespace
-
-Outcome parseRequestHead(std::string_view in, std::size_t limit, Head& head, Headers& fields) {
+// A head whose first line `firstLine` reads (a request line or a status line), then its fields.
+inline Outcome parseHead(std::string_view in, std::size_t limit, Head& head, Headers& fields,
+                         Outcome (Reader::*firstLine)(Head&)) {
   head = {};
   Reader reader(in, limit);
-  const Outcome line = reader.requestLine(head);
+  const Outcome line = (reader.*firstLine)(head);
   if (line != Outcome::kParsed) return line;
   return reader.fields(head, fields);
 }
 
+}  // namespace
+
+Outcome parseRequestHead(std::string_view in, std::size_t limit, Head& head, Headers& fields) {
+  return parseHead(in, limit, head, fields, &Reader::requestLine);
+}
+
 Outcome parseResponseHead(std::string_view in, std::size_t limit, Head& head, Headers& fields) {
-  head = {};
-  Reader reader(in, limit);
-  const Outcome line = reader.statusLine(head);
-  if (line != Outcome::kParsed) return line;
-  return reader.fields(head, fields);
+  return parseHead(in, limit, head, fields, &Reader::statusLine);
 }
 
 }  // namespace kshard::http::fast_head

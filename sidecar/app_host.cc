@@ -58,41 +58,51 @@ std::optional<std::chrono::milliseconds> AppHost::budget(Duration timeout) const
   return toMillis(std::min(timeout, std::max<Duration>(left, std::chrono::milliseconds(1))));
 }
 
+std::optional<http::Request> AppHost::callback(std::string target, Duration timeout,
+                                               http::Headers headers) const {
+  const auto millis = budget(timeout);
+  if (!millis) return std::nullopt;
+  std::optional<http::Request> req(std::in_place);
+  req->method = http::Method::kPost;
+  req->target = std::move(target);
+  req->headers = std::move(headers);
+  req->timeout = *millis;
+  return req;
+}
+
+void AppHost::addIncarnation(http::Headers& headers) const {
+  if (!incarnation_.empty()) headers.addParsed(protocol::kIncarnationHeader, incarnation_);
+}
+
 void AppHost::deliver(Message message, Epoch epoch,
                       UniqueFunction<void(StatusOr<http::Response>&&)> done) {
-  const auto timeout = budget(deliverTimeout_);
-  if (!timeout) {
+  // Room for what is added below, so the fields are appended without a reallocation.
+  message.headers.reserve(message.headers.wire().size() + kMessageFieldsBytes +
+                          incarnation_.size() + 60);
+  auto req = callback(entityCallbackPath(message.key), deliverTimeout_, std::move(message.headers));
+  if (!req) {
     done(unavailable("the ownership lease has run out: the message was not sent to the app"));
     return;
   }
-  http::Request req;
-  req.method = http::Method::kPost;
-  req.target = entityCallbackPath(message.key);
-  req.headers = std::move(message.headers);
-  req.headers.reserve(req.headers.wire().size() + kMessageFieldsBytes + incarnation_.size() + 60);
-  addMessageFields(req.headers, message.shard, epoch, message.mode);
-  if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
-  if (message.turn != 0) req.headers.addParsed(protocol::kTurnHeader, std::to_string(message.turn));
-  req.body = std::move(message.body);
-  req.timeout = *timeout;
-  client_.send(std::move(req), std::move(done));
+  addMessageFields(req->headers, message.shard, epoch, message.mode);
+  addIncarnation(req->headers);
+  if (message.turn != 0)
+    req->headers.addParsed(protocol::kTurnHeader, std::to_string(message.turn));
+  req->body = std::move(message.body);
+  client_.send(std::move(*req), std::move(done));
 }
 
 void AppHost::stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
                    std::function<void(Status)> done) {
-  const auto timeout = budget(stopTimeout_);
-  if (!timeout) {
+  auto req = callback(entityCallbackPath(key) + "/stop", stopTimeout_);
+  if (!req) {
     done(unavailable("the ownership lease has run out: stop not sent"));
     return;
   }
-  http::Request req;
-  req.method = http::Method::kPost;
-  req.target = entityCallbackPath(key) + "/stop";
-  req.headers.set(std::string(protocol::kShardHeader), std::to_string(shard));
-  if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
-  if (lastTurn != 0) req.headers.addParsed(protocol::kTurnHeader, std::to_string(lastTurn));
-  req.timeout = *timeout;
-  client_.send(std::move(req), [done = std::move(done)](StatusOr<http::Response> r) {
+  req->headers.set(std::string(protocol::kShardHeader), std::to_string(shard));
+  addIncarnation(req->headers);
+  if (lastTurn != 0) req->headers.addParsed(protocol::kTurnHeader, std::to_string(lastTurn));
+  client_.send(std::move(*req), [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) {
       done(r.status().withContext("stop callback"));
     } else if (r->status < 200 || r->status >= 300) {
@@ -107,7 +117,7 @@ void AppHost::reset(Duration timeout, std::function<void(Status)> done) {
   http::Request req;
   req.method = http::Method::kPost;
   req.target = "/kshard/reset";
-  if (!incarnation_.empty()) req.headers.addParsed(protocol::kIncarnationHeader, incarnation_);
+  addIncarnation(req.headers);
   req.timeout = toMillis(timeout);
   client_.send(std::move(req), [done = std::move(done)](StatusOr<http::Response> r) {
     if (!r.ok()) {

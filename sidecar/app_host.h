@@ -47,6 +47,12 @@ class AppHost final : public EntityHost {
   // The timeout of a call that may take `timeout`, cut at the deadline; nullopt when the
   // deadline has passed (the call must not be sent).
   std::optional<std::chrono::milliseconds> budget(Duration timeout) const;
+  // A POST of the callback `target` that may take `timeout`, with `headers`; nullopt when the
+  // deadline has passed (see budget).
+  std::optional<http::Request> callback(std::string target, Duration timeout,
+                                        http::Headers headers = {}) const;
+  // Kshard-Incarnation, when this sidecar has one; after the message's own fields.
+  void addIncarnation(http::Headers& headers) const;
 
   Duration deliverTimeout_;
   Duration stopTimeout_;

@@ -115,15 +115,20 @@ Status validateAddress(const std::string& address) {
   return {};
 }
 
+// `fields` and a pod's identity (as the register, ping and peer calls carry it), encoded.
+std::string encodeWithIdentity(const std::string& pod, const std::string& uid,
+                               const std::string& incarnation, json fields = json::object()) {
+  fields["pod"] = pod;
+  fields["uid"] = uid;
+  fields["incarnation"] = incarnation;
+  return fields.dump();
+}
+
 }  // namespace
 
 std::string encode(const RegisterRequest& r) {
-  return json{{"pod", r.pod},
-              {"uid", r.uid},
-              {"address", r.address},
-              {"version", r.version},
-              {"incarnation", r.incarnation}}
-      .dump();
+  return encodeWithIdentity(r.pod, r.uid, r.incarnation,
+                            {{"address", r.address}, {"version", r.version}});
 }
 std::string encode(const EpochResponse& r) {
   json j{{"epoch", r.epoch}};
@@ -142,25 +147,15 @@ std::string encode(const UnregisterDeferred& r) {
 }
 std::string encode(const NotifyUnhealthyRequest& r) { return json{{"pod", r.pod}}.dump(); }
 std::string encode(const PingResponse& r) {
-  return json{{"pod", r.pod},
-              {"uid", r.uid},
-              {"incarnation", r.incarnation},
-              {"epoch", r.epoch},
-              {"shards", r.shards}}
-      .dump();
+  return encodeWithIdentity(r.pod, r.uid, r.incarnation,
+                            {{"epoch", r.epoch}, {"shards", r.shards}});
 }
 std::string encode(const ShardsRequest& r) {
-  return json{{"shardMap", r.shardMap},
-              {"pod", r.target.pod},
-              {"uid", r.target.uid},
-              {"incarnation", r.target.incarnation},
-              {"epoch", r.epoch},
-              {"shards", r.shards.toString()}}
-      .dump();
+  return encodeWithIdentity(
+      r.target.pod, r.target.uid, r.target.incarnation,
+      {{"shardMap", r.shardMap}, {"epoch", r.epoch}, {"shards", r.shards.toString()}});
 }
-std::string encode(const Target& r) {
-  return json{{"pod", r.pod}, {"uid", r.uid}, {"incarnation", r.incarnation}}.dump();
-}
+std::string encode(const Target& r) { return encodeWithIdentity(r.pod, r.uid, r.incarnation); }
 std::string encode(const AssignResponse& r) {
   return json{{"refused", r.refused.toString()}}.dump();
 }
@@ -250,11 +245,11 @@ StatusOr<PingResponse> decodePingResponse(std::string_view body) {
   auto j = parseObject(body);
   if (!j.ok()) return j.status();
   PingResponse r;
-  for (Status s : {readString(*j, "pod", kMaxNameLen, true, r.pod),
-                   readString(*j, "uid", kMaxUidLen, false, r.uid),
-                   readString(*j, "incarnation", kMaxIncarnationLen, false, r.incarnation),
-                   readEpoch(*j, "epoch", r.epoch),
-                   readString(*j, "shards", 1u << 20, false, r.shards)}) {
+  for (Status s :
+       {readString(*j, "pod", kMaxNameLen, true, r.pod),
+        readString(*j, "uid", kMaxUidLen, false, r.uid),
+        readString(*j, "incarnation", kMaxIncarnationLen, false, r.incarnation),
+        readEpoch(*j, "epoch", r.epoch), readString(*j, "shards", 1u << 20, false, r.shards)}) {
     if (!s.ok()) return s;
   }
   return r;

@@ -76,13 +76,15 @@ nlohmann::json sidecarRoleBindingObject(const std::string& ns, const std::string
 // Whether `existing` already grants what `desired` does (same roleRef, same subjects).
 bool roleBindingMatches(const nlohmann::json& existing, const nlohmann::json& desired);
 
+// What the operator's configuration says of provisioning; its defaults live in OperatorConfig
+// (operator/config.h), which fills this in.
 struct PodProvisionerOptions {
-  bool createShardMaps = true;
-  std::int32_t defaultShards = 300;
-  std::size_t maxShardMapsPerNamespace = 20;
-  bool manageRbac = true;
-  std::string clusterRole = "kshard-sidecar";
-  std::string roleBindingName = "kshard-sidecar";
+  bool createShardMaps{};
+  std::int32_t defaultShards{};
+  std::size_t maxShardMapsPerNamespace{};
+  bool manageRbac{};
+  std::string clusterRole;      // the ClusterRole the sidecars' RoleBinding grants
+  std::string roleBindingName;  // that RoleBinding's name in each namespace
 };
 
 class PodProvisioner : public std::enable_shared_from_this<PodProvisioner> {

@@ -1,6 +1,7 @@
 #include "operator/round_runner.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -56,20 +57,13 @@ void RoundRunner::run(RoundRequest request, std::function<void()> done) {
 }
 
 void RoundRunner::advance(const RoundPtr& round) {
-  switch (round->step) {
-    case Step::kDecide:
-      return decide(round);
-    case Step::kPing:
-      return ping(round);
-    case Step::kUnassign:
-      return unassign(round);
-    case Step::kPersist:
-      return persist(round);
-    case Step::kAssign:
-      return assign(round);
-    case Step::kCheckFailed:
-      return checkFailed(round);
-  }
+  // Step's values index the steps, in the order a round runs them.
+  using StepFn = void (RoundRunner::*)(const RoundPtr&);
+  static constexpr StepFn kSteps[] = {&RoundRunner::decide,   &RoundRunner::ping,
+                                      &RoundRunner::unassign, &RoundRunner::persist,
+                                      &RoundRunner::assign,   &RoundRunner::checkFailed};
+  static_assert(std::size(kSteps) == static_cast<std::size_t>(Step::kCheckFailed) + 1);
+  (this->*kSteps[static_cast<std::size_t>(round->step)])(round);
 }
 
 void RoundRunner::then(const RoundPtr& round, Step next) {

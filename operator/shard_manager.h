@@ -21,9 +21,7 @@ class ShardManager {
  public:
   // `deps` is shared by every controller (its logger gets a shard_map field per controller).
   explicit ShardManager(ControllerDeps deps);
-  ~ShardManager();
-  ShardManager(const ShardManager&) = delete;
-  ShardManager& operator=(const ShardManager&) = delete;
+  ~ShardManager();  // not copyable or movable: it holds a mutex
 
   // ShardMap informer: an object was added or changed / was deleted.
   void upsert(sharding::ShardMap map);

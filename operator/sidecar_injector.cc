@@ -62,8 +62,8 @@ bool hasSidecar(const json& spec) {
   return false;
 }
 
-json admissionResponse(const json& uid, bool allowed, const std::string& message,
-                       const json* patch, const std::vector<std::string>& warnings = {}) {
+json admissionResponse(const json& uid, bool allowed, const std::string& message, const json* patch,
+                       const std::vector<std::string>& warnings = {}) {
   json response = {{"uid", uid}, {"allowed", allowed}};
   if (!allowed) response["status"] = {{"code", 403}, {"message", message}};
   if (!warnings.empty()) response["warnings"] = warnings;
@@ -134,15 +134,11 @@ PreStopPlan planPreStop(const json& container) {
 }
 
 std::string jsonPointerEscape(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
+  std::string out(key);
+  // RFC 6901, 3: '~' becomes "~0" and '/' becomes "~1".
+  for (auto at = out.find_first_of("~/"); at != std::string::npos;
+       at = out.find_first_of("~/", at + 2)) {
+    out.replace(at, 1, out[at] == '~' ? "~0" : "~1");
   }
   return out;
 }

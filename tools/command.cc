@@ -14,15 +14,10 @@ bool wantsHelp(std::span<const std::string> args) {
 
 int usageError(CommandIo& io, std::string_view command, std::string_view message) {
   // One line, whatever the input echoed in the message contains.
-  std::string line;
-  for (char c : message) {
-    if (c == '\n') {
-      line += "\\n";
-    } else if (c == '\r') {
-      line += "\\r";
-    } else {
-      line += c;
-    }
+  std::string line(message);
+  for (auto at = line.find_first_of("\n\r"); at != std::string::npos;
+       at = line.find_first_of("\n\r", at + 2)) {
+    line.replace(at, 1, line[at] == '\n' ? "\\n" : "\\r");
   }
   io.err << "kshardctl " << command << ": " << line << "\n";
   return kExitUsage;

@@ -5,7 +5,7 @@
 //   opts.addAll({
 //       {"shard-map", "KSHARD_SHARD_MAP", "ShardMap this pod belongs to.", &cfg.shardMap},
 //       {"app-port", "KSHARD_APP_PORT", "Port of the app's entity callbacks.",
-//        IntOption{&cfg.appPort, 1, 65535}},
+//        portOption(&cfg.appPort)},
 //   });
 //   auto r = opts.parse(argc, argv, env);
 //
@@ -40,6 +40,8 @@ struct IntOption {
   std::int64_t min;
   std::int64_t max;
 };
+// A TCP port: an integer in 1..65535.
+constexpr IntOption portOption(std::int64_t* target) { return {target, 1, 65535}; }
 struct DoubleOption {
   double* target;
   double min;

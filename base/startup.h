@@ -24,11 +24,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitConfig = 2;  // an option, or a file an option names, is wrong
 
-// Parses `argv` into `opts`, then runs `check` (the configuration's cross-field checks).
+// Parses `argv` into `opts`, then runs `check` (the configuration's cross-field checks), if any.
 // Returns the exit code when the program is done: 0 after --help (usage on stdout), 2 after an
 // error (on stderr, prefixed with the program's name). nullopt: go on.
 [[nodiscard]] std::optional<int> parseCommandLine(OptionSet& opts, int argc, char** argv,
-                                                  const std::function<Status()>& check);
+                                                  const std::function<Status()>& check = {});
 
 // A logger for `component` at the level named `levelName` (info when it names none; the
 // configuration's checks have refused unknown names by then).

@@ -8,12 +8,9 @@
 //   POST /kshard/entities/{type}/{id}        what a sidecar sends for a message
 //   POST /kshard/entities/{type}/{id}/stop   what a sidecar sends to stop an entity
 //   POST /kshard/reset                       what a sidecar sends at its start
-#include <signal.h>
-
-#include <iostream>
-
 #include "base/logger.h"
 #include "base/options.h"
+#include "base/startup.h"
 #include "http/factory.h"
 
 namespace {
@@ -27,23 +24,9 @@ int run(int argc, char** argv) {
                  "message and stop callback gets 200 {\"ok\":true}.");
   opts.addInt("port", "", "Port on 127.0.0.1.", &port, 1, 65535);
   opts.addInt("threads", "", "I/O threads of the server.", &threads, 1, 64);
-  auto parsed = opts.parse(argc, argv);
-  if (!parsed.ok()) {
-    std::cerr << "datapath_stub_app: " << parsed.status().message() << "\n";
-    return 2;
-  }
-  if (*parsed == OptionSet::Outcome::kHelp) {
-    std::cout << opts.usage();
-    return 0;
-  }
+  if (auto exitCode = parseCommandLine(opts, argc, argv)) return *exitCode;
   Logger log("datapath-stub-app");
-
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  StopSignals signals;
 
   http::ServerOptions options;
   options.host = "127.0.0.1";
@@ -64,8 +47,7 @@ int run(int argc, char** argv) {
   }
   log.info("serving",
            {{"address", "127.0.0.1:" + std::to_string(server->port())}, {"threads", threads}});
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.wait();
   server->stop(std::chrono::seconds(1));
   return 0;
 }

@@ -1,12 +1,11 @@
 // kshard-counter: the example app of the quickstart and the end-to-end tests. See
 // examples/counter/counter_app.h and `kshard-counter --help`.
-#include <signal.h>
 #include <sys/stat.h>
 
-#include <iostream>
 #include <optional>
 
 #include "base/options.h"
+#include "base/startup.h"
 #include "examples/counter/counter_app.h"
 #include "http/factory.h"
 
@@ -43,27 +42,7 @@ std::optional<int> parseOptions(int argc, char** argv, CounterOptions& o) {
               "After SIGTERM, how long requests in flight may still finish. Longer than the "
               "ShardMap's sendTimeout: a request the sidecar is still routing gets its answer.",
               &o.shutdownGraceSeconds, 0, 3600);
-  auto parsed = opts.parse(argc, argv);
-  if (!parsed.ok()) {
-    std::cerr << "kshard-counter: " << parsed.status().message() << "\n";
-    return 2;
-  }
-  if (*parsed == OptionSet::Outcome::kHelp) {
-    std::cout << opts.usage();
-    return 0;
-  }
-  return std::nullopt;
-}
-
-// Blocks SIGTERM and SIGINT in this thread, before any other starts (they inherit the mask), so
-// that only sigwait on the returned set takes them.
-sigset_t blockStopSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  return signals;
+  return parseCommandLine(opts, argc, argv);
 }
 
 StatusOr<std::unique_ptr<http::Client>> sidecarClient(std::int64_t sidecarPort) {
@@ -99,7 +78,7 @@ int run(int argc, char** argv) {
   if (auto exitCode = parseOptions(argc, argv, o)) return *exitCode;
   ::mkdir(o.stateDir.c_str(), 0755);
   Logger log = Logger("counter").withFields({{"pod", o.pod}});
-  const sigset_t signals = blockStopSignals();
+  StopSignals signals;
 
   auto sidecar = sidecarClient(o.sidecarPort);
   if (!sidecar.ok()) {
@@ -117,8 +96,7 @@ int run(int argc, char** argv) {
   }
   log.info("serving", {{"entities", "127.0.0.1:" + std::to_string(o.appPort)},
                        {"public", "0.0.0.0:" + std::to_string(o.publicPort)}});
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.wait();
   // The sidecar stopped every counter during its drain (the preStop hook) before this signal, but a
   // public request that arrived just before may still wait in the sidecar for its shard's new
   // owner: new connections are refused now, and requests in flight get their answers (the sidecar

@@ -8,35 +8,20 @@ namespace {
 constexpr std::size_t kMaxRawMessage = 512;
 
 StatusCode codeForHttpStatus(int httpStatus) {
-  switch (httpStatus) {
-    case 400:
-    case 405:
-    case 406:
-    case 415:
-    case 422:
-      return StatusCode::kInvalidArgument;
-    case 401:
-      return StatusCode::kUnauthenticated;
-    case 403:
-      return StatusCode::kPermissionDenied;
-    case 404:
-      return StatusCode::kNotFound;
-    case 409:
-      return StatusCode::kConflict;
-    case 410:
-      return StatusCode::kGone;
-    case 413:
-    case 429:
-      return StatusCode::kResourceExhausted;
-    case 500:
-      return StatusCode::kInternal;
-    case 504:
-      return StatusCode::kDeadlineExceeded;
-    default:
-      break;
+  using enum StatusCode;
+  static constexpr std::pair<int, StatusCode> kStatuses[] = {
+      {400, kInvalidArgument},   {405, kInvalidArgument},
+      {406, kInvalidArgument},   {415, kInvalidArgument},
+      {422, kInvalidArgument},   {401, kUnauthenticated},
+      {403, kPermissionDenied},  {404, kNotFound},
+      {409, kConflict},          {410, kGone},
+      {413, kResourceExhausted}, {429, kResourceExhausted},
+      {500, kInternal},          {504, kDeadlineExceeded}};
+  for (const auto& [status, code] : kStatuses) {
+    if (status == httpStatus) return code;
   }
-  if (httpStatus >= 500) return StatusCode::kUnavailable;
-  return StatusCode::kFailedPrecondition;
+  if (httpStatus >= 500) return kUnavailable;
+  return kFailedPrecondition;
 }
 
 std::string stringField(const nlohmann::json& j, const char* key) {

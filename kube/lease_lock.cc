@@ -68,17 +68,14 @@ std::string LeaseLock::resourceVersion() const {
 }
 
 void LeaseLock::get(RecordCallback done) {
-  ApiRequest req = getRequest(resources::kLeases, ns_, name_);
-  req.timeout = requestTimeout_;
-  client_.callAsync(std::move(req),
-                    [cached = lease_, done = std::move(done)](StatusOr<json> lease) {
-                      if (!lease.ok()) {
-                        done(lease.status());
-                        return;
-                      }
-                      *cached = std::move(*lease);
-                      done(leaseRecordFromLease(**cached));
-                    });
+  call(getRequest(resources::kLeases, ns_, name_),
+       [cached = lease_, done = std::move(done)](Status s) {
+         if (s.ok()) {
+           done(leaseRecordFromLease(**cached));
+         } else {
+           done(std::move(s));
+         }
+       });
 }
 
 void LeaseLock::create(const LeaderElectionRecord& record, DoneCallback done) {
@@ -86,17 +83,7 @@ void LeaseLock::create(const LeaderElectionRecord& record, DoneCallback done) {
                 {"kind", "Lease"},
                 {"metadata", {{"name", name_}, {"namespace", ns_}}},
                 {"spec", leaseSpecFromRecord(record)}};
-  ApiRequest req = createRequest(resources::kLeases, ns_, std::move(lease));
-  req.timeout = requestTimeout_;
-  client_.callAsync(std::move(req),
-                    [cached = lease_, done = std::move(done)](StatusOr<json> created) {
-                      if (!created.ok()) {
-                        done(created.status());
-                        return;
-                      }
-                      *cached = std::move(*created);
-                      done({});
-                    });
+  call(createRequest(resources::kLeases, ns_, std::move(lease)), std::move(done));
 }
 
 void LeaseLock::update(const LeaderElectionRecord& record, DoneCallback done) {
@@ -106,15 +93,18 @@ void LeaseLock::update(const LeaderElectionRecord& record, DoneCallback done) {
   }
   json lease = **lease_;
   lease["spec"] = leaseSpecFromRecord(record);
-  ApiRequest req = updateRequest(resources::kLeases, ns_, std::move(lease));
+  call(updateRequest(resources::kLeases, ns_, std::move(lease)), std::move(done));
+}
+
+void LeaseLock::call(ApiRequest req, DoneCallback done) {
   req.timeout = requestTimeout_;
   client_.callAsync(std::move(req),
-                    [cached = lease_, done = std::move(done)](StatusOr<json> updated) {
-                      if (!updated.ok()) {
-                        done(updated.status());
+                    [cached = lease_, done = std::move(done)](StatusOr<json> lease) {
+                      if (!lease.ok()) {
+                        done(lease.status());
                         return;
                       }
-                      *cached = std::move(*updated);
+                      *cached = std::move(*lease);
                       done({});
                     });
 }

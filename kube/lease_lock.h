@@ -56,6 +56,10 @@ class LeaseLock {
   std::string describe() const;
 
  private:
+  // Sends `req` (a get, create or update of the Lease) and remembers the Lease the server
+  // returns before `done` runs.
+  void call(ApiRequest req, DoneCallback done);
+
   Client& client_;
   const std::string ns_;
   const std::string name_;

@@ -156,15 +156,7 @@ void LeaderElector::tryAcquireOrRenew(std::function<void(bool)> done) {
         done(false);
         return;
       }
-      lock_.create(mine, lifetime_.guard([this, mine, done](Status s) {
-        if (!s.ok()) {
-          logger_.info("cannot create the lease", {{"error", s.toString()}});
-          done(false);
-          return;
-        }
-        setObserved(mine);
-        done(true);
-      }));
+      lock_.create(mine, onWritten("cannot create the lease", mine, done));
       return;
     }
     const LeaderElectionRecord& current = *got;
@@ -185,16 +177,21 @@ void LeaderElector::tryAcquireOrRenew(std::function<void(bool)> done) {
     } else {
       mine.leaseTransitions = current.leaseTransitions + 1;
     }
-    lock_.update(mine, lifetime_.guard([this, mine, done](Status s) {
-      if (!s.ok()) {
-        logger_.info("cannot update the lease", {{"error", s.toString()}});
-        done(false);
-        return;
-      }
-      setObserved(mine);
-      done(true);
-    }));
+    lock_.update(mine, onWritten("cannot update the lease", mine, done));
   }));
+}
+
+LeaseLock::DoneCallback LeaderElector::onWritten(const char* failure, LeaderElectionRecord mine,
+                                                 std::function<void(bool)> done) {
+  return lifetime_.guard([this, failure, mine = std::move(mine), done = std::move(done)](Status s) {
+    if (!s.ok()) {
+      logger_.info(failure, {{"error", s.toString()}});
+      done(false);
+      return;
+    }
+    setObserved(mine);
+    done(true);
+  });
 }
 
 void LeaderElector::onAttempt(std::uint64_t generation, SteadyTime started, bool ok) {
@@ -216,9 +213,9 @@ void LeaderElector::onAttempt(std::uint64_t generation, SteadyTime started, bool
       // counted from when it started, would pass before the first renewal could succeed, and
       // leading would end a moment after it began (controllers would take over and abort).
       // Lead once a renewal confirms that the API answers in time.
-      logger_.info("acquired the lease slowly; confirming with a renewal before leading",
-                   {{"took_ms", std::chrono::duration_cast<std::chrono::milliseconds>(took)
-                                    .count()}});
+      logger_.info(
+          "acquired the lease slowly; confirming with a renewal before leading",
+          {{"took_ms", std::chrono::duration_cast<std::chrono::milliseconds>(took).count()}});
       scheduleTick(Duration{0});
       return;
     }

@@ -97,6 +97,10 @@ class LeaderElector {
   void tick();
   // client-go's tryAcquireOrRenew; `done(true)` when this candidate holds the lease.
   void tryAcquireOrRenew(std::function<void(bool)> done);
+  // The callback for a create or update of the lease with `mine`: on success the record is
+  // observed and `done(true)`; on failure `failure` is logged and `done(false)`.
+  LeaseLock::DoneCallback onWritten(const char* failure, LeaderElectionRecord mine,
+                                    std::function<void(bool)> done);
   void onAttempt(std::uint64_t generation, SteadyTime started, bool ok);
   void becomeLeader(SteadyTime renewedAt);
   void loseLeadership(const char* why);

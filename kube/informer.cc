@@ -152,16 +152,7 @@ void Informer::replace(std::vector<json> items, bool initial) {
       continue;
     }
     listed[key] = true;
-    ObjectPtr now = std::make_shared<const json>(std::move(item));
-    ObjectPtr before = store_.getByKey(key);
-    // Unchanged since we last saw it: nothing to report (dedupe across a relist).
-    if (before && resourceVersionOf(*before) == resourceVersionOf(*now)) continue;
-    store_.put(key, now);
-    if (before) {
-      enqueue({Notification::Kind::kUpdate, std::move(before), std::move(now), false});
-    } else {
-      enqueue({Notification::Kind::kAdd, nullptr, std::move(now), initial});
-    }
+    upsert(key, std::move(item), initial);
   }
   for (const auto& key : store_.keys()) {
     if (listed.count(key) != 0) continue;
@@ -182,14 +173,20 @@ void Informer::apply(WatchEventType type, json object) {
     }
     return;
   }
+  upsert(key, std::move(object), false);
+}
+
+void Informer::upsert(const std::string& key, json object, bool initial) {
   ObjectPtr now = std::make_shared<const json>(std::move(object));
   ObjectPtr before = store_.getByKey(key);
+  // Unchanged since we last saw it: nothing to report (dedupe across a relist, or a watch event
+  // already seen).
   if (before && resourceVersionOf(*before) == resourceVersionOf(*now)) return;
   store_.put(key, now);
   if (before) {
     enqueue({Notification::Kind::kUpdate, std::move(before), std::move(now), false});
   } else {
-    enqueue({Notification::Kind::kAdd, nullptr, std::move(now), false});
+    enqueue({Notification::Kind::kAdd, nullptr, std::move(now), initial});
   }
 }
 

@@ -138,6 +138,9 @@ class Informer {
   // `relist` when the resourceVersion is unusable.
   Status consume(WatchStream& stream, std::chrono::milliseconds readTimeout, bool& relist);
   void apply(WatchEventType type, nlohmann::json object);
+  // Stores `object` under `key` and queues an add (with `initial` as its initialList) or an
+  // update; nothing when its resourceVersion is the one already stored.
+  void upsert(const std::string& key, nlohmann::json object, bool initial);
   // Waits out the backoff; false when stopped.
   bool waitBackoff();
   void enqueue(Notification n);

@@ -5,6 +5,8 @@
 
 #include "base/enum_names.h"
 
+#include "kube/object_store.h"
+
 namespace kshard::kube {
 namespace {
 
@@ -64,15 +66,6 @@ ApiRequest completeWrite(ApiRequest req, std::string path, const WriteOptions& o
   if (!o.fieldManager.empty()) req.query.emplace_back("fieldManager", o.fieldManager);
   req.body = std::move(body);
   return req;
-}
-
-std::string metadataString(const json& object, const char* key) {
-  if (!object.is_object()) return {};
-  auto m = object.find("metadata");
-  if (m == object.end() || !m->is_object()) return {};
-  auto v = m->find(key);
-  if (v == m->end() || !v->is_string()) return {};
-  return v->get<std::string>();
 }
 
 ApiRequest fail(ApiRequest req, Status s) {

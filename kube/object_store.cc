@@ -3,9 +3,8 @@
 #include "kube/resource.h"
 
 namespace kshard::kube {
-namespace {
 
-std::string metadataField(const nlohmann::json& object, const char* key) {
+std::string metadataString(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return {};
   auto md = object.find("metadata");
   if (md == object.end() || !md->is_object()) return {};
@@ -14,14 +13,12 @@ std::string metadataField(const nlohmann::json& object, const char* key) {
   return v->get<std::string>();
 }
 
-}  // namespace
-
-std::string namespaceOf(const nlohmann::json& o) { return metadataField(o, "namespace"); }
-std::string nameOf(const nlohmann::json& o) { return metadataField(o, "name"); }
+std::string namespaceOf(const nlohmann::json& o) { return metadataString(o, "namespace"); }
+std::string nameOf(const nlohmann::json& o) { return metadataString(o, "name"); }
 std::string resourceVersionOf(const nlohmann::json& o) {
-  return metadataField(o, "resourceVersion");
+  return metadataString(o, "resourceVersion");
 }
-std::string uidOf(const nlohmann::json& o) { return metadataField(o, "uid"); }
+std::string uidOf(const nlohmann::json& o) { return metadataString(o, "uid"); }
 std::string keyOf(const nlohmann::json& o) { return objectKey(namespaceOf(o), nameOf(o)); }
 
 ObjectPtr ObjectStore::get(std::string_view ns, std::string_view name) const {

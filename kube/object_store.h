@@ -17,6 +17,8 @@ namespace kshard::kube {
 
 using ObjectPtr = std::shared_ptr<const nlohmann::json>;
 
+// The string metadata.<key> of an object ("" when absent or not a string).
+std::string metadataString(const nlohmann::json& object, const char* key);
 // metadata.namespace / metadata.name / metadata.resourceVersion / metadata.uid of an object
 // ("" when absent).
 std::string namespaceOf(const nlohmann::json& object);

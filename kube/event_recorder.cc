@@ -1,6 +1,8 @@
 #include "kube/event_recorder.h"
 
 #include <cstdio>
+#include <deque>
+#include <mutex>
 #include <utility>
 
 #include "kube/api_time.h"
@@ -30,6 +32,18 @@ std::string truncateUtf8(std::string_view s, std::size_t max) {
 bool retryable(StatusCode code) {
   return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
          code == StatusCode::kResourceExhausted || code == StatusCode::kInternal;
+}
+
+// Takes the front of `items`, unlocks `lock` and hands it to `handle`; false when `items` is
+// empty (`lock` stays held).
+template <typename T, typename F>
+bool handleFront(std::deque<T>& items, std::unique_lock<std::mutex>& lock, F handle) {
+  if (items.empty()) return false;
+  T item = std::move(items.front());
+  items.pop_front();
+  lock.unlock();
+  handle(std::move(item));
+  return true;
 }
 
 }  // namespace
@@ -120,20 +134,9 @@ void EventRecorder::finishStep() {
 
 void EventRecorder::pump() {
   std::unique_lock lock(mu_);
-  if (!writes_.empty()) {
-    Write w = std::move(writes_.front());
-    writes_.pop_front();
-    lock.unlock();
-    send(std::move(w));
-    return;
-  }
-  if (!queue_.empty()) {
-    Occurrence o = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    process(std::move(o));
-    return;
-  }
+  // One step: a pending write first, else the next occurrence; idle when neither is left.
+  if (handleFront(writes_, lock, [this](Write w) { send(std::move(w)); })) return;
+  if (handleFront(queue_, lock, [this](Occurrence o) { process(std::move(o)); })) return;
   busy_ = false;
 }
 

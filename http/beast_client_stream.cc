@@ -113,6 +113,19 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     closeConn();
   }
 
+  // The completion handler of a write or header read: unless the stream stopped, `next` on
+  // success, failIo on an error.
+  auto afterIo(Phase phase, void (StreamCore::*next)()) {
+    return [self = shared_from_this(), phase, next](const beast::error_code& ec, std::size_t) {
+      if (self->stopped()) return;
+      if (ec) {
+        self->failIo(ec, phase);
+        return;
+      }
+      ((*self).*next)();
+    };
+  }
+
   void connect() {
     if (stopped()) return;
     conn_ = core_->newConn(loop_, exec_);
@@ -132,14 +145,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     conn_->stream.tcp().expires_never();
     conn_->watchdog.expiresAt(deadline_);
     asyncWriteMessage(conn_->stream, wireHead_, body_.view(),
-                      [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-                        if (self->stopped()) return;
-                        if (ec) {
-                          self->failIo(ec, Phase::kWrite);
-                          return;
-                        }
-                        self->readHeader();
-                      });
+                      afterIo(Phase::kWrite, &StreamCore::readHeader));
   }
 
   // A failed write or header read; past the deadline, whatever the operation reported, it is the
@@ -154,16 +160,8 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // a watch runs for hours
     conn_->stream.visit([this](auto& s) {
-      bhttp::async_read_header(
-          s, conn_->buffer, *parser_,
-          [self = shared_from_this()](const beast::error_code& ec, std::size_t) {
-            if (self->stopped()) return;
-            if (ec) {
-              self->failIo(ec, Phase::kRead);
-              return;
-            }
-            self->onHeader();
-          });
+      bhttp::async_read_header(s, conn_->buffer, *parser_,
+                               afterIo(Phase::kRead, &StreamCore::onHeader));
     });
   }
 

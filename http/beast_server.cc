@@ -1,6 +1,8 @@
 #include "http/beast_server.h"
 
+#include <functional>
 #include <future>
+#include <memory>
 #include <vector>
 
 #include "http/internal/beast_server_session.h"
@@ -14,6 +16,22 @@ using namespace beast_detail;  // NOLINT: the adapter's own vocabulary
 
 // How long stop() waits for the I/O threads to carry out the final closes (and the listener's).
 constexpr std::chrono::seconds kCloseWait{5};
+
+// Asks every session of `live` to `end` itself (ServerSession::shutdown or forceClose); returns
+// how many have yet to call back, counted down under the core's lock, which notifies its cv.
+std::shared_ptr<std::size_t> endEach(BeastServer::Core& c,
+                                     const std::vector<std::shared_ptr<ServerSession>>& live,
+                                     void (ServerSession::*end)(std::function<void()>)) {
+  auto left = std::make_shared<std::size_t>(live.size());
+  for (const auto& s : live) {
+    ((*s).*end)([&c, left] {
+      std::lock_guard<std::mutex> lock(c.mu);
+      --*left;
+      c.cv.notify_all();
+    });
+  }
+  return left;
+}
 
 }  // namespace
 
@@ -182,14 +200,7 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
   // what the stop starts (a channel's goaway keeps its session busy until the client closed),
   // and forceClose, posted behind, would close a channel before its goaway was written: a
   // request the client sent meanwhile would be cut without its knowing it was not taken.
-  auto shutdownsLeft = std::make_shared<std::size_t>(live.size());
-  for (auto& s : live) {
-    s->shutdown([&c, shutdownsLeft] {
-      std::lock_guard<std::mutex> lock(c.mu);
-      --*shutdownsLeft;
-      c.cv.notify_all();
-    });
-  }
+  auto shutdownsLeft = endEach(c, live, &ServerSession::shutdown);
   {
     std::unique_lock<std::mutex> lock(c.mu);
     c.cv.wait_for(lock, grace,
@@ -202,14 +213,7 @@ void BeastServer::stop(std::chrono::milliseconds grace) {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
   }
-  auto remaining = std::make_shared<std::size_t>(live.size());
-  for (auto& s : live) {
-    s->forceClose([&c, remaining] {
-      std::lock_guard<std::mutex> lock(c.mu);
-      --*remaining;
-      c.cv.notify_all();
-    });
-  }
+  auto remaining = endEach(c, live, &ServerSession::forceClose);
   live.clear();
   {
     std::unique_lock<std::mutex> lock(c.mu);

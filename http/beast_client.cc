@@ -31,7 +31,7 @@ bool idempotent(Method m) {
 // One request and its response, on a pooled or new connection.
 class Exchange : public Abortable, public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(BeastClient::Core& core, Request request, ResponseCallback done)
+  Exchange(BeastClientCore& core, Request request, ResponseCallback done)
       : core_(core),
         keepCore_(core.keepAlive()),
         timeout_(request.timeout.count() > 0 ? request.timeout : core.options.requestTimeout),
@@ -224,8 +224,8 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
     core_.untrack(loop_, this);
   }
 
-  BeastClient::Core& core_;
-  const std::shared_ptr<BeastClient::Core> keepCore_;  // see Core::keepAlive
+  BeastClientCore& core_;
+  const std::shared_ptr<BeastClientCore> keepCore_;  // see Core::keepAlive
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
   const bool idempotent_;
@@ -246,25 +246,23 @@ class Exchange : public Abortable, public std::enable_shared_from_this<Exchange>
 
 }  // namespace
 
-StatusOr<std::unique_ptr<BeastClient>> BeastClient::create(ClientOptions options) {
+StatusOr<std::unique_ptr<Client>> makeBeastClient(ClientOptions options) {
   StatusOr<Origin> origin = parseOrigin(options.baseUrl);
   if (!origin.ok()) return origin.status();
-  auto core = std::make_shared<Core>(std::move(options), std::move(*origin));
+  auto core = std::make_shared<BeastClientCore>(std::move(options), std::move(*origin));
   if (core->origin.tls) {
     core->tls.emplace(ssl::context::tls_client);
     if (Status s = configureClientTls(*core->tls, core->options.tls); !s.ok()) {
       return s.withContext("TLS for " + core->origin.url);
     }
   }
-  return std::unique_ptr<BeastClient>(new BeastClient(std::move(core)));
+  return std::unique_ptr<Client>(std::make_unique<BeastClient>(std::move(core)));
 }
 
-BeastClient::BeastClient(std::shared_ptr<Core> core) : core_(std::move(core)) {}
-
-BeastClient::~BeastClient() {
-  Core& c = *core_;
+void BeastClientCore::close() {
+  BeastClientCore& c = *this;
   std::vector<std::shared_ptr<Abortable>> live;
-  std::vector<Core::Idle> idle;
+  std::vector<Idle> idle;
   for (auto& l : c.loops) {
     std::lock_guard<std::mutex> lock(l->mu);
     l->closing = true;
@@ -293,10 +291,8 @@ BeastClient::~BeastClient() {
   }
 }
 
-std::size_t BeastClient::idleConnections() const { return core_->idleCount(); }
-
-void BeastClient::send(Request request, ResponseCallback done) {
-  auto exchange = std::make_shared<Exchange>(*core_, std::move(request), std::move(done));
+void BeastClientCore::send(Request request, ResponseCallback done) {
+  auto exchange = std::make_shared<Exchange>(*this, std::move(request), std::move(done));
   Exchange& e = *exchange;
   e.start(std::move(exchange));
 }

@@ -20,25 +20,7 @@
 
 namespace kshard::http {
 
-class BeastClient : public Client {
- public:
-  // InvalidArgument for a malformed baseUrl or unreadable TLS material.
-  static StatusOr<std::unique_ptr<BeastClient>> create(ClientOptions options);
-  ~BeastClient() override;
-  BeastClient(const BeastClient&) = delete;
-  BeastClient& operator=(const BeastClient&) = delete;
-
-  void send(Request request, ResponseCallback done) override;
-  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) override;
-
-  // How many connections are pooled, idle, now.
-  std::size_t idleConnections() const;
-
-  struct Core;
-
- private:
-  explicit BeastClient(std::shared_ptr<Core> core);
-  std::shared_ptr<Core> core_;
-};
+// InvalidArgument for a malformed baseUrl or unreadable TLS material.
+StatusOr<std::unique_ptr<Client>> makeBeastClient(ClientOptions options);
 
 }  // namespace kshard::http

@@ -1,4 +1,4 @@
-// BeastClient's pool of connections (BeastClient::Core): idle connections per loop, their wait
+// BeastClient's pool of connections (BeastClientCore): idle connections per loop, their wait
 // for readability, connecting with TLS, and the errors of the transport as kshard's Status.
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -56,7 +56,7 @@ void closeOnStrand(const std::shared_ptr<Conn>& conn) {
 
 using namespace beast_detail;  // NOLINT: the adapter's own vocabulary
 
-std::shared_ptr<Conn> BeastClient::Core::takeIdle(std::size_t loop, bool anyLoop) {
+std::shared_ptr<Conn> BeastClientCore::takeIdle(std::size_t loop, bool anyLoop) {
   const auto now = Clock::now();
   const std::size_t lists = anyLoop ? loops.size() : 1;
   for (std::size_t i = 0; i < lists; ++i) {
@@ -77,7 +77,7 @@ std::shared_ptr<Conn> BeastClient::Core::takeIdle(std::size_t loop, bool anyLoop
   return nullptr;
 }
 
-void BeastClient::Core::putIdle(std::shared_ptr<Conn> conn) {
+void BeastClientCore::putIdle(std::shared_ptr<Conn> conn) {
   Loop& l = *loops[conn->loop];
   std::lock_guard<std::mutex> lock(l.mu);
   std::vector<Idle>& list = l.idle;
@@ -88,7 +88,7 @@ void BeastClient::Core::putIdle(std::shared_ptr<Conn> conn) {
   list.push_back(Idle{std::move(conn), Clock::now()});
 }
 
-void BeastClient::Core::dropIdle(const std::shared_ptr<Conn>& conn) {
+void BeastClientCore::dropIdle(const std::shared_ptr<Conn>& conn) {
   {
     Loop& l = *loops[conn->loop];
     std::lock_guard<std::mutex> lock(l.mu);
@@ -100,7 +100,7 @@ void BeastClient::Core::dropIdle(const std::shared_ptr<Conn>& conn) {
   conn->stream.close();
 }
 
-void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
+void BeastClientCore::watch(const std::shared_ptr<Conn>& conn) {
   if (conn->watching || conn->stream.isTls()) return;
   conn->watching = true;
   auto fired = [conn](const beast::error_code&) {
@@ -118,7 +118,7 @@ void BeastClient::Core::watch(const std::shared_ptr<Conn>& conn) {
   conn->stream.socket().async_wait(tcp::socket::wait_read, std::move(fired));
 }
 
-std::size_t BeastClient::Core::idleCount() {
+std::size_t BeastClientCore::idleCount() {
   std::size_t n = 0;
   for (auto& l : loops) {
     std::lock_guard<std::mutex> lock(l->mu);
@@ -127,8 +127,8 @@ std::size_t BeastClient::Core::idleCount() {
   return n;
 }
 
-void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point deadline,
-                                  std::function<void(beast::error_code, Phase)> done) {
+void BeastClientCore::establish(std::shared_ptr<Conn> conn, Clock::time_point deadline,
+                                std::function<void(beast::error_code, Phase)> done) {
   auto& tcpStream = conn->stream.tcp();
   tcpStream.expires_at(std::min(deadline, Clock::now() + options.connectTimeout));
   auto onConnected = [this, conn, deadline, done](const beast::error_code& ec) {
@@ -186,13 +186,13 @@ void BeastClient::Core::establish(std::shared_ptr<Conn> conn, Clock::time_point 
 namespace beast_detail {
 
 // The request line and fields of `r` as this client sends them (http/internal/beast_message.h).
-std::string wireHead(const BeastClient::Core& core, const Request& r) {
+std::string wireHead(const BeastClientCore& core, const Request& r) {
   return requestHead(r, core.origin.hostHeader, core.options.userAgent);
 }
 
 // "METHOD url" of a request, from its wire head, for error messages: built only when one is
 // needed, not for every request.
-std::string describeRequest(const BeastClient::Core& core, std::string_view wireHead) {
+std::string describeRequest(const BeastClientCore& core, std::string_view wireHead) {
   const std::string_view line = wireHead.substr(0, wireHead.find("\r\n"));
   const std::size_t space = line.find(' ');
   const std::size_t version = line.rfind(' ');
@@ -206,7 +206,7 @@ std::string describeRequest(const BeastClient::Core& core, std::string_view wire
 }
 
 // Maps a transport error to kshard's Status vocabulary with a message naming the request.
-Status transportError(const BeastClient::Core& core, const std::string& what,
+Status transportError(const BeastClientCore& core, const std::string& what,
                       const beast::error_code& ec, Phase phase, std::chrono::milliseconds timeout) {
   if (ec == beast::error::timeout) {
     if (phase == Phase::kConnect || phase == Phase::kHandshake) {

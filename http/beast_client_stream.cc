@@ -1,4 +1,4 @@
-// BeastClient::openStream: a streaming response (a watch), read by the caller's thread while
+// BeastClientCore::openStream: a streaming response (a watch), read by the caller's thread while
 // the connection's loop fills it.
 #include <array>
 #include <boost/beast/http.hpp>
@@ -25,7 +25,7 @@ Headers toHeaders(const bhttp::fields& fields) {
 // A streaming response: the I/O side fills `pending_`, read() drains it.
 class StreamCore : public Abortable, public std::enable_shared_from_this<StreamCore> {
  public:
-  StreamCore(std::shared_ptr<BeastClient::Core> core, Request request)
+  StreamCore(std::shared_ptr<BeastClientCore> core, Request request)
       : core_(std::move(core)),
         timeout_(request.timeout.count() > 0 ? request.timeout : core_->options.requestTimeout),
         deadline_(Clock::now() + timeout_),
@@ -220,7 +220,7 @@ class StreamCore : public Abortable, public std::enable_shared_from_this<StreamC
     }
   }
 
-  const std::shared_ptr<BeastClient::Core> core_;
+  const std::shared_ptr<BeastClientCore> core_;
   const std::chrono::milliseconds timeout_;
   const Clock::time_point deadline_;
   std::string what() const { return describeRequest(*core_, wireHead_); }
@@ -262,8 +262,8 @@ class BeastResponseStream : public ResponseStream {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ResponseStream>> BeastClient::openStream(Request request) {
-  auto stream = std::make_shared<StreamCore>(core_, std::move(request));
+StatusOr<std::unique_ptr<ResponseStream>> BeastClientCore::openStream(Request request) {
+  auto stream = std::make_shared<StreamCore>(shared_from_this(), std::move(request));
   if (Status s = stream->open(); !s.ok()) {
     stream->cancel();
     return s;

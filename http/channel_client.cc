@@ -356,7 +356,7 @@ bool runsHere(const net::any_io_executor& exec) {
 
 }  // namespace
 
-void ChannelClient::Core::submit(std::size_t loop, Request&& request, ResponseCallback&& done) {
+void ChannelClientCore::submit(std::size_t loop, Request&& request, ResponseCallback&& done) {
   if (closing.load(std::memory_order_acquire)) {
     done(cancelled(origin.url + " (channel): the client was destroyed"));
     return;
@@ -372,24 +372,22 @@ void ChannelClient::Core::submit(std::size_t loop, Request&& request, ResponseCa
   slot.channel->submit(std::move(request), std::move(done));
 }
 
-StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::create(ClientOptions options) {
+StatusOr<std::unique_ptr<Client>> makeChannelClient(ClientOptions options) {
   StatusOr<Origin> origin = parseOrigin(options.baseUrl);
   if (!origin.ok()) return origin.status();
-  auto plain = BeastClient::create(options);
+  auto plain = makeBeastClient(options);
   if (!plain.ok()) return plain.status();
-  auto core = std::make_shared<Core>(std::move(options), std::move(*origin));
+  auto core = std::make_shared<ChannelClientCore>(std::move(options), std::move(*origin));
   core->plain = std::move(*plain);
   // A channel connects to an IP address, without TLS; anything else goes as plain HTTP.
   beast::error_code ec;
   net::ip::make_address(core->origin.host, ec);
   if (core->origin.tls || ec) core->fallBack();
-  return std::unique_ptr<ChannelClient>(new ChannelClient(std::move(core)));
+  return std::unique_ptr<Client>(std::make_unique<ChannelClient>(std::move(core)));
 }
 
-ChannelClient::ChannelClient(std::shared_ptr<Core> core) : core_(std::move(core)) {}
-
-ChannelClient::~ChannelClient() {
-  Core& c = *core_;
+void ChannelClientCore::close() {
+  ChannelClientCore& c = *this;
   c.closing.store(true, std::memory_order_release);
   const bool onOurThread = c.io().runsInThisThread();
   // What the aborts count down; shared, as an abort may run after a wait that gave up.
@@ -402,7 +400,7 @@ ChannelClient::~ChannelClient() {
   countdown->left = c.slots.size();
   for (auto& slot : c.slots) {
     // Holds the core: on another loop of shared threads the abort may run after this returns.
-    auto abort = [keep = core_, s = slot.get(), countdown] {
+    auto abort = [keep = shared_from_this(), s = slot.get(), countdown] {
       if (s->channel) s->channel->abort();
       s->channel.reset();
       std::lock_guard lock(countdown->mu);
@@ -424,38 +422,25 @@ ChannelClient::~ChannelClient() {
   // The plain client is destroyed with the core, after the last abort.
 }
 
-void ChannelClient::send(Request request, ResponseCallback done) {
-  Core& c = *core_;
-  if (c.fallback.load(std::memory_order_acquire)) {
-    c.plain->send(std::move(request), std::move(done));
+void ChannelClientCore::send(Request request, ResponseCallback done) {
+  if (fallback.load(std::memory_order_acquire)) {
+    plain->send(std::move(request), std::move(done));
     return;
   }
-  const std::size_t loop = c.io().pick();
-  Core::Slot& slot = *c.slots[loop];
+  const std::size_t loop = io().pick();
+  Slot& slot = *slots[loop];
   if (runsHere(slot.exec)) {
-    c.submit(loop, std::move(request), std::move(done));
+    submit(loop, std::move(request), std::move(done));
     return;
   }
-  net::post(slot.exec,
-            [core = core_, loop, request = std::move(request), done = std::move(done)]() mutable {
-              core->submit(loop, std::move(request), std::move(done));
-            });
+  net::post(slot.exec, [core = shared_from_this(), loop, request = std::move(request),
+                        done = std::move(done)]() mutable {
+    core->submit(loop, std::move(request), std::move(done));
+  });
 }
 
-StatusOr<std::unique_ptr<ResponseStream>> ChannelClient::openStream(Request request) {
-  return core_->plain->openStream(std::move(request));
-}
-
-bool ChannelClient::usesChannels() const {
-  return !core_->fallback.load(std::memory_order_acquire);
-}
-
-std::uint64_t ChannelClient::channelsOpened() const {
-  return core_->opened.load(std::memory_order_relaxed);
-}
-
-std::size_t ChannelClient::openChannels() const {
-  return core_->openNow.load(std::memory_order_relaxed);
+StatusOr<std::unique_ptr<ResponseStream>> ChannelClientCore::openStream(Request request) {
+  return plain->openStream(std::move(request));
 }
 
 }  // namespace kshard::http

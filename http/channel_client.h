@@ -32,29 +32,7 @@
 
 namespace kshard::http {
 
-class ChannelClient : public Client {
- public:
-  // InvalidArgument for a malformed baseUrl or unreadable TLS material.
-  static StatusOr<std::unique_ptr<ChannelClient>> create(ClientOptions options);
-  ~ChannelClient() override;
-  ChannelClient(const ChannelClient&) = delete;
-  ChannelClient& operator=(const ChannelClient&) = delete;
-
-  void send(Request request, ResponseCallback done) override;
-  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) override;
-
-  // False once requests go as plain HTTP (see above).
-  bool usesChannels() const;
-  // How many channels were opened (a connection and its upgrade), over the client's life.
-  std::uint64_t channelsOpened() const;
-  // How many are open now.
-  std::size_t openChannels() const;
-
-  struct Core;
-
- private:
-  explicit ChannelClient(std::shared_ptr<Core> core);
-  std::shared_ptr<Core> core_;
-};
+// InvalidArgument for a malformed baseUrl or unreadable TLS material.
+StatusOr<std::unique_ptr<Client>> makeChannelClient(ClientOptions options);
 
 }  // namespace kshard::http

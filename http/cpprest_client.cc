@@ -10,6 +10,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "http/internal/core_client.h"
 #include "http/internal/origin.h"
 #include "http/internal/tls_context.h"
 
@@ -103,7 +104,13 @@ class Pump : public std::enable_shared_from_this<Pump> {
 
 }  // namespace
 
-struct CppRestClient::Impl {
+struct CppRestClientCore : std::enable_shared_from_this<CppRestClientCore> {
+  // The client's work (CoreClient). Nothing to close: a call in flight holds the core and ends
+  // by itself.
+  void send(Request request, ResponseCallback done);
+  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request);
+  void close() {}
+
   ClientOptions options;
   Origin origin;
   std::unique_ptr<http_client> client;
@@ -144,8 +151,8 @@ namespace {
 // One request: the first of response, failure and deadline answers `done`.
 class Call : public std::enable_shared_from_this<Call> {
  public:
-  Call(std::shared_ptr<CppRestClient::Impl> impl, std::string what,
-       std::chrono::milliseconds timeout, bool sideEffects, ResponseCallback done)
+  Call(std::shared_ptr<CppRestClientCore> impl, std::string what, std::chrono::milliseconds timeout,
+       bool sideEffects, ResponseCallback done)
       : impl_(std::move(impl)),
         what_(std::move(what)),
         timeout_(timeout),
@@ -238,7 +245,7 @@ class Call : public std::enable_shared_from_this<Call> {
     done(std::move(result));
   }
 
-  const std::shared_ptr<CppRestClient::Impl> impl_;
+  const std::shared_ptr<CppRestClientCore> impl_;
   const std::string what_;
   const std::chrono::milliseconds timeout_;
   const bool sideEffects_;
@@ -397,10 +404,10 @@ void pumpInto(Buffer buffer, std::shared_ptr<CppRestResponseStream::Shared> shar
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CppRestClient>> CppRestClient::create(ClientOptions options) {
+StatusOr<std::unique_ptr<Client>> makeCppRestClient(ClientOptions options) {
   StatusOr<Origin> origin = parseOrigin(options.baseUrl);
   if (!origin.ok()) return origin.status();
-  auto impl = std::make_shared<Impl>();
+  auto impl = std::make_shared<CppRestClientCore>();
   impl->origin = std::move(*origin);
   impl->options = std::move(options);
   http_client_config config;
@@ -425,39 +432,33 @@ StatusOr<std::unique_ptr<CppRestClient>> CppRestClient::create(ClientOptions opt
   } catch (const std::exception& e) {
     return invalidArgument("creating a client for " + impl->origin.url + ": " + e.what());
   }
-  return std::unique_ptr<CppRestClient>(new CppRestClient(std::move(impl)));
+  return std::unique_ptr<Client>(std::make_unique<CoreClient<CppRestClientCore>>(std::move(impl)));
 }
 
-CppRestClient::CppRestClient(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CppRestClient::~CppRestClient() = default;
-
-void CppRestClient::send(Request request, ResponseCallback done) {
+void CppRestClientCore::send(Request request, ResponseCallback done) {
   const std::chrono::milliseconds timeout =
-      request.timeout.count() > 0 ? request.timeout : impl_->options.requestTimeout;
-  std::string what =
-      std::string(methodName(request.method)) + " " + impl_->origin.url + request.target;
-  StatusOr<web_http::http_request> req = impl_->toCppRest(request);
+      request.timeout.count() > 0 ? request.timeout : options.requestTimeout;
+  std::string what = std::string(methodName(request.method)) + " " + origin.url + request.target;
+  StatusOr<web_http::http_request> req = toCppRest(request);
   if (!req.ok()) {
     done(req.status());
     return;
   }
-  const bool sideEffects =
-      request.method == Method::kPost || request.method == Method::kPatch;
-  std::make_shared<Call>(impl_, std::move(what), timeout, sideEffects, std::move(done))
+  const bool sideEffects = request.method == Method::kPost || request.method == Method::kPatch;
+  std::make_shared<Call>(shared_from_this(), std::move(what), timeout, sideEffects, std::move(done))
       ->start(std::move(*req));
 }
 
-StatusOr<std::unique_ptr<ResponseStream>> CppRestClient::openStream(Request request) {
+StatusOr<std::unique_ptr<ResponseStream>> CppRestClientCore::openStream(Request request) {
   const std::chrono::milliseconds timeout =
-      request.timeout.count() > 0 ? request.timeout : impl_->options.requestTimeout;
+      request.timeout.count() > 0 ? request.timeout : options.requestTimeout;
   auto stream = std::make_unique<CppRestResponseStream>(std::string(methodName(request.method)) +
-                                                        " " + impl_->origin.url + request.target);
-  StatusOr<web_http::http_request> req = impl_->toCppRest(request);
+                                                        " " + origin.url + request.target);
+  StatusOr<web_http::http_request> req = toCppRest(request);
   if (!req.ok()) return req.status();
   Buffer buffer;
   req->set_response_stream(buffer.create_ostream());
-  StatusOr<web_http::http_response> response =
-      awaitHeaders(*impl_->streamClient, *req, *stream, timeout);
+  StatusOr<web_http::http_response> response = awaitHeaders(*streamClient, *req, *stream, timeout);
   if (!response.ok()) return response.status();
   stream->status_ = response->status_code();
   for (const auto& [name, value] : response->headers()) stream->headers_.add(name, value);

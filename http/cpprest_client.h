@@ -18,22 +18,7 @@
 
 namespace kshard::http {
 
-class CppRestClient : public Client {
- public:
-  // InvalidArgument for a malformed baseUrl or unreadable TLS material.
-  static StatusOr<std::unique_ptr<CppRestClient>> create(ClientOptions options);
-  ~CppRestClient() override;
-  CppRestClient(const CppRestClient&) = delete;
-  CppRestClient& operator=(const CppRestClient&) = delete;
-
-  void send(Request request, ResponseCallback done) override;
-  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request) override;
-
-  struct Impl;
-
- private:
-  explicit CppRestClient(std::shared_ptr<Impl> impl);
-  std::shared_ptr<Impl> impl_;
-};
+// InvalidArgument for a malformed baseUrl or unreadable TLS material.
+StatusOr<std::unique_ptr<Client>> makeCppRestClient(ClientOptions options);
 
 }  // namespace kshard::http

@@ -23,14 +23,8 @@ std::unique_ptr<Server> makeServer(Backend backend, ServerOptions options) {
 }
 
 StatusOr<std::unique_ptr<Client>> makeClient(Backend backend, ClientOptions options) {
-  if (backend == Backend::kBeast) {
-    StatusOr<std::unique_ptr<BeastClient>> c = BeastClient::create(std::move(options));
-    if (!c.ok()) return c.status();
-    return std::unique_ptr<Client>(std::move(*c));
-  }
-  StatusOr<std::unique_ptr<CppRestClient>> c = CppRestClient::create(std::move(options));
-  if (!c.ok()) return c.status();
-  return std::unique_ptr<Client>(std::move(*c));
+  if (backend == Backend::kBeast) return makeBeastClient(std::move(options));
+  return makeCppRestClient(std::move(options));
 }
 
 }  // namespace kshard::http

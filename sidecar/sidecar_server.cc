@@ -56,14 +56,9 @@ SidecarServer::~SidecarServer() { stop(); }
 
 StatusOr<std::unique_ptr<http::Client>> SidecarServer::makeClient(http::ClientOptions options,
                                                                   bool channels) const {
-  StatusOr<std::unique_ptr<http::Client>> client{std::unique_ptr<http::Client>()};
-  if (channels) {
-    auto c = http::ChannelClient::create(std::move(options));
-    client = c.ok() ? StatusOr<std::unique_ptr<http::Client>>(std::move(*c))
-                    : StatusOr<std::unique_ptr<http::Client>>(c.status());
-  } else {
-    client = http::makeClient(backend_, std::move(options));
-  }
+  StatusOr<std::unique_ptr<http::Client>> client =
+      channels ? http::makeChannelClient(std::move(options))
+               : http::makeClient(backend_, std::move(options));
   if (!client.ok()) {
     log_.error("cannot create HTTP client", {{"error", client.status().toString()}});
     return notConfig(client.status());

@@ -17,10 +17,15 @@
 
 #include "http/beast_client.h"
 #include "http/internal/beast_stream.h"
+#include "http/internal/core_client.h"
 #include "http/internal/io_threads_impl.h"
 #include "http/internal/origin.h"
 
 namespace kshard::http {
+
+struct BeastClientCore;
+// What makeBeastClient makes.
+using BeastClient = CoreClient<BeastClientCore>;
 
 namespace beast_detail {
 
@@ -55,7 +60,7 @@ struct Conn {
   // The client's core, for the wait's handler to drop the connection from the pool. Kept here,
   // not in the handler, so that arming the wait per exchange copies no reference count that
   // every I/O thread writes.
-  std::weak_ptr<BeastClient::Core> owner;
+  std::weak_ptr<BeastClientCore> owner;
 };
 
 // Something in flight that the client's destruction must end. Tracked in its loop's list of
@@ -81,13 +86,13 @@ inline long long millis(std::chrono::milliseconds d) { return static_cast<long l
 
 }  // namespace beast_detail
 
-struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
+struct BeastClientCore : std::enable_shared_from_this<BeastClientCore> {
   using Abortable = beast_detail::Abortable;
   using Clock = beast_detail::Clock;
   using Conn = beast_detail::Conn;
   using Phase = beast_detail::Phase;
 
-  Core(ClientOptions o, Origin parsed)
+  BeastClientCore(ClientOptions o, Origin parsed)
       : options(std::move(o)),
         origin(std::move(parsed)),
         verifyName(options.tls.serverName.empty() ? this->origin.host : options.tls.serverName) {
@@ -98,11 +103,17 @@ struct BeastClient::Core : std::enable_shared_from_this<BeastClient::Core> {
     for (std::size_t i = 0; i < io().loops(); ++i) loops.push_back(std::make_unique<Loop>());
   }
 
+  // The client's work (CoreClient): send() in beast_client.cc, openStream() in
+  // beast_client_stream.cc; close() cancels what is in flight and fails requests with Cancelled.
+  void send(Request request, ResponseCallback done);
+  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request);
+  void close();
+
   IoThreads::Impl& io() { return own ? own->impl() : options.ioThreads->impl(); }
   // What a handler holds to keep the core alive: needed with shared threads, which may run an
   // exchange's last handlers after the client is gone. With its own threads the core outlives
   // every handler (the client's destructor runs them all), and holding it would be a cycle.
-  std::shared_ptr<Core> keepAlive() { return own ? nullptr : shared_from_this(); }
+  std::shared_ptr<BeastClientCore> keepAlive() { return own ? nullptr : shared_from_this(); }
 
   // An idle connection of loop `loop` (or, with `anyLoop`, of any loop, `loop`'s first), or null.
   std::shared_ptr<Conn> takeIdle(std::size_t loop, bool anyLoop);
@@ -193,14 +204,14 @@ namespace beast_detail {
 void closeOnStrand(const std::shared_ptr<Conn>& conn);
 
 // The request line and fields of `r` as this client sends them (http/internal/beast_message.h).
-std::string wireHead(const BeastClient::Core& core, const Request& r);
+std::string wireHead(const BeastClientCore& core, const Request& r);
 
 // "METHOD url" of a request, from its wire head, for error messages: built only when one is
 // needed, not for every request.
-std::string describeRequest(const BeastClient::Core& core, std::string_view wireHead);
+std::string describeRequest(const BeastClientCore& core, std::string_view wireHead);
 
 // Maps a transport error to kshard's Status vocabulary with a message naming the request.
-Status transportError(const BeastClient::Core& core, const std::string& what,
+Status transportError(const BeastClientCore& core, const std::string& what,
                       const beast::error_code& ec, Phase phase, std::chrono::milliseconds timeout);
 
 // A request's body as the client sends it: its own, moved in, or one its sender keeps

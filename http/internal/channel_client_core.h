@@ -21,6 +21,7 @@
 #include "http/channel_client.h"
 #include "http/internal/beast_stream.h"
 #include "http/internal/channel_frame_reader.h"
+#include "http/internal/core_client.h"
 #include "http/internal/io_threads_impl.h"
 #include "http/internal/origin.h"
 
@@ -30,8 +31,13 @@ namespace beast_detail {
 class Channel;
 }  // namespace beast_detail
 
-struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
-  Core(ClientOptions o, Origin parsed) : options(std::move(o)), origin(std::move(parsed)) {
+struct ChannelClientCore;
+// What makeChannelClient makes.
+using ChannelClient = CoreClient<ChannelClientCore>;
+
+struct ChannelClientCore : std::enable_shared_from_this<ChannelClientCore> {
+  ChannelClientCore(ClientOptions o, Origin parsed)
+      : options(std::move(o)), origin(std::move(parsed)) {
     if (options.ioThreads == nullptr) {
       own = std::make_unique<IoThreads>(IoThreadsOptions{
           std::max(1, options.threads), IoThreadsOptions::Model::kContextPerThread, {}});
@@ -43,8 +49,9 @@ struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
 
   // The request that asks for a channel, with the caller's credential of the moment.
   std::string upgradeRequest() const {
-    std::string out = "GET " + std::string(channel::kPath) + " HTTP/1.1\r\nHost: " +
-                      origin.hostHeader + "\r\nUser-Agent: " + options.userAgent;
+    std::string out = "GET " + std::string(channel::kPath) +
+                      " HTTP/1.1\r\nHost: " + origin.hostHeader +
+                      "\r\nUser-Agent: " + options.userAgent;
     if (options.channelAuthorization) {
       out += "\r\nAuthorization: " + options.channelAuthorization();
     }
@@ -52,11 +59,23 @@ struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
     return out;
   }
 
+  // The client's work (CoreClient); close() fails what is in flight with Cancelled.
+  void send(Request request, ResponseCallback done);
+  StatusOr<std::unique_ptr<ResponseStream>> openStream(Request request);
+  void close();
+
+  // False once requests go as plain HTTP (see http/channel_client.h).
+  bool usesChannels() const { return !fallback.load(std::memory_order_acquire); }
+  // How many channels were opened (a connection and its upgrade), over the client's life.
+  std::uint64_t channelsOpened() const { return opened.load(std::memory_order_relaxed); }
+  // How many are open now.
+  std::size_t openChannels() const { return openNow.load(std::memory_order_relaxed); }
+
   IoThreads::Impl& io() { return own ? own->impl() : options.ioThreads->impl(); }
   // What a channel holds to keep the core alive: needed with shared threads, which may run a
   // channel's last handlers after the client is gone. With its own threads the core outlives
   // every handler (the destructor runs them all), and holding it would be a cycle.
-  std::shared_ptr<Core> keepAlive() { return own ? nullptr : shared_from_this(); }
+  std::shared_ptr<ChannelClientCore> keepAlive() { return own ? nullptr : shared_from_this(); }
 
   // On slot `loop`'s executor: hands the request to that loop's channel, opening one if needed.
   void submit(std::size_t loop, Request&& request, ResponseCallback&& done);
@@ -70,7 +89,7 @@ struct ChannelClient::Core : std::enable_shared_from_this<ChannelClient::Core> {
   std::atomic<std::uint64_t> opened{0};
   std::atomic<std::size_t> openNow{0};
   // Plain HTTP: after a refused upgrade, for streams, and for origins a channel cannot reach.
-  std::unique_ptr<BeastClient> plain;
+  std::unique_ptr<Client> plain;
 
   // One per loop: its current channel, touched only on `exec`.
   struct Slot {
@@ -91,7 +110,7 @@ using Clock = std::chrono::steady_clock;
 // One connection and the requests on it. Everything runs on the slot's executor.
 class Channel : public std::enable_shared_from_this<Channel> {
  public:
-  Channel(ChannelClient::Core& core, net::any_io_executor exec)
+  Channel(ChannelClientCore& core, net::any_io_executor exec)
       : core_(core), keepCore_(core.keepAlive()), exec_(exec), socket_(exec), timer_(exec) {
     in_.reserve(kReadBufferBytes);
   }
@@ -178,8 +197,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void armTimer(Clock::time_point t);
   void onTimer();
 
-  ChannelClient::Core& core_;
-  const std::shared_ptr<ChannelClient::Core> keepCore_;  // see Core::keepAlive
+  ChannelClientCore& core_;
+  const std::shared_ptr<ChannelClientCore> keepCore_;  // see Core::keepAlive
   const net::any_io_executor exec_;
   tcp::socket socket_;
   net::steady_timer timer_;

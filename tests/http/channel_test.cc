@@ -18,6 +18,7 @@
 #include "http/beast_server.h"
 #include "http/channel_client.h"
 #include "http/factory.h"
+#include "http/internal/channel_client_core.h"
 #include "tests/http/test_support.h"
 
 namespace kshard::http {
@@ -32,10 +33,10 @@ constexpr milliseconds kWait{10000};  // how long a test waits for something tha
 // moment after the answers that ended it were delivered.
 bool channelsClosed(ChannelClient& client) {
   const auto giveUp = std::chrono::steady_clock::now() + kWait;
-  while (client.openChannels() != 0 && std::chrono::steady_clock::now() < giveUp) {
+  while (client.core().openChannels() != 0 && std::chrono::steady_clock::now() < giveUp) {
     std::this_thread::sleep_for(milliseconds(10));
   }
-  return client.openChannels() == 0;
+  return client.core().openChannels() == 0;
 }
 
 // --- the codec -----------------------------------------------------------------------------
@@ -191,9 +192,10 @@ Request post(std::string target, std::string body, milliseconds timeout = millis
 
 std::unique_ptr<ChannelClient> channelClient(std::uint16_t port, ClientOptions o = {}) {
   o.baseUrl = "http://127.0.0.1:" + std::to_string(port);
-  auto c = ChannelClient::create(std::move(o));
+  auto c = makeChannelClient(std::move(o));
   EXPECT_TRUE(c.ok()) << c.status().toString();
-  return c.ok() ? std::move(*c) : nullptr;
+  return c.ok() ? std::unique_ptr<ChannelClient>(static_cast<ChannelClient*>(c->release()))
+                : nullptr;
 }
 
 // Handlers that keep their Responders until the test answers them.
@@ -292,8 +294,8 @@ TEST(ChannelTest, ManyRequestsShareOneConnectionAndAnswersComeInAnyOrder) {
   }
   EXPECT_EQ(got.front().first, std::to_string(kRequests - 1));
   EXPECT_EQ(s.server.connectionsAccepted(), 1u);
-  EXPECT_EQ(client->channelsOpened(), 1u);
-  EXPECT_TRUE(client->usesChannels());
+  EXPECT_EQ(client->core().channelsOpened(), 1u);
+  EXPECT_TRUE(client->core().usesChannels());
 }
 
 TEST(ChannelTest, AServerThatDoesNotSpeakChannelsGetsPlainHttp) {
@@ -310,8 +312,8 @@ TEST(ChannelTest, AServerThatDoesNotSpeakChannelsGetsPlainHttp) {
       ASSERT_TRUE(r.ok()) << r.status().toString();
       EXPECT_EQ(r->body, "hello " + std::to_string(i));
     }
-    EXPECT_FALSE(client->usesChannels());
-    EXPECT_EQ(client->channelsOpened(), 0u);
+    EXPECT_FALSE(client->core().usesChannels());
+    EXPECT_EQ(client->core().channelsOpened(), 0u);
     server->stop();
   }
 }
@@ -330,7 +332,7 @@ TEST(ChannelTest, ALateAnswerIsDroppedAndTheChannelGoesOn) {
   const auto next = client->sendSync(post("/echo", "next"));
   ASSERT_TRUE(next.ok()) << next.status().toString();
   EXPECT_EQ(next->body, "next");
-  EXPECT_EQ(client->channelsOpened(), 1u);
+  EXPECT_EQ(client->core().channelsOpened(), 1u);
 }
 
 TEST(ChannelTest, BodiesOverEitherLimitFailThatRequestOnlyAndTheChannelGoesOn) {
@@ -387,7 +389,7 @@ TEST(ChannelTest, StopAnswersWhatTheServerTookAndTheClientThenFindsItGone) {
   const auto after = client->sendSync(post("/slow/9", ""));
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.status().code(), StatusCode::kUnavailable) << after.status().toString();
-  EXPECT_EQ(client->openChannels(), 0u);
+  EXPECT_EQ(client->core().openChannels(), 0u);
 }
 
 // A graceful stop must not cut a request the client has sent on an idle channel: the server's
@@ -463,12 +465,12 @@ TEST(ChannelTest, IdleChannelsCloseFromEitherSideAndTheNextRequestOpensAnother) 
     co.idleTimeout = serverSide ? std::chrono::seconds(30) : milliseconds(200);
     auto client = channelClient(s.server.port(), co);
     ASSERT_TRUE(client->sendSync(post("/echo", "1")).ok());
-    EXPECT_EQ(client->openChannels(), 1u);
+    EXPECT_EQ(client->core().openChannels(), 1u);
     ASSERT_TRUE(channelsClosed(*client)) << "the idle channel was not closed";
     const auto again = client->sendSync(post("/echo", "2"));
     ASSERT_TRUE(again.ok()) << again.status().toString();
     EXPECT_EQ(again->body, "2");
-    EXPECT_EQ(client->channelsOpened(), 2u);
+    EXPECT_EQ(client->core().channelsOpened(), 2u);
     EXPECT_EQ(s.server.connectionsAccepted(), 2u);
   }
 }
@@ -586,7 +588,7 @@ TEST(ChannelTest, RequestsAfterTheGoawaysIdFailAsNotTakenAndTheOthersAreAnswered
   EXPECT_EQ(answered, 1);
   EXPECT_EQ(notTaken, 2);
   // The channel ends on its loop after the answers went out.
-  EXPECT_TRUE(channelsClosed(*client)) << client->openChannels() << " channels still open";
+  EXPECT_TRUE(channelsClosed(*client)) << client->core().openChannels() << " channels still open";
 }
 
 constexpr const char* kUpgradeAnswer =
@@ -637,7 +639,7 @@ TEST(ChannelTest, AServerThatReadsNothingForRequestTimeoutEndsTheChannel) {
     EXPECT_NE(r.status().message().find("the server read nothing for 300 ms"), std::string::npos)
         << r.status().toString();
   }
-  EXPECT_EQ(client->openChannels(), 0u);
+  EXPECT_EQ(client->core().openChannels(), 0u);
   client.reset();
   finished = true;
   finished.notify_all();
@@ -691,7 +693,7 @@ TEST(ChannelTest, ARequestWrittenWholeBeforeTheServerStalledHasAnUnknownOutcome)
       EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().toString();
     }
   }
-  EXPECT_EQ(client->openChannels(), 0u);
+  EXPECT_EQ(client->core().openChannels(), 0u);
   client.reset();
   finished = true;
   finished.notify_all();
@@ -709,7 +711,7 @@ TEST(ChannelTest, AStoppingServersRefusalFailsTheRequestsAsNotSentWithoutGivingU
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("the server is stopping"), std::string::npos)
       << r.status().toString();
-  EXPECT_TRUE(client->usesChannels()) << "a 503 is not a server without channels";
+  EXPECT_TRUE(client->core().usesChannels()) << "a 503 is not a server without channels";
 }
 
 // A server that admits its callers from their heads (ServerOptions::admit) opens a channel only
@@ -735,7 +737,7 @@ TEST(ChannelTest, TheUpgradeCarriesTheCallersCredentialAndARefusalKeepsChannels)
   ASSERT_TRUE(r.ok()) << r.status().toString();
   EXPECT_EQ(r->status, 401);
   EXPECT_NE(r->body.find("who are you"), std::string::npos) << r->body;
-  EXPECT_TRUE(refused->usesChannels()) << "a refused caller is no server without channels";
+  EXPECT_TRUE(refused->core().usesChannels()) << "a refused caller is no server without channels";
 
   ClientOptions friendly;
   friendly.threads = 1;
@@ -746,7 +748,7 @@ TEST(ChannelTest, TheUpgradeCarriesTheCallersCredentialAndARefusalKeepsChannels)
     ASSERT_TRUE(ok.ok()) << ok.status().toString();
     EXPECT_EQ(ok->body, "hello " + std::to_string(i));
   }
-  EXPECT_EQ(client->channelsOpened(), 1u);
+  EXPECT_EQ(client->core().channelsOpened(), 1u);
   EXPECT_EQ(admitted.load(), 1) << "the frames of an admitted channel are not admitted again";
 }
 

@@ -44,11 +44,11 @@ std::unique_ptr<BeastServer> serverOn(IoThreads& io) {
   return std::make_unique<BeastServer>(o);
 }
 
-std::unique_ptr<BeastClient> clientOn(IoThreads& io, std::uint16_t port) {
+std::unique_ptr<Client> clientOn(IoThreads& io, std::uint16_t port) {
   ClientOptions o;
   o.baseUrl = "http://127.0.0.1:" + std::to_string(port);
   o.ioThreads = &io;
-  auto c = BeastClient::create(o);
+  auto c = makeBeastClient(o);
   EXPECT_TRUE(c.ok()) << c.status().toString();
   return std::move(*c);
 }
@@ -94,7 +94,7 @@ TEST_P(IoThreadsTest, ProxyOnOneThreadForwardsToItsOwnServer) {
   // both answers: nothing may wait for another thread.
   IoThreads one(IoThreadsOptions{1, GetParam(), std::nullopt});
   auto server = serverOn(one);
-  std::unique_ptr<BeastClient> self;
+  std::unique_ptr<Client> self;
   server->route(Method::kGet, "/inner", [](Request, Responder r) { r.send(text("inner")); });
   server->route(Method::kGet, "/outer", [&self](Request, Responder r) {
     auto shared = std::make_shared<Responder>(std::move(r));
@@ -138,7 +138,7 @@ TEST(IoThreadsLoopPerThreadTest, ForwardCompletesOnTheThreadThatReceivedTheMessa
   ClientOptions o;
   o.baseUrl = "http://127.0.0.1:" + std::to_string(proxy->port());
   o.threads = 2;
-  auto load = BeastClient::create(o);
+  auto load = makeBeastClient(o);
   ASSERT_TRUE(load.ok());
   std::vector<std::future<StatusOr<Response>>> results;
   for (int i = 0; i < 32; ++i) {

@@ -19,6 +19,7 @@
 #include "http/beast_server.h"
 #include "http/channel_client.h"
 #include "http/factory.h"
+#include "http/internal/channel_client_core.h"
 #include "http/internal/free_port.h"
 #include "http/io_threads.h"
 #include "tests/http/test_support.h"
@@ -90,9 +91,9 @@ class TransportTest : public ::testing::TestWithParam<Setup> {
     }
     options.ioThreads = io_.get();
     if (GetParam().channels) {
-      auto c = ChannelClient::create(std::move(options));
+      auto c = makeChannelClient(std::move(options));
       EXPECT_TRUE(c.ok()) << c.status().toString();
-      return c.ok() ? std::unique_ptr<Client>(std::move(*c)) : nullptr;
+      return c.ok() ? std::move(*c) : nullptr;
     }
     auto c = makeClient(GetParam().backend, std::move(options));
     EXPECT_TRUE(c.ok()) << c.status().toString();
@@ -357,7 +358,8 @@ TEST_P(TransportTest, ClientReusesItsConnection) {
     // loop, so they take the loops in turn); each is one connection.
     EXPECT_GE(beast.connectionsAccepted(), 1u);
     EXPECT_LE(beast.connectionsAccepted(), io_ ? 2u : 1u);
-    EXPECT_EQ(beast.connectionsAccepted(), dynamic_cast<ChannelClient&>(*c).channelsOpened());
+    EXPECT_EQ(beast.connectionsAccepted(),
+              dynamic_cast<ChannelClient&>(*c).core().channelsOpened());
   } else if (GetParam().backend == Backend::kBeast) {
     EXPECT_EQ(beast.connectionsAccepted(), 1u);
   } else {

@@ -63,9 +63,10 @@ class ManagerClient final : public UnhealthyReporter {
   // the manager does not know this pod registered as this incarnation.
   void renew(Duration timeout, std::function<void(Status)> done);
   void reportUnreachable(const std::string& pod) override;
-  // Stops retry loops (their callbacks get Cancelled). Once it returns no callback runs: one
-  // running finishes first, and a call still on the wire is dropped unanswered. Its callers may
-  // then be destroyed, before this client is.
+  // Stops retry loops (a call waiting for its retry gets Cancelled). Once it returns no callback
+  // runs: one running finishes first, and a call still on the wire, or whose retry was already
+  // starting, is dropped unanswered. The callers may then be destroyed, before this client is;
+  // none may wait for an answer after stop().
   void stop();
 
  private:

@@ -11,9 +11,8 @@
 #include "sharding/version.h"
 
 namespace kshard::sharding {
-namespace {
 
-Status validate(const PlanningInput& in) {
+Status validatePlanningInput(const PlanningInput& in) {
   if (in.shardCount < kMinShardCount || in.shardCount > kMaxShardCount) {
     return invalidArgument("shard count " + std::to_string(in.shardCount) + " is outside " +
                            std::to_string(kMinShardCount) + ".." + std::to_string(kMaxShardCount));
@@ -38,6 +37,28 @@ Status validate(const PlanningInput& in) {
   }
   return {};
 }
+
+std::vector<bool> eligibleReceivers(const std::vector<PlannerPod>& pods) {
+  std::vector<bool> eligible(pods.size(), false);
+  const PlannerPod* newest = nullptr;
+  for (const PlannerPod& p : pods) {
+    if (!p.ready || p.terminating) continue;
+    if (newest == nullptr || compareVersions(p.version, newest->version) > 0) newest = &p;
+  }
+  if (newest == nullptr) return eligible;
+  for (std::size_t i = 0; i < pods.size(); ++i) {
+    // compareVersions is 0 only for identical strings, so this is one exact version.
+    eligible[i] = pods[i].ready && !pods[i].terminating && pods[i].version == newest->version;
+  }
+  return eligible;
+}
+
+bool allSameVersion(const std::vector<PlannerPod>& pods) {
+  return std::all_of(pods.begin(), pods.end(),
+                     [&](const PlannerPod& p) { return p.version == pods.front().version; });
+}
+
+namespace {
 
 // The pods that may receive shards in this round, cheapest first: (count, registration index),
 // so ties go to the pod registered first. A binary heap with lazy deletion: an entry is stale
@@ -88,27 +109,6 @@ class Receivers {
   std::vector<bool> member_;
   Heap heap_;
 };
-
-// Ready, not terminating, and of the newest version among those: who may receive at all.
-std::vector<bool> eligibleReceivers(const std::vector<PlannerPod>& pods) {
-  std::vector<bool> eligible(pods.size(), false);
-  const PlannerPod* newest = nullptr;
-  for (const PlannerPod& p : pods) {
-    if (!p.ready || p.terminating) continue;
-    if (newest == nullptr || compareVersions(p.version, newest->version) > 0) newest = &p;
-  }
-  if (newest == nullptr) return eligible;
-  for (std::size_t i = 0; i < pods.size(); ++i) {
-    // compareVersions is 0 only for identical strings, so this is one exact version.
-    eligible[i] = pods[i].ready && !pods[i].terminating && pods[i].version == newest->version;
-  }
-  return eligible;
-}
-
-bool allSameVersion(const std::vector<PlannerPod>& pods) {
-  return std::all_of(pods.begin(), pods.end(),
-                     [&](const PlannerPod& p) { return p.version == pods.front().version; });
-}
 
 // The shards a periodic round offers, in the order they are placed (see planner.h, step 1).
 std::vector<ShardId> offeredShards(const PlanningInput& in, const std::vector<std::int32_t>& counts,
@@ -162,7 +162,7 @@ std::int32_t periodicReceiveCap(std::int32_t shardCount, double rebalanceRate) {
 }
 
 StatusOr<std::vector<Move>> decide(const PlanningInput& in, Random& random) {
-  if (Status s = validate(in); !s.ok()) return s;
+  if (Status s = validatePlanningInput(in); !s.ok()) return s;
 
   std::vector<std::int32_t> counts(in.pods.size(), 0);
   std::vector<ShardId> toPlace;

@@ -91,6 +91,14 @@ struct Move {
 // "received < shards x rate" allows the same ceil.)
 std::int32_t periodicReceiveCap(std::int32_t shardCount, double rebalanceRate);
 
+// Shared with the load planner (sharding/load_planner.h):
+// OK, or InvalidArgument naming what is inconsistent in `input` (see decide()).
+[[nodiscard]] Status validatePlanningInput(const PlanningInput& input);
+// Who may receive shards at all: ready, not terminating, of the newest version among those.
+std::vector<bool> eligibleReceivers(const std::vector<PlannerPod>& pods);
+// Whether every registered pod runs one version (no rolling update under way).
+bool allSameVersion(const std::vector<PlannerPod>& pods);
+
 // The moves of one round, in the order decided. InvalidArgument when the input is inconsistent
 // (shard count outside 1..100000, owners of the wrong size or naming an unknown pod,
 // rebalanceRate outside (0, 1]).

@@ -1,0 +1,176 @@
+#include "sharding/load_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace kshard::sharding {
+namespace {
+
+Status validateLoadInput(const LoadPlanningInput& in) {
+  if (Status s = validatePlanningInput(in.base); !s.ok()) return s;
+  const auto shards = static_cast<std::size_t>(in.base.shardCount);
+  if (in.base.immediate) {
+    return invalidArgument("an immediate round places shards: the count planner decides it");
+  }
+  if (in.load.size() != shards) {
+    return invalidArgument("load has " + std::to_string(in.load.size()) + " entries for " +
+                           std::to_string(shards) + " shards");
+  }
+  for (std::size_t i = 0; i < shards; ++i) {
+    if (!std::isfinite(in.load[i]) || in.load[i] < 0) {
+      return invalidArgument("shard " + std::to_string(i + 1) +
+                             " has a load that is negative or not finite");
+    }
+  }
+  if (!in.roundsSinceMoved.empty() && in.roundsSinceMoved.size() != shards) {
+    return invalidArgument("roundsSinceMoved has " + std::to_string(in.roundsSinceMoved.size()) +
+                           " entries for " + std::to_string(shards) + " shards");
+  }
+  if (!(in.tolerance > 0 && in.tolerance <= 10)) {
+    return invalidArgument("tolerance must be > 0 and <= 10");
+  }
+  if (in.cooldownRounds < 0) return invalidArgument("cooldownRounds must be >= 0");
+  return {};
+}
+
+// A pod's load with its index, ordered lightest first and, on equal load, registered first.
+using PodLoad = std::pair<double, PodIndex>;
+// A shard's load with its id, ordered lightest first and, on equal load, lower id first.
+using ShardLoad = std::pair<double, ShardId>;
+
+// The donor's shard to move to a receiver with room `room`: the heaviest candidate that takes the
+// donor no lower than the mean (load <= excess), else the lightest candidate (it overshoots the
+// least); end() when no candidate fits in `room`.
+std::set<ShardLoad>::iterator pickShard(std::set<ShardLoad>& candidates, double room,
+                                        double excess) {
+  // Past the last shard whose load is at most `limit`.
+  const auto past = [&](double limit) {
+    return candidates.upper_bound({limit, kMaxShardCount + 1});
+  };
+  if (const auto within = past(std::min(room, excess)); within != candidates.begin()) {
+    return candidates.lower_bound({std::prev(within)->first, 0});  // the lowest id of that load
+  }
+  return past(room) != candidates.begin() ? candidates.begin() : candidates.end();
+}
+
+// What one round works on: the pods' loads, the receivers ordered by load, the budget.
+struct Round {
+  std::vector<double> podLoad;
+  std::vector<bool> canReceive;
+  std::set<PodLoad> receivers;
+  std::int32_t budget = 0;
+  double target = 0;
+  std::vector<Move> moves;
+
+  void stopReceiving(PodIndex p) {
+    const auto i = static_cast<std::size_t>(p);
+    if (canReceive[i]) receivers.erase({podLoad[i], p});
+    canReceive[i] = false;
+  }
+
+  void move(ShardId shard, double load, PodIndex from, PodIndex to) {
+    moves.push_back({shard, from, to});
+    --budget;
+    podLoad[static_cast<std::size_t>(from)] -= load;
+    receivers.erase({podLoad[static_cast<std::size_t>(to)], to});
+    podLoad[static_cast<std::size_t>(to)] += load;
+    receivers.insert({podLoad[static_cast<std::size_t>(to)], to});
+  }
+
+  // Moves shards off `donor` while it is above the target, the budget lasts and a receiver has
+  // room for one of its candidates.
+  void relieve(PodIndex donor, std::set<ShardLoad> candidates, double mean) {
+    stopReceiving(donor);  // it gives in this round, so it takes nothing back
+    const auto d = static_cast<std::size_t>(donor);
+    while (podLoad[d] > target && budget > 0 && !receivers.empty() && !candidates.empty()) {
+      const auto [receiverLoad, receiver] = *receivers.begin();
+      const auto pick = pickShard(candidates, target - receiverLoad, podLoad[d] - mean);
+      if (pick == candidates.end()) return;
+      const auto [load, shard] = *pick;
+      candidates.erase(pick);
+      move(shard, load, donor, receiver);
+    }
+  }
+};
+
+// Each donor's movable shards: loaded, out of their cooldown.
+std::vector<std::set<ShardLoad>> movableShards(const LoadPlanningInput& in,
+                                               const std::vector<bool>& isDonor) {
+  std::vector<std::set<ShardLoad>> movable(in.base.pods.size());
+  for (std::size_t i = 0; i < in.base.owners.size(); ++i) {
+    const PodIndex owner = in.base.owners[i];
+    if (owner == kNoPod || !isDonor[static_cast<std::size_t>(owner)] || in.load[i] <= 0) continue;
+    if (!in.roundsSinceMoved.empty() && in.roundsSinceMoved[i] < in.cooldownRounds) continue;
+    movable[static_cast<std::size_t>(owner)].insert({in.load[i], static_cast<ShardId>(i + 1)});
+  }
+  return movable;
+}
+
+}  // namespace
+
+LoadSummary summarizeLoad(const std::vector<PodIndex>& owners, std::size_t podCount,
+                          const std::vector<double>& load) {
+  std::vector<double> podLoad(podCount, 0);
+  double hottest = 0;
+  double total = 0;
+  for (std::size_t i = 0; i < owners.size() && i < load.size(); ++i) {
+    hottest = std::max(hottest, load[i]);
+    total += load[i];
+    if (owners[i] != kNoPod) podLoad[static_cast<std::size_t>(owners[i])] += load[i];
+  }
+  LoadSummary summary;
+  if (podCount == 0 || total <= 0) return summary;
+  summary.mean = total / static_cast<double>(podCount);
+  summary.peak = *std::max_element(podLoad.begin(), podLoad.end());
+  summary.peakToMean = summary.peak / summary.mean;
+  summary.bound = std::max(1.0, hottest / summary.mean);
+  return summary;
+}
+
+StatusOr<std::vector<Move>> decideByLoad(const LoadPlanningInput& in) {
+  if (Status s = validateLoadInput(in); !s.ok()) return s;
+  const PlanningInput& base = in.base;
+  const bool unassigned =
+      std::find(base.owners.begin(), base.owners.end(), kNoPod) != base.owners.end();
+  if (base.pods.empty() || unassigned || !allSameVersion(base.pods)) return std::vector<Move>{};
+
+  const LoadSummary summary = summarizeLoad(base.owners, base.pods.size(), in.load);
+  if (summary.mean <= 0) return std::vector<Move>{};
+  Round round{.podLoad = std::vector<double>(base.pods.size(), 0),
+              .canReceive = eligibleReceivers(base.pods),
+              .receivers = {},
+              .budget = periodicReceiveCap(base.shardCount, base.rebalanceRate),
+              .target = std::max((1 + in.tolerance) * summary.mean, summary.bound * summary.mean),
+              .moves = {}};
+  for (std::size_t i = 0; i < base.owners.size(); ++i) {
+    if (base.owners[i] != kNoPod)
+      round.podLoad[static_cast<std::size_t>(base.owners[i])] += in.load[i];
+  }
+  std::vector<PodIndex> donors;
+  std::vector<bool> isDonor(base.pods.size(), false);
+  for (std::size_t p = 0; p < base.pods.size(); ++p) {
+    const auto pod = static_cast<PodIndex>(p);
+    if (round.canReceive[p]) round.receivers.insert({round.podLoad[p], pod});
+    if (round.podLoad[p] > round.target) {
+      donors.push_back(pod);
+      isDonor[p] = true;
+    }
+  }
+  std::sort(donors.begin(), donors.end(), [&](PodIndex a, PodIndex b) {
+    const double la = round.podLoad[static_cast<std::size_t>(a)];
+    const double lb = round.podLoad[static_cast<std::size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  });
+  std::vector<std::set<ShardLoad>> movable = movableShards(in, isDonor);
+  for (PodIndex donor : donors) {
+    if (round.budget <= 0) break;
+    round.relieve(donor, std::move(movable[static_cast<std::size_t>(donor)]), summary.mean);
+  }
+  return std::move(round.moves);
+}
+
+}  // namespace kshard::sharding

@@ -12,6 +12,8 @@
 
 #include "base/options.h"
 #include "sharding/duration.h"
+#include "tools/simulate_load_command.h"
+#include "tools/simulate_options.h"
 #include "tools/simulate_report.h"
 #include "tools/simulate_run.h"
 
@@ -101,11 +103,43 @@ Options:
   -h, --help                show this help
 Durations (D) are Kubernetes durations: 500ms, 20s, 1m30s, 720h.
 
+Workload mode (--workload): fixed pods, a skewed load; how evenly each strategy spreads it.
+Entities "entity-1".."entity-N" land on shards by kshard's shard function; the entity of Zipf
+rank r costs 1/r^s (ranks drawn from --seed). Workloads: zipf:S (fixed ranks), hotspot:S (ranks
+drawn anew every --hotspot-period), diurnal:S (half the entities peak at noon, half at midnight,
+by --diurnal-swing over --diurnal-period). Strategies: count (kshard's count planner), load
+(kshard's load planner, sharding/load_planner.h, every --rebalance-interval on loads measured
+as a decayed average of half-life --measure-half-life), akka (LeastShardAllocationStrategy),
+ring. Reported per strategy: the pods' peak-to-mean load (median and max of one sample a
+round), the hottest shard's bound (the lowest peak-to-mean any placement reaches), moves per
+minute, and for hotspot the worst number of rounds until peak-to-mean is back within
+max(1 + tolerance, bound) after the hot spot moved ("never": not before it moved again).
+  --workload KIND[:S]       zipf, hotspot or diurnal; S in [0, 5] (default 1.0)
+  --shards N                default 1000
+  --pods N                  default 20
+  --entities N              1..10000000 (default 100000)
+  --strategies LIST         default count,load,akka,ring
+  --duration D              simulated time (default 1h)
+  --rebalance-interval D    a round every D (default 20s)
+  --rebalance-rate R        the moves of a round, at most R x shards (default 0.02)
+  --tolerance T             load: a pod is overloaded above (1 + T) x mean, in (0, 10]
+                            (default 0.1)
+  --cooldown-rounds N       load: rounds a moved shard stays put (default 3)
+  --measure-half-life D     default 1m
+  --hotspot-period D        default 10m
+  --diurnal-period D        default 1h
+  --diurnal-swing W         in [0, 1) (default 0.8)
+  --virtual-nodes N         ring points per pod, 1..1000 (default 100)
+  --seed N                  draws the ranks (default 0)
+  --format table|json       table: Markdown (default); json: an array, one object a strategy
+  --quiet                   no progress lines on stderr
+
 Exit status: 0 on success; 2 on bad options, with one line on stderr naming the problem.
 
 Examples:
   kshardctl simulate
   kshardctl simulate --sizes 10000x1000 --scenarios rolling-update --format csv
+  kshardctl simulate --workload zipf:1.0 --shards 1000 --pods 20 --entities 100000 --format json
 )";
 
 constexpr std::array<Scenario, 4> kAllScenarios{Scenario::kScaleUp, Scenario::kScaleDown,
@@ -127,62 +161,6 @@ struct SimulateOptions {
   bool quiet = false;
 };
 
-std::vector<std::string_view> splitList(std::string_view text) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma - start));
-    if (comma == std::string_view::npos) return parts;
-    start = comma + 1;
-  }
-}
-
-template <typename T>
-bool parseInteger(std::string_view text, T& out) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return !text.empty() && ec == std::errc() && ptr == end;
-}
-
-template <typename T>
-OptionSet::Setter integer(T* target, T min, T max) {
-  return [=](std::string_view v) {
-    T n{};
-    if (!parseInteger(v, n) || n < min || n > max) {
-      return invalidArgument("must be an integer in " + std::to_string(min) + ".." +
-                             std::to_string(max) + ", not \"" + std::string(v) + "\"");
-    }
-    *target = n;
-    return Status{};
-  };
-}
-
-OptionSet::Setter fraction(double* target) {
-  return [=](std::string_view v) {
-    const std::string s(v);
-    char* end = nullptr;
-    const double d = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !(d > 0 && d <= 1)) {
-      return invalidArgument("must be a number in (0, 1], not \"" + s + "\"");
-    }
-    *target = d;
-    return Status{};
-  };
-}
-
-OptionSet::Setter duration(SimTime* target, bool positive) {
-  return [=](std::string_view v) {
-    StatusOr<sharding::Duration> d = sharding::parseDuration(v);
-    if (!d.ok()) return invalidArgument(d.status().message());
-    if (*d < SimTime{0} || (positive && *d == SimTime{0})) {
-      return invalidArgument(std::string("must be ") + (positive ? "positive" : "0 or more") +
-                             ", not \"" + std::string(v) + "\"");
-    }
-    *target = *d;
-    return Status{};
-  };
-}
-
 OptionSet::Setter intOrPercent(IntOrPercent* target, std::int32_t minCount) {
   return [=](std::string_view v) {
     IntOrPercent parsed;
@@ -195,24 +173,6 @@ OptionSet::Setter intOrPercent(IntOrPercent* target, std::int32_t minCount) {
                              " or a percentage 0%..100%, not \"" + std::string(v) + "\"");
     }
     *target = parsed;
-    return Status{};
-  };
-}
-
-template <typename T>
-OptionSet::Setter nameList(std::vector<T>* target, std::optional<T> (*parse)(std::string_view),
-                           std::string_view known) {
-  return [=](std::string_view v) {
-    std::vector<T> parsed;
-    for (std::string_view part : splitList(v)) {
-      const std::optional<T> item = parse(part);
-      if (!item) {
-        return invalidArgument("unknown name \"" + std::string(part) +
-                               "\" (known: " + std::string(known) + ")");
-      }
-      parsed.push_back(*item);
-    }
-    *target = std::move(parsed);
     return Status{};
   };
 }
@@ -274,12 +234,7 @@ StatusOr<SimulateOptions> parseOptions(std::span<const std::string> args) {
   set.add("max-unregister-hold", "", "", "", duration(&c.kshard.maxUnregisterHold, false));
   set.add("max-time", "", "", "", duration(&c.maxTime, true));
 
-  std::vector<const char*> argv{"kshardctl simulate"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  StatusOr<OptionSet::Outcome> parsed =
-      set.parse(static_cast<int>(argv.size()), argv.data(),
-                [](const std::string&) { return std::optional<std::string>(); });
-  if (!parsed.ok()) return parsed.status();
+  if (Status s = parseArguments(set, args); !s.ok()) return s;
   if (format != "table" && format != "csv") {
     return invalidArgument("--format: must be table or csv, not \"" + format + "\"");
   }
@@ -360,6 +315,7 @@ int run(std::span<const std::string> args, CommandIo& io) {
 }  // namespace
 
 int runSimulate(std::span<const std::string> args, CommandIo& io, const Clock& wallClock) {
+  if (wantsWorkload(args)) return runLoadSimulate(args, io);
   StatusOr<SimulateOptions> options = parseOptions(args);
   if (!options.ok()) return usageError(io, kName, options.status().message());
   const SimulateOptions& o = *options;

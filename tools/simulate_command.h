@@ -1,7 +1,8 @@
 // `kshardctl simulate`: a deterministic discrete-event simulation of shard rebalancing on
 // Kubernetes — kshard's planner and rebalance workflow beside Akka's allocation strategies and a
-// consistent-hash ring — through scale-up, scale-down, rolling update and crash scenarios.
-// The model is described in the command's --help and in docs/benchmarks.md.
+// consistent-hash ring — through scale-up, scale-down, rolling update and crash scenarios; with
+// --workload, the workload mode (tools/simulate_load_command.h). The models are described in the
+// command's --help and in docs/benchmarks.md.
 #pragma once
 
 #include <iosfwd>

@@ -85,6 +85,33 @@ std::unique_ptr<SimulatedManager> makeManager(const SimulationConfig& config, Sc
   return nullptr;
 }
 
+// The simulated cluster of one run: its clock, the ledger, the Deployment and the strategy.
+struct World {
+  explicit World(const SimulationConfig& config)
+      : ledger(config.shards),
+        serving(ledger, scheduler),
+        deployment(scheduler, config.timing, config.rolling, serving),
+        strategyRandom(config.seed),
+        manager(makeManager(config, scheduler, ledger, deployment, strategyRandom)) {
+    serving.setManager(*manager);
+  }
+
+  // Starts `pods` ready pods of the old version and has the strategy place every shard on them.
+  std::vector<SimPod> start(std::int32_t pods) {
+    const std::vector<SimPod> started = deployment.startReady(pods, kOldVersion);
+    for (SimPod p : started) ledger.setServing(p, true);
+    manager->startWith(started);
+    return started;
+  }
+
+  ManualScheduler scheduler;
+  OwnershipLedger ledger;
+  ServingPods serving;
+  SimulatedDeployment deployment;
+  SeededRandom strategyRandom;
+  std::unique_ptr<SimulatedManager> manager;
+};
+
 }  // namespace
 
 std::string_view scenarioName(Scenario scenario) { return nameIn(kScenarios, scenario, "?"); }
@@ -114,6 +141,20 @@ Status validateConfig(const SimulationConfig& config) {
   return {};
 }
 
+StatusOr<std::vector<std::int32_t>> steadyStateOwners(const SimulationConfig& config) {
+  if (Status s = validateConfig(config); !s.ok()) return s;
+  World world(config);
+  const std::vector<SimPod> pods = world.start(config.pods);
+  if (Status s = world.manager->error(); !s.ok()) return internalError(s.message());
+  std::vector<std::int32_t> owners(static_cast<std::size_t>(config.shards));
+  for (sharding::ShardId shard = 1; shard <= config.shards; ++shard) {
+    const auto at = std::find(pods.begin(), pods.end(), world.ledger.owner(shard));
+    if (at == pods.end()) return internalError("shard " + std::to_string(shard) + " has no owner");
+    owners[static_cast<std::size_t>(shard - 1)] = static_cast<std::int32_t>(at - pods.begin());
+  }
+  return owners;
+}
+
 StatusOr<SimulationResult> simulate(const SimulationConfig& config,
                                     const SimulationProgress& progress) {
   if (Status s = validateConfig(config); !s.ok()) return s;
@@ -126,20 +167,14 @@ StatusOr<SimulationResult> simulate(const SimulationConfig& config,
   result.podsAfter = config.scenario == Scenario::kScaleUp ? 2 * n : n;
   if (config.scenario == Scenario::kCrash) result.crashed = crashedPods(config);
 
-  ManualScheduler scheduler;
-  OwnershipLedger ledger(config.shards);
-  ServingPods serving(ledger, scheduler);
-  SimulatedDeployment deployment(scheduler, config.timing, config.rolling, serving);
-  // Two streams, so that the crashed pods are the same whatever the strategy consumes.
-  SeededRandom strategyRandom(config.seed);
+  World world(config);
+  // A stream of its own, so that the crashed pods are the same whatever the strategy consumes.
   SeededRandom crashRandom(config.seed ^ 0x9e3779b97f4a7c15ULL);
-  std::unique_ptr<SimulatedManager> manager =
-      makeManager(config, scheduler, ledger, deployment, strategyRandom);
-  serving.setManager(*manager);
-
-  const std::vector<SimPod> initial = deployment.startReady(result.podsBefore, kOldVersion);
-  for (SimPod p : initial) ledger.setServing(p, true);
-  manager->startWith(initial);
+  world.start(result.podsBefore);
+  SimulatedDeployment& deployment = world.deployment;
+  OwnershipLedger& ledger = world.ledger;
+  ManualScheduler& scheduler = world.scheduler;
+  SimulatedManager* manager = world.manager.get();
   if (Status s = manager->error(); !s.ok()) return internalError(s.message());
   ledger.resetCounters();
 

@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "tools/simulate_akka.h"
@@ -79,6 +80,11 @@ using SimulationProgress = std::function<void(SimTime now, std::int64_t moves)>;
 
 // Pods that crash in the crash scenario: `crashed` of `pods`, at least 1.
 std::int32_t crashedPods(const SimulationConfig& config);
+
+// Where the strategy places the shards on `config.pods` ready pods of one version, before any
+// scenario: owners[shard - 1] is the pod's position among them (0..pods - 1). InvalidArgument as
+// validateConfig; Internal if the strategy failed or left a shard unassigned.
+[[nodiscard]] StatusOr<std::vector<std::int32_t>> steadyStateOwners(const SimulationConfig& config);
 
 // InvalidArgument as validateConfig; Internal if a strategy failed (a bug).
 [[nodiscard]] StatusOr<SimulationResult> simulate(const SimulationConfig& config,

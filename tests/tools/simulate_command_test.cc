@@ -133,23 +133,41 @@ TEST(SimulateCommandTest, ProgressGoesToStderrOneLinePerRun) {
   EXPECT_EQ(out.str().rfind("| shards", 0), 0u) << "stdout holds the table alone";
 }
 
+// The options listed in `help` (one a line, at its start).
+std::vector<std::string> optionsIn(const std::string& help) {
+  const std::regex option(R"(\n  (--[a-z-]+)( [A-Z|%]+)?)");
+  std::vector<std::string> names;
+  for (auto it = std::sregex_iterator(help.begin(), help.end(), option);
+       it != std::sregex_iterator(); ++it) {
+    names.push_back((*it)[1]);
+  }
+  return names;
+}
+
 TEST(SimulateCommandTest, EveryOptionInTheHelpIsAccepted) {
   const RunResult help = runInProcess({"simulate", "--help"});
   ASSERT_EQ(help.exitCode, kExitOk);
   ASSERT_EQ(help.out.rfind("Usage: kshardctl simulate", 0), 0u);
-  const std::regex option(R"(\n  (--[a-z-]+)( [A-Z|%]+)?)");
-  std::vector<std::string> names;
-  for (auto it = std::sregex_iterator(help.out.begin(), help.out.end(), option);
-       it != std::sregex_iterator(); ++it) {
-    names.push_back((*it)[1]);
-  }
-  ASSERT_EQ(names.size(), 25u) << help.out;
-  for (const std::string& name : names) {
-    if (name == "--config") continue;
-    const RunResult r = runInProcess({"simulate", name, "no-such-value"});
+  const std::size_t workloadMode = help.out.find("\nWorkload mode");
+  ASSERT_NE(workloadMode, std::string::npos) << help.out;
+  const std::vector<std::string> scenarioOptions = optionsIn(help.out.substr(0, workloadMode));
+  const std::vector<std::string> workloadOptions = optionsIn(help.out.substr(workloadMode));
+  ASSERT_EQ(scenarioOptions.size(), 25u) << help.out;
+  ASSERT_EQ(workloadOptions.size(), 18u) << help.out;
+  const auto rejectedForItsValue = [](const std::vector<std::string>& args) {
+    const RunResult r = runInProcess(args);
     // Rejected for its value (or, for a flag, for the stray argument), never as unknown.
-    EXPECT_EQ(r.exitCode, kExitUsage) << name;
-    EXPECT_EQ(r.err.find("unknown flag"), std::string::npos) << name << ": " << r.err;
+    EXPECT_EQ(r.exitCode, kExitUsage) << args[args.size() - 2];
+    EXPECT_EQ(r.err.find("unknown flag"), std::string::npos)
+        << args[args.size() - 2] << ": " << r.err;
+  };
+  for (const std::string& name : scenarioOptions) {
+    if (name != "--config") rejectedForItsValue({"simulate", name, "no-such-value"});
+  }
+  for (const std::string& name : workloadOptions) {
+    if (name != "--workload") {
+      rejectedForItsValue({"simulate", "--workload", "zipf", name, "no-such-value"});
+    }
   }
 }
 

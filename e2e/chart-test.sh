@@ -31,4 +31,13 @@ if "$helm" template kshard charts/kshard --set networkPolicy.enabled=true \
   --set 'networkPolicy.shardMaps={counter}' >/dev/null 2>&1; then
   die "networkPolicy.shardMaps accepted an entry that is not namespace/name"
 fi
-log "chart: helm lint clean, templates render (default, cert-manager, network policies, one namespace), CRD in sync"
+# The Grafana dashboard's ConfigMap: labelled for Grafana's sidecar, carrying the dashboard whole.
+# (tests/metrics/dashboard_test.cc checks that its queries name only metrics kshard exports.)
+out=$("$helm" template kshard charts/kshard --namespace kshard-system \
+  --set metrics.grafanaDashboard.enabled=true --show-only templates/grafana-dashboard.yaml) ||
+  die "the chart does not render with metrics.grafanaDashboard.enabled=true"
+grep -q 'grafana_dashboard: "1"' <<<"$out" || die "the dashboard's ConfigMap lacks Grafana's sidecar label"
+sed -n '/kshard.json: |-/,$p' <<<"$out" | tail -n +2 | sed 's/^    //' |
+  cmp -s - charts/kshard/dashboards/kshard.json ||
+  die "the dashboard's ConfigMap does not carry charts/kshard/dashboards/kshard.json unchanged"
+log "chart: helm lint clean, templates render (default, cert-manager, network policies, one namespace, dashboard), CRD in sync"

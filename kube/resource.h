@@ -54,6 +54,8 @@ inline const ResourceRef kTokenReviews{"authentication.k8s.io", "v1", "tokenrevi
                                        Scope::kCluster};
 inline const ResourceRef kCustomResourceDefinitions{"apiextensions.k8s.io", "v1",
                                                     "customresourcedefinitions", Scope::kCluster};
+// kshard's own (crds/shardmap.yaml).
+inline const ResourceRef kShardMaps{"kshard.io", "v1alpha1", "shardmaps", Scope::kNamespaced};
 }  // namespace resources
 
 // "namespace/name", or "name" for a cluster-scoped object: the key of caches and logs.

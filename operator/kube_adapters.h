@@ -20,8 +20,7 @@
 namespace kshard::manager {
 
 // shardmaps.kshard.io/v1alpha1.
-inline const kube::ResourceRef kShardMapResource{"kshard.io", "v1alpha1", "shardmaps",
-                                                 kube::Scope::kNamespaced};
+inline const kube::ResourceRef& kShardMapResource = kube::resources::kShardMaps;
 
 class KubeShardMapStore final : public ShardMapStore {
  public:

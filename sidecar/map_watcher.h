@@ -15,8 +15,7 @@
 
 namespace kshard::sidecar {
 
-inline const kube::ResourceRef kShardMapResource{"kshard.io", "v1alpha1", "shardmaps",
-                                                 kube::Scope::kNamespaced};
+inline const kube::ResourceRef& kShardMapResource = kube::resources::kShardMaps;
 
 class MapWatcher {
  public:

@@ -1,16 +1,12 @@
 #include "tools/doctor_command.h"
 
 #include <ostream>
-#include <random>
 
-#include "base/logger.h"
 #include "base/options.h"
-#include "base/random.h"
-#include "base/scheduler.h"
 #include "http/factory.h"
 #include "kube/client.h"
-#include "kube/config.h"
 #include "tools/doctor_checks.h"
+#include "tools/kube_access.h"
 
 namespace kshard::tools {
 namespace {
@@ -76,27 +72,12 @@ int run(std::span<const std::string> args, CommandIo& io) {
                            [](const std::string&) { return std::nullopt; });
   if (!parsed.ok()) return usageError(io, kName, parsed.status().message());
 
-  kube::LoadOptions load;
-  load.kubeconfigPath = kubeconfig;
-  auto config = kube::loadConfig(load, SystemClock::instance());
-  if (!config.ok()) {
-    io.err << "kshardctl doctor: " << config.status().message() << "\n";
+  auto access = connectToCluster(kubeconfig);
+  if (!access.ok()) {
+    io.err << "kshardctl doctor: " << access.status().message() << "\n";
     return kExitFailure;
   }
-  auto transport =
-      http::makeClient(http::Backend::kCppRest, kube::httpClientOptions(*config, "kshardctl"));
-  if (!transport.ok()) {
-    io.err << "kshardctl doctor: " << transport.status().message() << "\n";
-    return kExitFailure;
-  }
-  ThreadScheduler scheduler;
-  SeededRandom random(std::random_device{}());
-  Logger quiet("kshardctl", LogLevel::kError);
-  kube::ClientOptions apiOptions;
-  apiOptions.userAgent = "kshardctl";
-  apiOptions.maxRetries = 2;
-  kube::Client api(**transport, scheduler, random, quiet, apiOptions, config->token,
-                   config->pathPrefix);
+  kube::Client& api = *(*access)->api;
 
   std::vector<CheckResult> results;
   results.push_back(checkCrd(getOrNothing(api, kube::resources::kCustomResourceDefinitions, "",

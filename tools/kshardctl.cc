@@ -5,21 +5,24 @@
 
 #include "tools/doctor_command.h"
 #include "tools/plan_command.h"
+#include "tools/shard_map_commands.h"
 #include "tools/shard_of_command.h"
 #include "tools/simulate_command.h"
 
 namespace kshard::tools {
 namespace {
 
-std::array<const Command*, 4> commands() {
-  return {&shardOfCommand(), &planCommand(), &simulateCommand(), &doctorCommand()};
+std::array<const Command*, 6> commands() {
+  return {&shardOfCommand(), &ownerCommand(),    &mapCommand(),
+          &planCommand(),    &simulateCommand(), &doctorCommand()};
 }
 
 void printUsage(std::ostream& os) {
   os << "Usage: kshardctl <command> [arguments]\n\n"
-        "kshardctl computes what kshard's sharding core computes, offline: which shard an\n"
-        "entity belongs to, which shards a rebalance round moves, and how rebalancing plays\n"
-        "out over time against other strategies.\n\n"
+        "kshardctl computes what kshard's sharding core computes: which shard an entity\n"
+        "belongs to and, from the cluster, which pod owns it; which shards a rebalance round\n"
+        "moves; how rebalancing plays out over time against other strategies. Installed as\n"
+        "kubectl-kshard on the PATH, it is the kubectl plugin `kubectl kshard <command>`.\n\n"
         "Commands:\n";
   for (const Command* c : commands()) {
     os << "  " << c->name << std::string(12 - c->name.size(), ' ') << c->summary << "\n";

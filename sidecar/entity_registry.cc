@@ -1,10 +1,11 @@
 // EntityRegistry: messages — deliver, the mailboxes and the turns at the app — with the
-// registry's timers and its entity counts. Ownership and handoffs are in
+// registry's timers, its entity counts and the shards' load. Ownership and handoffs are in
 // entity_registry_handoff.cc, passivation and stops in entity_registry_stops.cc, the
 // ownership lease in entity_registry_lease.cc.
 #include "sidecar/entity_registry.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kshard::sidecar {
 namespace {
@@ -25,7 +26,11 @@ std::size_t EntityKeyHash::operator()(const EntityKey& k) const {
 
 EntityRegistry::EntityRegistry(EntityHost& host, Scheduler& scheduler,
                                EntityRegistryOptions options, Logger logger)
-    : host_(host), scheduler_(scheduler), options_(options), log_(std::move(logger)) {}
+    : host_(host),
+      scheduler_(scheduler),
+      options_(options),
+      log_(std::move(logger)),
+      loadSampledAt_(scheduler.clock().now()) {}
 
 EntityRegistry::~EntityRegistry() {
   std::lock_guard lock(mu_);
@@ -95,6 +100,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
       if (e.mailbox.size() >= options_.maxMailbox) {
         refusal = Refusal::kOverloaded;
       } else {
+        ++sit->second.messages;
         if (tell) {
           ++pendingTells_;
           pendingTellBytes_ += message.body.size();
@@ -138,6 +144,7 @@ void EntityRegistry::startNextLocked(Entity& e, Actions& out) {
 
 void EntityRegistry::markBusyLocked(Entity& e) {
   e.busy = true;
+  e.lastActive = scheduler_.clock().now();  // the turn's start, for the shard's busy time
   idle_.remove(e);
 }
 
@@ -179,6 +186,8 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
       if (!result.ok() && (failedTells = tellFailureLog_.occur(now)) > 0) failedTell = *e.key;
     }
     if (result.ok()) e.stopFailures = 0;  // the app answers
+    if (auto sit = shards_.find(e.shard); sit != shards_.end())
+      sit->second.busy += now - e.lastActive;
     e.busy = false;
     e.lastActive = now;
     afterTurnLocked(e, actions);
@@ -226,6 +235,32 @@ std::vector<std::pair<std::string, std::size_t>> EntityRegistry::activeEntitiesB
     out.assign(typeCounts_.begin(), typeCounts_.end());
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<ShardLoad> EntityRegistry::sampleLoad(Duration halfLife) {
+  std::lock_guard lock(mu_);
+  const SteadyTime now = scheduler_.clock().now();
+  const double seconds = std::chrono::duration<double>(now - loadSampledAt_).count();
+  loadSampledAt_ = now;
+  // The weight the past keeps after `seconds`: exact for any spacing of the samples.
+  const double keep = std::pow(0.5, seconds / std::chrono::duration<double>(halfLife).count());
+  std::vector<ShardLoad> out;
+  for (auto& [s, shard] : shards_) {
+    if (seconds > 0) {
+      const double messages = static_cast<double>(shard.messages) / seconds;
+      const double busy = std::chrono::duration<double>(shard.busy).count() / seconds;
+      shard.messageRate = keep * shard.messageRate + (1 - keep) * messages;
+      shard.busyRate = keep * shard.busyRate + (1 - keep) * busy;
+      shard.messages = 0;
+      shard.busy = Duration{0};
+    }
+    if (shard.state == ShardState::kOwned) {
+      out.push_back({s, shard.messageRate, shard.busyRate, shard.entities});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ShardLoad& a, const ShardLoad& b) { return a.shard < b.shard; });
   return out;
 }
 

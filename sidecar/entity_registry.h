@@ -52,6 +52,7 @@
 #include "http/message.h"
 #include "protocol/wire.h"
 #include "sidecar/ownership_lease.h"
+#include "sidecar/shard_load.h"
 
 namespace kshard::sidecar {
 
@@ -202,6 +203,11 @@ class EntityRegistry {
   std::vector<std::pair<std::string, std::size_t>> activeEntitiesByType() const;
   bool draining() const;
 
+  // The owned shards' load: the messages and app time counted since the last sample, as rates
+  // folded into averages that decay with `halfLife` (an exponentially weighted mean over the time
+  // between samples, whatever their spacing), each shard's active entities, by shard.
+  std::vector<ShardLoad> sampleLoad(Duration halfLife);
+
  private:
   struct Pending {
     Message message;
@@ -251,6 +257,7 @@ class EntityRegistry {
     // a message.
     std::uint8_t stopFailures = 0;
     std::uint64_t lastTurn = 0;  // the turn number of its last message (Message::turn)
+    // When its last turn ended; while busy, when the current turn began.
     SteadyTime lastActive{};
     Entity* prev = nullptr;
     Entity* next = nullptr;
@@ -279,6 +286,11 @@ class EntityRegistry {
     ShardState state = ShardState::kOwned;
     Epoch epoch = 0;
     std::size_t entities = 0;
+    // Load (sampleLoad): counted since the last sample, and the decayed rates.
+    std::uint64_t messages = 0;
+    Duration busy{0};
+    double messageRate = 0;
+    double busyRate = 0;
   };
   // Work to do once the lock is released.
   using Actions = std::vector<UniqueFunction<void()>>;
@@ -347,8 +359,8 @@ class EntityRegistry {
   // ticks, for appDeadline(); written under mu_.
   std::atomic<Duration::rep> appDeadline_{Duration::max().count()};
   void publishDeadlineLocked();
-  bool fenced_ = false;  // the lease's fence is up: entities stop, nothing new is taken
-  std::uint64_t fenceSeq_ = 0;  // the current fence timer; older ones find it stale
+  bool fenced_ = false;             // the lease's fence is up: entities stop, nothing new is taken
+  std::uint64_t fenceSeq_ = 0;      // the current fence timer; older ones find it stale
   std::uint64_t droppedTells_ = 0;  // tells dropped because the lease ran out
   LogThrottle fenceDropLog_{std::chrono::seconds(5)};
   std::unordered_map<Scheduler::TaskId, bool> timers_;  // pending timers, cancelled on destruction
@@ -358,7 +370,8 @@ class EntityRegistry {
   std::size_t stopsAtApp_ = 0;
   // Tells accepted and not yet answered by the app (in mailboxes or at the app), and their bytes.
   std::size_t pendingTells_ = 0;
-  std::uint64_t turns_ = 0;  // the last turn number given (Message::turn)
+  std::uint64_t turns_ = 0;     // the last turn number given (Message::turn)
+  SteadyTime loadSampledAt_{};  // the last sampleLoad; the registry's creation before it
   std::size_t pendingTellBytes_ = 0;
   // An app that is down fails every entity's stop and every tell: at most one "entity stop
   // failed" and one "tell delivery failed" line per 5 s, each with the failures it stands for.

@@ -1,5 +1,7 @@
 #include "sidecar/sidecar_metrics.h"
 
+#include <algorithm>
+
 namespace kshard::sidecar {
 namespace {
 
@@ -7,6 +9,22 @@ constexpr const char* kPathNames[] = {"local", "forwarded", "received"};
 constexpr const char* kResultNames[] = {"ok",         "app_error", "refused",
                                         "overloaded", "timeout",   "failed"};
 constexpr const char* kReasonNames[] = {"no_owner", "not_managed", "unreachable", "caller_refused"};
+
+// Sets `values` on the family's series of label `label`, and removes the series of values shown
+// before and missing now; `shown` holds the values with a series.
+void replaceSeries(metrics::Family<metrics::Gauge>& family, const std::string& label,
+                   const std::vector<std::pair<std::string, double>>& values,
+                   std::set<std::string>& shown) {
+  std::set<std::string> now;
+  for (const auto& [value, number] : values) {
+    family.with({{label, value}}).set(number);
+    now.insert(value);
+  }
+  for (const auto& value : shown) {
+    if (!now.count(value)) family.remove({{label, value}});
+  }
+  shown = std::move(now);
+}
 
 }  // namespace
 
@@ -23,7 +41,17 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
           registry.counter("kshard_sidecar_handoffs_total", "").with({{"result", "timeout"}})),
       ownedShards_(registry.gauge("kshard_sidecar_owned_shards", "Shards this pod owns.").with({})),
       activeEntities_(registry.gauge("kshard_sidecar_active_entities",
-                                     "Entities active on this pod, by entity type.")) {
+                                     "Entities active on this pod, by entity type.")),
+      loadMessages_(registry
+                        .gauge("kshard_sidecar_load_messages_per_second",
+                               "Messages a second to this pod's shards, a decayed average.")
+                        .with({})),
+      loadBusy_(registry
+                    .gauge("kshard_sidecar_load_busy_ratio",
+                           "Seconds a second the app spends on this pod's shards' messages.")
+                    .with({})),
+      shardLoad_(registry.gauge("kshard_sidecar_shard_load_busy_ratio",
+                                "The busy ratio of this pod's busiest shards, by shard.")) {
   auto& messages = registry.counter(
       "kshard_sidecar_messages_total",
       "Entity messages by path (local: delivered here for this pod's app; forwarded: sent to "
@@ -54,16 +82,36 @@ void SidecarMetrics::observeLatency(MessagePath path, double seconds) {
 void SidecarMetrics::refresh(const std::vector<std::pair<std::string, std::size_t>>& activeByType,
                              std::size_t ownedShards) {
   std::lock_guard lock(refreshMu_);
-  std::set<std::string> shown;
-  for (const auto& [type, count] : activeByType) {
-    activeEntities_.with({{"type", type}}).set(static_cast<double>(count));
-    shown.insert(type);
-  }
-  for (const auto& type : typesShown_) {
-    if (!shown.count(type)) activeEntities_.remove({{"type", type}});
-  }
-  typesShown_ = std::move(shown);
+  std::vector<std::pair<std::string, double>> counts;
+  for (const auto& [type, count] : activeByType)
+    counts.emplace_back(type, static_cast<double>(count));
+  replaceSeries(activeEntities_, "type", counts, typesShown_);
   ownedShards_.set(static_cast<double>(ownedShards));
+}
+
+void SidecarMetrics::showLoad(const std::vector<ShardLoad>& load) {
+  double messages = 0;
+  double busy = 0;
+  for (const ShardLoad& s : load) {
+    messages += s.messagesPerSecond;
+    busy += s.busy;
+  }
+  std::vector<ShardLoad> top(load);
+  const auto busiest = [](const ShardLoad& a, const ShardLoad& b) {
+    if (a.busy != b.busy) return a.busy > b.busy;
+    if (a.messagesPerSecond != b.messagesPerSecond)
+      return a.messagesPerSecond > b.messagesPerSecond;
+    return a.shard < b.shard;
+  };
+  const std::size_t n = std::min(top.size(), kTopShards);
+  std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(n), top.end(), busiest);
+  std::vector<std::pair<std::string, double>> series;
+  for (std::size_t i = 0; i < n; ++i)
+    series.emplace_back(std::to_string(top[i].shard), top[i].busy);
+  std::lock_guard lock(refreshMu_);
+  loadMessages_.set(messages);
+  loadBusy_.set(busy);
+  replaceSeries(shardLoad_, "shard", series, shardsShown_);
 }
 
 void SidecarMetrics::countRetry(RetryReason reason) {

@@ -8,6 +8,10 @@
 //   kshard_sidecar_owned_shards                       set at scrape time (refresh)
 //   kshard_sidecar_passivations_total                 entities stopped for idleness
 //   kshard_sidecar_handoffs_total{result}             unassign/revoke/drain handoffs: ok | timeout
+//   kshard_sidecar_load_messages_per_second           the owned shards' decayed message rate
+//   kshard_sidecar_load_busy_ratio                    app seconds a second on their turns
+//   kshard_sidecar_shard_load_busy_ratio{shard}       the same, for the busiest shards only
+//                                                     (kTopShards: bounded cardinality)
 #pragma once
 
 #include <array>
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "metrics/metrics.h"
+#include "sidecar/shard_load.h"
 
 namespace kshard::sidecar {
 
@@ -39,6 +44,10 @@ class SidecarMetrics {
   // listed before and missing now loses its series) and the number of shards owned.
   void refresh(const std::vector<std::pair<std::string, std::size_t>>& activeByType,
                std::size_t ownedShards);
+  // Sets the load gauges from a sample of the owned shards: the pod's totals, and the busiest
+  // kTopShards shards (by busy time, then messages; a shard that leaves the top loses its series).
+  void showLoad(const std::vector<ShardLoad>& load);
+  static constexpr std::size_t kTopShards = 5;
 
  private:
   static constexpr std::size_t kPaths = 3;
@@ -52,8 +61,12 @@ class SidecarMetrics {
   metrics::Counter& handoffTimeout_;
   metrics::Gauge& ownedShards_;
   metrics::Family<metrics::Gauge>& activeEntities_;
+  metrics::Gauge& loadMessages_;
+  metrics::Gauge& loadBusy_;
+  metrics::Family<metrics::Gauge>& shardLoad_;
   std::mutex refreshMu_;
-  std::set<std::string> typesShown_;  // under refreshMu_
+  std::set<std::string> typesShown_;   // under refreshMu_
+  std::set<std::string> shardsShown_;  // under refreshMu_
 };
 
 }  // namespace kshard::sidecar

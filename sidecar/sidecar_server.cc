@@ -256,6 +256,7 @@ Status SidecarServer::buildServers() {
       *adminServer_, registry_, [this] { return notReadyReason(); },
       [this] {
         metrics_.refresh(entities_->activeEntitiesByType(), entities_->ownedShards().size());
+        metrics_.showLoad(entities_->sampleLoad(kLoadHalfLife));
       });
 
   // The preStop drain (sidecar/drain_endpoint.h), and the app's own hook the injector moved here.

@@ -51,6 +51,7 @@ std::set<std::string> exportedNames() {
   sidecarMetrics.countPassivation();
   sidecarMetrics.countHandoff(true);
   sidecarMetrics.refresh({{"counter", 1}}, 1);
+  sidecarMetrics.showLoad({{1, 2.0, 0.1, 1}});
   manager::OperatorMetrics operatorMetrics(registry);
   operatorMetrics.roundFinished("demo/counter", "moved", 0.5, 3);
   sharding::ShardMapStatus status;

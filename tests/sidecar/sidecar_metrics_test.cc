@@ -36,5 +36,35 @@ TEST(SidecarMetricsTest, RefreshShowsActiveEntitiesByTypeAndDropsTypesThatWentAw
   EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="counter"})"), "absent");
 }
 
+TEST(SidecarMetricsTest, ShowLoadExportsThePodsTotalsAndOnlyTheBusiestShards) {
+  metrics::PrometheusRegistry registry;
+  SidecarMetrics metrics(registry);
+  std::vector<ShardLoad> load;
+  for (sharding::ShardId s = 1; s <= 7; ++s) load.push_back({s, 10.0 * s, 0.01 * s, 1});
+  metrics.showLoad(load);
+  EXPECT_EQ(series(registry, "kshard_sidecar_load_messages_per_second"), "280");
+  EXPECT_EQ(series(registry, "kshard_sidecar_load_busy_ratio"), "0.28");
+  for (sharding::ShardId s = 3; s <= 7; ++s) {
+    EXPECT_NE(series(registry,
+                     "kshard_sidecar_shard_load_busy_ratio{shard=\"" + std::to_string(s) + "\"}"),
+              "absent")
+        << s;
+  }
+  for (sharding::ShardId s = 1; s <= 2; ++s) {
+    EXPECT_EQ(series(registry,
+                     "kshard_sidecar_shard_load_busy_ratio{shard=\"" + std::to_string(s) + "\"}"),
+              "absent")
+        << s << " is not among the " << SidecarMetrics::kTopShards << " busiest";
+  }
+
+  // Shard 1 becomes the busiest and 7 leaves: its series goes.
+  load[0].busy = 1;
+  load.pop_back();
+  metrics.showLoad(load);
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_shard_load_busy_ratio{shard="1"})"), "1");
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_shard_load_busy_ratio{shard="7"})"), "absent");
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_shard_load_busy_ratio{shard="2"})"), "absent");
+}
+
 }  // namespace
 }  // namespace kshard::sidecar

@@ -90,7 +90,7 @@ start_sidecar() {
     --pod-uid="uid-$name" --pod-ip="$ip" --shard-map=datapath --version=1.0.0 \
     --app-port="$app_port" --api-port="$api" --peer-port="$(free_port "$ip")" \
     --admin-port="$(free_port)" --admin-bind-address=127.0.0.1 --map-source=manager \
-    --manager-address="127.0.0.1:$manager_port" >"$out/sidecar-$name.log" 2>&1 &
+    --manager-address="127.0.0.1:$manager_port" --peer-auth=none >"$out/sidecar-$name.log" 2>&1 &
   pids+=($!)
   sidecar_pid[$name]=$!
 }

@@ -203,9 +203,10 @@ class EntityRegistry {
   std::vector<std::pair<std::string, std::size_t>> activeEntitiesByType() const;
   bool draining() const;
 
-  // The owned shards' load: the messages and app time counted since the last sample, as rates
-  // folded into averages that decay with `halfLife` (an exponentially weighted mean over the time
-  // between samples, whatever their spacing), each shard's active entities, by shard.
+  // The owned shards' load: the messages accepted and the app's time on the turns that ended
+  // since the last sample, as rates folded into averages that decay with `halfLife` (weighted by
+  // the time between samples, whatever their spacing), and each shard's active entities, by
+  // shard. A turn counts when it ends: a long turn lands whole in the sample after it.
   std::vector<ShardLoad> sampleLoad(Duration halfLife);
 
  private:
@@ -257,7 +258,7 @@ class EntityRegistry {
     // a message.
     std::uint8_t stopFailures = 0;
     std::uint64_t lastTurn = 0;  // the turn number of its last message (Message::turn)
-    // When its last turn ended; while busy, when the current turn began.
+    // When its last turn ended; while busy, when the current turn (or its stop) began.
     SteadyTime lastActive{};
     Entity* prev = nullptr;
     Entity* next = nullptr;

@@ -50,7 +50,11 @@ func scenarioCrash(c sc, s *suite) {
 	if err != nil || n == 0 {
 		c.fatalf("killing the processes of pod %s: %d containers, %v", victim, n, err)
 	}
-	s.recordDeath(victim, t0)
+	// The processes are dead once every container's cgroup.kill was written, not when the first
+	// was: the containers die one after the other, and the app may still log an activation for a
+	// message its sidecar handed it before the sidecar died. Intervals of the victim close at
+	// this moment, which no other pod's activation can precede (its shards move later).
+	s.recordDeath(victim, time.Now())
 	var restartsMu sync.Mutex
 	restarts := 0
 	stopKilling := make(chan struct{})

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -110,17 +111,24 @@ std::vector<std::set<ShardLoad>> movableShards(const LoadPlanningInput& in,
   return movable;
 }
 
-}  // namespace
-
-LoadSummary summarizeLoad(const std::vector<PodIndex>& owners, std::size_t podCount,
-                          const std::vector<double>& load) {
+// Each pod's load: the summed load of the shards it owns.
+std::vector<double> podLoads(const std::vector<PodIndex>& owners, std::size_t podCount,
+                             const std::vector<double>& load) {
   std::vector<double> podLoad(podCount, 0);
+  for (std::size_t i = 0; i < owners.size() && i < load.size(); ++i) {
+    if (owners[i] != kNoPod) podLoad[static_cast<std::size_t>(owners[i])] += load[i];
+  }
+  return podLoad;
+}
+
+// summarizeLoad, from the pods' loads already summed.
+LoadSummary summaryOf(const std::vector<double>& podLoad, std::span<const double> load) {
+  const std::size_t podCount = podLoad.size();
   double hottest = 0;
   double total = 0;
-  for (std::size_t i = 0; i < owners.size() && i < load.size(); ++i) {
-    hottest = std::max(hottest, load[i]);
-    total += load[i];
-    if (owners[i] != kNoPod) podLoad[static_cast<std::size_t>(owners[i])] += load[i];
+  for (double l : load) {
+    hottest = std::max(hottest, l);
+    total += l;
   }
   LoadSummary summary;
   if (podCount == 0 || total <= 0) return summary;
@@ -131,6 +139,15 @@ LoadSummary summarizeLoad(const std::vector<PodIndex>& owners, std::size_t podCo
   return summary;
 }
 
+}  // namespace
+
+LoadSummary summarizeLoad(const std::vector<PodIndex>& owners, std::size_t podCount,
+                          const std::vector<double>& load) {
+  // Shards beyond either list are not counted (as podLoads does).
+  return summaryOf(podLoads(owners, podCount, load),
+                   std::span<const double>(load).first(std::min(owners.size(), load.size())));
+}
+
 StatusOr<std::vector<Move>> decideByLoad(const LoadPlanningInput& in) {
   if (Status s = validateLoadInput(in); !s.ok()) return s;
   const PlanningInput& base = in.base;
@@ -138,18 +155,15 @@ StatusOr<std::vector<Move>> decideByLoad(const LoadPlanningInput& in) {
       std::find(base.owners.begin(), base.owners.end(), kNoPod) != base.owners.end();
   if (base.pods.empty() || unassigned || !allSameVersion(base.pods)) return std::vector<Move>{};
 
-  const LoadSummary summary = summarizeLoad(base.owners, base.pods.size(), in.load);
+  std::vector<double> podLoad = podLoads(base.owners, base.pods.size(), in.load);
+  const LoadSummary summary = summaryOf(podLoad, in.load);
   if (summary.mean <= 0) return std::vector<Move>{};
-  Round round{.podLoad = std::vector<double>(base.pods.size(), 0),
+  Round round{.podLoad = std::move(podLoad),
               .canReceive = eligibleReceivers(base.pods),
               .receivers = {},
               .budget = periodicReceiveCap(base.shardCount, base.rebalanceRate),
               .target = std::max((1 + in.tolerance) * summary.mean, summary.bound * summary.mean),
               .moves = {}};
-  for (std::size_t i = 0; i < base.owners.size(); ++i) {
-    if (base.owners[i] != kNoPod)
-      round.podLoad[static_cast<std::size_t>(base.owners[i])] += in.load[i];
-  }
   std::vector<PodIndex> donors;
   std::vector<bool> isDonor(base.pods.size(), false);
   for (std::size_t p = 0; p < base.pods.size(); ++p) {

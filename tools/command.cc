@@ -1,6 +1,8 @@
 #include "tools/command.h"
 
+#include <optional>
 #include <ostream>
+#include <vector>
 
 namespace kshard::tools {
 
@@ -10,6 +12,15 @@ bool wantsHelp(std::span<const std::string> args) {
     if (a == "-h" || a == "--help") return true;
   }
   return false;
+}
+
+Status parseArguments(OptionSet& set, std::span<const std::string> args) {
+  std::vector<const char*> argv{"kshardctl"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  StatusOr<OptionSet::Outcome> parsed =
+      set.parse(static_cast<int>(argv.size()), argv.data(),
+                [](const std::string&) { return std::optional<std::string>(); });
+  return parsed.status();
 }
 
 int usageError(CommandIo& io, std::string_view command, std::string_view message) {

@@ -10,6 +10,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/options.h"
+#include "base/status.h"
+
 namespace kshard::tools {
 
 // Exit codes of kshardctl and its commands.
@@ -32,6 +35,10 @@ struct Command {
 
 // Whether `args` asks for help (-h or --help anywhere before a "--").
 bool wantsHelp(std::span<const std::string> args);
+
+// Parses a command's arguments (without the command's name) into `set`: flags only, no
+// environment variables.
+[[nodiscard]] Status parseArguments(OptionSet& set, std::span<const std::string> args);
 
 // Writes "kshardctl <command>: <message>" as one line on stderr and returns kExitUsage.
 int usageError(CommandIo& io, std::string_view command, std::string_view message);

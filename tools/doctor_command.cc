@@ -66,11 +66,7 @@ int run(std::span<const std::string> args, CommandIo& io) {
   opts.addString("lease", "", "", &lease);
   opts.addInt("admin-port", "", "", &adminPort, 1, 65535);
   opts.addString("kubeconfig", "", "", &kubeconfig);
-  std::vector<const char*> argv{"doctor"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  auto parsed = opts.parse(static_cast<int>(argv.size()), argv.data(),
-                           [](const std::string&) { return std::nullopt; });
-  if (!parsed.ok()) return usageError(io, kName, parsed.status().message());
+  if (Status s = parseArguments(opts, args); !s.ok()) return usageError(io, kName, s.message());
 
   auto access = connectToCluster(kubeconfig);
   if (!access.ok()) {

@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/options.h"
 #include "sharding/duration.h"
+#include "tools/command.h"
 #include "tools/simulate_ledger.h"
 
 namespace kshard::tools {
@@ -102,16 +102,6 @@ OptionSet::Setter nameList(std::vector<T>* target, std::optional<T> (*parse)(std
     *target = std::move(parsed);
     return Status{};
   };
-}
-
-// Parses a command's arguments into `set`: flags only, no environment.
-inline Status parseArguments(OptionSet& set, std::span<const std::string> args) {
-  std::vector<const char*> argv{"kshardctl simulate"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  StatusOr<OptionSet::Outcome> parsed =
-      set.parse(static_cast<int>(argv.size()), argv.data(),
-                [](const std::string&) { return std::optional<std::string>(); });
-  return parsed.status();
 }
 
 }  // namespace kshard::tools

@@ -1,6 +1,8 @@
 #include "protocol/wire.h"
 
 #include <algorithm>
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
@@ -147,8 +149,10 @@ std::string encode(const UnregisterDeferred& r) {
 }
 std::string encode(const NotifyUnhealthyRequest& r) { return json{{"pod", r.pod}}.dump(); }
 std::string encode(const PingResponse& r) {
+  json load = json::array();
+  for (const auto& [shard, value] : r.load) load.push_back(json::array({shard, value}));
   return encodeWithIdentity(r.pod, r.uid, r.incarnation,
-                            {{"epoch", r.epoch}, {"shards", r.shards}});
+                            {{"epoch", r.epoch}, {"shards", r.shards}, {"load", std::move(load)}});
 }
 std::string encode(const ShardsRequest& r) {
   return encodeWithIdentity(
@@ -241,6 +245,36 @@ StatusOr<Target> decodeTarget(std::string_view body) {
   return t;
 }
 
+namespace {
+
+// [[shard, load], ...], optional: shard ids >= 1 (the caller bounds them by its count), loads
+// finite and >= 0.
+Status readShardLoads(const json& j, const char* field,
+                      std::vector<std::pair<sharding::ShardId, double>>& out) {
+  const auto it = j.find(field);
+  if (it == j.end()) return {};
+  const auto bad = [field] {
+    return invalidArgument(std::string(field) + ": must be an array of [shard, load] pairs");
+  };
+  if (!it->is_array()) return bad();
+  out.reserve(it->size());
+  for (const json& pair : *it) {
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
+        !pair[1].is_number()) {
+      return bad();
+    }
+    const auto shard = pair[0].get<std::int64_t>();
+    const auto load = pair[1].get<double>();
+    if (shard < 1 || shard > sharding::kMaxShardCount || !(load >= 0 && std::isfinite(load))) {
+      return bad();
+    }
+    out.emplace_back(static_cast<sharding::ShardId>(shard), load);
+  }
+  return {};
+}
+
+}  // namespace
+
 StatusOr<PingResponse> decodePingResponse(std::string_view body) {
   auto j = parseObject(body);
   if (!j.ok()) return j.status();
@@ -249,7 +283,8 @@ StatusOr<PingResponse> decodePingResponse(std::string_view body) {
        {readString(*j, "pod", kMaxNameLen, true, r.pod),
         readString(*j, "uid", kMaxUidLen, false, r.uid),
         readString(*j, "incarnation", kMaxIncarnationLen, false, r.incarnation),
-        readEpoch(*j, "epoch", r.epoch), readString(*j, "shards", 1u << 20, false, r.shards)}) {
+        readEpoch(*j, "epoch", r.epoch), readString(*j, "shards", 1u << 20, false, r.shards),
+        readShardLoads(*j, "load", r.load)}) {
     if (!s.ok()) return s;
   }
   return r;

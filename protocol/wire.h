@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "sharding/shard_set.h"
@@ -139,6 +141,9 @@ struct PingResponse {
   std::string incarnation;
   Epoch epoch = 0;     // highest epoch this pod holds a shard at
   std::string shards;  // owned shards, range form (not parsed: the caller knows the count)
+  // The measured load of the owned shards that carry any: seconds the app spent on the shard's
+  // messages per second (sidecar/shard_load.h). Owned shards not listed carry none.
+  std::vector<std::pair<sharding::ShardId, double>> load;
 };
 
 // POST /v1/shards/assign and /v1/shards/unassign.

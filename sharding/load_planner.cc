@@ -111,16 +111,6 @@ std::vector<std::set<ShardLoad>> movableShards(const LoadPlanningInput& in,
   return movable;
 }
 
-// Each pod's load: the summed load of the shards it owns.
-std::vector<double> podLoads(const std::vector<PodIndex>& owners, std::size_t podCount,
-                             const std::vector<double>& load) {
-  std::vector<double> podLoad(podCount, 0);
-  for (std::size_t i = 0; i < owners.size() && i < load.size(); ++i) {
-    if (owners[i] != kNoPod) podLoad[static_cast<std::size_t>(owners[i])] += load[i];
-  }
-  return podLoad;
-}
-
 // summarizeLoad, from the pods' loads already summed.
 LoadSummary summaryOf(const std::vector<double>& podLoad, std::span<const double> load) {
   const std::size_t podCount = podLoad.size();
@@ -140,6 +130,15 @@ LoadSummary summaryOf(const std::vector<double>& podLoad, std::span<const double
 }
 
 }  // namespace
+
+std::vector<double> podLoads(const std::vector<PodIndex>& owners, std::size_t podCount,
+                             const std::vector<double>& load) {
+  std::vector<double> podLoad(podCount, 0);
+  for (std::size_t i = 0; i < owners.size() && i < load.size(); ++i) {
+    if (owners[i] != kNoPod) podLoad[static_cast<std::size_t>(owners[i])] += load[i];
+  }
+  return podLoad;
+}
 
 LoadSummary summarizeLoad(const std::vector<PodIndex>& owners, std::size_t podCount,
                           const std::vector<double>& load) {

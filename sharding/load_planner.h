@@ -56,6 +56,11 @@ struct LoadSummary {
   double bound = 1;
 };
 
+// Each pod's load: the summed load of the shards it owns (owners[shard - 1], kNoPod for none).
+// Shards beyond either list are not counted.
+std::vector<double> podLoads(const std::vector<PodIndex>& owners, std::size_t podCount,
+                             const std::vector<double>& load);
+
 LoadSummary summarizeLoad(const std::vector<PodIndex>& owners, std::size_t podCount,
                           const std::vector<double>& load);
 

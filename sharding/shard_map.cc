@@ -6,6 +6,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/enum_names.h"
+
 namespace kshard::sharding {
 namespace {
 
@@ -14,7 +16,14 @@ Status requirePositive(Duration d, std::string_view field) {
   return invalidArgument("spec." + std::string(field) + ": must be > 0");
 }
 
+constexpr std::pair<Balance, std::string_view> kBalanceNames[] = {{Balance::kCount, "count"},
+                                                                  {Balance::kLoad, "load"}};
+
 }  // namespace
+
+std::string_view balanceName(Balance b) { return nameIn(kBalanceNames, b, "count"); }
+
+std::optional<Balance> parseBalance(std::string_view text) { return valueIn(kBalanceNames, text); }
 
 Status validateSpec(const ShardMapSpec& spec) {
   if (spec.shards < kMinShardCount || spec.shards > kMaxShardCount) {
@@ -39,6 +48,9 @@ Status validateSpec(const ShardMapSpec& spec) {
   // Renewed every third of it: shorter, a pod would fence itself at the first late answer.
   if (spec.ownershipLease < kMinOwnershipLease) {
     return invalidArgument("spec.ownershipLease: must be at least 3s");
+  }
+  if (!(spec.loadTolerance > 0 && spec.loadTolerance <= 10)) {
+    return invalidArgument("spec.loadTolerance: must be > 0 and <= 10");
   }
   return {};
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -25,6 +26,13 @@ inline constexpr char kShardMapApiVersion[] = "kshard.io/v1alpha1";
 inline constexpr char kShardMapKind[] = "ShardMap";
 
 inline constexpr Duration kMinOwnershipLease = std::chrono::seconds(3);
+
+// What a periodic round balances: the pods' shard counts (sharding/planner.h), or the load their
+// shards measure (sharding/load_planner.h).
+enum class Balance { kCount, kLoad };
+std::string_view balanceName(Balance b);
+// "count" or "load"; nullopt otherwise.
+std::optional<Balance> parseBalance(std::string_view text);
 
 struct ShardMapSpec {
   std::int32_t shards = 0;  // required, 1..100000, immutable after creation
@@ -42,6 +50,9 @@ struct ShardMapSpec {
   // containers terminated only once this has surely run out. Immutable after creation: both
   // sides must agree on it at every moment.
   Duration ownershipLease = std::chrono::seconds(30);
+  Balance balance = Balance::kCount;
+  // (0, 10]: in load mode, a pod is overloaded above (1 + loadTolerance) x the mean pod load.
+  double loadTolerance = 0.10;
   friend bool operator==(const ShardMapSpec&, const ShardMapSpec&) = default;
 };
 
@@ -67,6 +78,9 @@ struct RegisteredPod {
   // a sidecar refuses commands meant for an earlier or later process of the same pod. Empty
   // for a sidecar that predates incarnations.
   std::string incarnation;
+  // The load of its shards as its sidecar last measured it: seconds the app spent on their
+  // messages per second. Unknown until the operator has read it.
+  std::optional<double> load;
   friend bool operator==(const RegisteredPod&, const RegisteredPod&) = default;
 };
 
@@ -100,6 +114,25 @@ bool setCondition(std::vector<Condition>& conditions, const Condition& update);
 // The condition of that type, or nullptr.
 const Condition* findCondition(const std::vector<Condition>& conditions, std::string_view type);
 
+// One of the busiest shards, as measured by its owner.
+struct ShardLoadReport {
+  ShardId shard = 0;
+  std::string pod;
+  double load = 0;
+  friend bool operator==(const ShardLoadReport&, const ShardLoadReport&) = default;
+};
+
+// The spread of the measured load over the registered pods (sharding/load_planner.h's
+// LoadSummary), refreshed by the operator's periodic rounds.
+struct LoadStatus {
+  double peakToMean = 1;  // the busiest pod's load over the mean pod load
+  double bound = 1;       // the lowest peak-to-mean any placement reaches: the hottest shard's
+  double total = 0;       // the summed load of every pod
+  std::vector<ShardLoadReport> hottest;  // the busiest shards, busiest first (kHottestShards)
+  friend bool operator==(const LoadStatus&, const LoadStatus&) = default;
+};
+inline constexpr std::size_t kHottestShards = 10;
+
 struct ShardMapStatus {
   std::int64_t observedGeneration = 0;
   std::int64_t epoch = 0;  // +1 on every persisted change of assignments
@@ -110,6 +143,7 @@ struct ShardMapStatus {
   std::int32_t podCount = 0;
   std::int32_t unassignedCount = 0;
   std::vector<Condition> conditions;
+  std::optional<LoadStatus> load;  // none until the operator has measured the pods
   friend bool operator==(const ShardMapStatus&, const ShardMapStatus&) = default;
 };
 

@@ -1,5 +1,6 @@
 #include "sharding/shard_map_json.h"
 
+#include <cmath>
 #include <utility>
 
 #include "sharding/json_field_reader.h"
@@ -50,6 +51,31 @@ std::vector<T> readArray(JsonFieldReader& r, std::string_view key, Decode decode
   return out;
 }
 
+// A measured load: a finite number >= 0.
+double readLoad(JsonFieldReader& r, std::string_view key) {
+  const double load = r.optionalNumber(key, 0);
+  if (r.ok() && !(load >= 0 && std::isfinite(load))) r.fail(key, "must be a finite number >= 0");
+  return load;
+}
+
+LoadStatus readLoadStatus(JsonFieldReader& r, std::int32_t shardCount, Status& error) {
+  LoadStatus load;
+  load.peakToMean = readLoad(r, "peakToMean");
+  load.bound = readLoad(r, "bound");
+  load.total = readLoad(r, "total");
+  load.hottest = readArray<ShardLoadReport>(
+      r, "hottest",
+      [shardCount](JsonFieldReader& h) {
+        ShardLoadReport out;
+        out.shard = static_cast<ShardId>(h.requiredInt("shard", 1, shardCount));
+        out.pod = h.optionalString("pod", "");
+        out.load = readLoad(h, "load");
+        return out;
+      },
+      error);
+  return load;
+}
+
 RegisteredPod readPod(JsonFieldReader& r) {
   RegisteredPod pod;
   pod.name = r.requiredString("name");
@@ -58,6 +84,7 @@ RegisteredPod readPod(JsonFieldReader& r) {
   pod.version = r.optionalString("version", "");
   pod.incarnation = r.optionalString("incarnation", "");
   pod.shards = static_cast<std::int32_t>(r.optionalInt("shards", 0, 0, kMaxShardCount));
+  if (r.has("load")) pod.load = readLoad(r, "load");
   return pod;
 }
 
@@ -99,6 +126,13 @@ StatusOr<ShardMapSpec> readSpec(JsonFieldReader& r) {
   spec.entityIdleTimeout = readDuration(r, "entityIdleTimeout", spec.entityIdleTimeout);
   spec.sendTimeout = readDuration(r, "sendTimeout", spec.sendTimeout);
   spec.ownershipLease = readDuration(r, "ownershipLease", spec.ownershipLease);
+  const std::string balance = r.optionalString("balance", "count");
+  if (auto b = parseBalance(balance)) {
+    spec.balance = *b;
+  } else if (r.ok()) {
+    r.fail("balance", "must be \"count\" or \"load\"");
+  }
+  spec.loadTolerance = r.optionalNumber("loadTolerance", spec.loadTolerance);
   if (!r.ok()) return r.status();
   if (Status s = validateSpec(spec); !s.ok()) return s;
   return spec;
@@ -131,6 +165,11 @@ StatusOr<ShardMapStatus> readStatus(JsonFieldReader& r, std::int32_t shardCount)
   status.unassignedCount =
       static_cast<std::int32_t>(r.optionalInt("unassignedCount", 0, 0, kMaxShardCount));
   status.conditions = readArray<Condition>(r, "conditions", readCondition, error);
+  if (const json* load = r.optionalObject("load"); load != nullptr && error.ok()) {
+    JsonFieldReader l(*load, r.pathOf("load"));
+    status.load = readLoadStatus(l, shardCount, error);
+    if (!l.ok()) return l.status();
+  }
   if (!r.ok()) return r.status();
   if (!error.ok()) return error;
   return status;
@@ -150,6 +189,8 @@ json toJson(const ShardMapSpec& spec) {
       {"entityIdleTimeout", formatDuration(spec.entityIdleTimeout)},
       {"sendTimeout", formatDuration(spec.sendTimeout)},
       {"ownershipLease", formatDuration(spec.ownershipLease)},
+      {"balance", balanceName(spec.balance)},
+      {"loadTolerance", spec.loadTolerance},
   };
 }
 
@@ -168,12 +209,13 @@ json toJson(const ShardMapStatus& status) {
     out["manager"] = {{"pod", status.manager->pod}, {"address", status.manager->address}};
   }
   for (const RegisteredPod& p : status.pods) {
-    out["pods"].push_back({{"name", p.name},
-                           {"uid", p.uid},
-                           {"address", p.address},
-                           {"version", p.version},
-                           {"incarnation", p.incarnation},
-                           {"shards", p.shards}});
+    json& pod = out["pods"].emplace_back(json{{"name", p.name},
+                                              {"uid", p.uid},
+                                              {"address", p.address},
+                                              {"version", p.version},
+                                              {"incarnation", p.incarnation},
+                                              {"shards", p.shards}});
+    if (p.load) pod["load"] = *p.load;
   }
   for (const Assignment& a : status.assignments) {
     out["assignments"].push_back(
@@ -186,6 +228,16 @@ json toJson(const ShardMapStatus& status) {
                                  {"lastTransitionTime", c.lastTransitionTime},
                                  {"reason", c.reason},
                                  {"message", c.message}});
+  }
+  if (status.load) {
+    json hottest = json::array();
+    for (const ShardLoadReport& h : status.load->hottest) {
+      hottest.push_back({{"shard", h.shard}, {"pod", h.pod}, {"load", h.load}});
+    }
+    out["load"] = {{"peakToMean", status.load->peakToMean},
+                   {"bound", status.load->bound},
+                   {"total", status.load->total},
+                   {"hottest", std::move(hottest)}};
   }
   return out;
 }

@@ -241,22 +241,27 @@ std::vector<std::pair<std::string, std::size_t>> EntityRegistry::activeEntitiesB
 std::vector<ShardLoad> EntityRegistry::sampleLoad(Duration halfLife) {
   std::lock_guard lock(mu_);
   const SteadyTime now = scheduler_.clock().now();
-  const double seconds = std::chrono::duration<double>(now - loadSampledAt_).count();
+  const SteadyTime previous = loadSampledAt_;
   loadSampledAt_ = now;
-  // The weight the past keeps after `seconds`: exact for any spacing of the samples.
-  const double keep = std::pow(0.5, seconds / std::chrono::duration<double>(halfLife).count());
+  const double halfLifeSeconds = std::chrono::duration<double>(halfLife).count();
   std::vector<ShardLoad> out;
   for (auto& [s, shard] : shards_) {
+    const double seconds =
+        std::chrono::duration<double>(now - std::max(previous, shard.measuredSince)).count();
     if (seconds > 0) {
+      // The weight the past keeps after `seconds`: exact for any spacing of the samples.
+      const double keep = std::pow(0.5, seconds / halfLifeSeconds);
       const double messages = static_cast<double>(shard.messages) / seconds;
       const double busy = std::chrono::duration<double>(shard.busy).count() / seconds;
       shard.messageRate = keep * shard.messageRate + (1 - keep) * messages;
       shard.busyRate = keep * shard.busyRate + (1 - keep) * busy;
+      shard.weight = keep * shard.weight + (1 - keep);
       shard.messages = 0;
       shard.busy = Duration{0};
     }
     if (shard.state == ShardState::kOwned) {
-      out.push_back({s, shard.messageRate, shard.busyRate, shard.entities});
+      const double w = shard.weight > 0 ? shard.weight : 1;
+      out.push_back({s, shard.messageRate / w, shard.busyRate / w, shard.entities});
     }
   }
   std::sort(out.begin(), out.end(),

@@ -206,7 +206,10 @@ class EntityRegistry {
   // The owned shards' load: the messages accepted and the app's time on the turns that ended
   // since the last sample, as rates folded into averages that decay with `halfLife` (weighted by
   // the time between samples, whatever their spacing), and each shard's active entities, by
-  // shard. A turn counts when it ends: a long turn lands whole in the sample after it.
+  // shard. A turn counts when it ends: a long turn lands whole in the sample after it. A shard
+  // is measured from when this pod took it, and its average is over that time only (no start
+  // at zero). Any caller may sample (the metrics scrape, the operator's ping): each sample
+  // folds in the time since the one before.
   std::vector<ShardLoad> sampleLoad(Duration halfLife);
 
  private:
@@ -287,11 +290,16 @@ class EntityRegistry {
     ShardState state = ShardState::kOwned;
     Epoch epoch = 0;
     std::size_t entities = 0;
-    // Load (sampleLoad): counted since the last sample, and the decayed rates.
+    // Load (sampleLoad): counted since the last sample, and the decayed averages of the rates.
+    // `weight` is the share of the averages that measurements fill: it grows from 0 to 1 over
+    // the first half-lives of a shard this pod just took, and dividing by it keeps a new
+    // shard's rate from starting at zero (the receiver of a hot shard shows its load at once).
     std::uint64_t messages = 0;
     Duration busy{0};
     double messageRate = 0;
     double busyRate = 0;
+    double weight = 0;
+    SteadyTime measuredSince{};  // when this pod took the shard
   };
   // Work to do once the lock is released.
   using Actions = std::vector<UniqueFunction<void()>>;

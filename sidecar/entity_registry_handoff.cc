@@ -27,6 +27,7 @@ std::vector<ShardId> EntityRegistry::assign(const std::vector<ShardId>& shards, 
     }
     auto [it, inserted] = shards_.try_emplace(s);
     Shard& shard = it->second;
+    if (inserted) shard.measuredSince = scheduler_.clock().now();
     if (inserted || shard.state == ShardState::kHandingOff) {
       shard.state = ShardState::kOwned;
       shard.epoch = epoch;

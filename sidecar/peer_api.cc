@@ -8,6 +8,7 @@
 #include "sharding/shard_id.h"
 #include "sidecar/app_host.h"
 #include "sidecar/entity_request.h"
+#include "sidecar/shard_load.h"
 #include "sidecar/sidecar_error.h"
 
 namespace kshard::sidecar {
@@ -214,6 +215,10 @@ void PeerApi::ping(http::Request request, http::Responder responder) {
   const auto owned = registry_.ownedShards();
   for (ShardId s : owned) p.epoch = std::max<Epoch>(p.epoch, registry_.ownedEpoch(s).value_or(0));
   p.shards = sharding::ShardSet::of(owned).toString();
+  // The operator balances by it (spec.balance: load) and shows it in the map's status.
+  for (const ShardLoad& l : registry_.sampleLoad(kLoadHalfLife)) {
+    if (l.busy > 0) p.load.emplace_back(l.shard, l.busy);
+  }
   responder.send(http::Response::json(200, protocol::encode(p)));
 }
 

@@ -160,12 +160,23 @@ TEST(WireTest, ShardMapRefsAreValidatedNames) {
 }
 
 TEST(WireTest, PingAndEpochRoundTrip) {
-  PingResponse p{"p1", "u1", "inc", 9, "1-4"};
+  PingResponse p{"p1", "u1", "inc", 9, "1-4", {{2, 0.25}, {4, 1.5}}};
   auto back = decodePingResponse(encode(p));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->shards, "1-4");
   EXPECT_EQ(back->epoch, 9u);
   EXPECT_EQ(back->incarnation, "inc");
+  EXPECT_EQ(back->load, p.load);
+  // A sidecar that predates load reports: no field, no load.
+  auto old = decodePingResponse(R"({"pod":"p1","uid":"u1","incarnation":"i","epoch":1,"shards":""})");
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(old->load.empty());
+  for (const char* bad : {R"("x")", "[[0, 1]]", "[[1, -1]]", "[[1]]", R"([[1, "a"]])", "[[1.5, 1]]"}) {
+    const std::string body =
+        std::string(R"({"pod":"p1","uid":"u1","incarnation":"i","epoch":1,"shards":"","load":)") +
+        bad + "}";
+    EXPECT_FALSE(decodePingResponse(body).ok()) << bad;
+  }
   auto e = decodeEpochResponse(encode(EpochResponse{42, std::nullopt}));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->epoch, 42u);

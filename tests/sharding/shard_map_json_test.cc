@@ -103,11 +103,48 @@ TEST(ShardMapJsonTest, EncodesWithTheDesignFieldNames) {
   const json spec = j["spec"];
   for (const char* key :
        {"shards", "versionLabel", "rebalanceInterval", "rebalanceRetryInterval", "rebalanceRate",
-        "pingTimeout", "handoffTimeout", "entityIdleTimeout", "sendTimeout", "ownershipLease"}) {
+        "pingTimeout", "handoffTimeout", "entityIdleTimeout", "sendTimeout", "ownershipLease",
+        "balance", "loadTolerance"}) {
     EXPECT_TRUE(spec.contains(key)) << key;
   }
-  EXPECT_EQ(spec.size(), 10u);
+  EXPECT_EQ(spec.size(), 12u);
   EXPECT_EQ(spec["ownershipLease"], "30s");
+  EXPECT_EQ(spec["balance"], "count");
+  EXPECT_EQ(spec["loadTolerance"], 0.1);
+  EXPECT_FALSE(j["status"].contains("load"));  // not measured yet
+  EXPECT_FALSE(j["status"]["pods"][0].contains("load"));
+}
+
+TEST(ShardMapJsonTest, RoundTripsTheBalanceAndTheMeasuredLoad) {
+  ShardMap m = decoded(kDesignExample);
+  m.spec.balance = Balance::kLoad;
+  m.spec.loadTolerance = 0.25;
+  m.status.pods[0].load = 0.75;
+  m.status.load = LoadStatus{1.5, 1.2, 2.5, {{7, "a", 0.5}, {3, "b", 0.25}}};
+  const json j = toJson(m);
+  EXPECT_EQ(j["spec"]["balance"], "load");
+  EXPECT_EQ(j["status"]["pods"][0]["load"], 0.75);
+  EXPECT_EQ(j["status"]["load"]["hottest"][0]["shard"], 7);
+  StatusOr<ShardMap> back = shardMapFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(*back, m);
+}
+
+TEST(ShardMapJsonTest, BadBalanceAndLoadFieldsNameTheField) {
+  json j = minimal();
+  j["spec"]["balance"] = "weight";
+  EXPECT_EQ(errorOf(j), "spec.balance: must be \"count\" or \"load\"");
+  j = minimal();
+  j["spec"]["loadTolerance"] = 0;
+  EXPECT_EQ(errorOf(j), "spec.loadTolerance: must be > 0 and <= 10");
+  j["spec"]["loadTolerance"] = 11;
+  EXPECT_EQ(errorOf(j), "spec.loadTolerance: must be > 0 and <= 10");
+  j = json::parse(kDesignExample);
+  j["status"]["pods"][1]["load"] = -1;
+  EXPECT_EQ(errorOf(j), "status.pods[1].load: must be a finite number >= 0");
+  j = json::parse(kDesignExample);
+  j["status"]["load"] = {{"peakToMean", 1.2}, {"hottest", {{{"shard", 301}}}}};
+  EXPECT_EQ(errorOf(j), "status.load.hottest[0].shard: must be in 1..300");
 }
 
 TEST(ShardMapJsonTest, RoundTripsTheWholeResource) {

@@ -22,7 +22,7 @@ ShardSet set(std::string_view text, std::int32_t n = 10) {
 
 ShardMapStatus statusWithPods(std::initializer_list<const char*> names) {
   ShardMapStatus status;
-  for (const char* n : names) status.pods.push_back({n, std::string(n) + "-uid", "", "1.0.0", 0, ""});
+  for (const char* n : names) status.pods.push_back({n, std::string(n) + "-uid", "", "1.0.0", 0, "", std::nullopt});
   return status;
 }
 

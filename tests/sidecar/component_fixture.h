@@ -407,7 +407,7 @@ class StubOperator {
       const auto idx = indexOf(req->pod);
       if (idx == sharding::kNoPod) {
         map_.status.pods.push_back(
-            {req->pod, req->uid, req->address, req->version, 0, req->incarnation});
+            {req->pod, req->uid, req->address, req->version, 0, req->incarnation, {}});
         writeLocked();
       } else {
         auto& pod = map_.status.pods[static_cast<std::size_t>(idx)];

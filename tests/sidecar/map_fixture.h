@@ -21,7 +21,7 @@ inline sharding::ShardMap makeMap(std::int32_t shards, std::int64_t epoch,
   for (const auto& [pod, ranges] : owners) {
     m.status.pods.push_back({pod, pod + "-uid",
                              "10.0.0." + std::to_string(m.status.pods.size() + 1) + ":7101",
-                             "1.0.0", 0, pod + "-inc"});
+                             "1.0.0", 0, pod + "-inc", {}});
     auto set = sharding::ShardSet::parse(ranges, shards);
     if (set.ok() && !set->empty()) m.status.assignments.push_back({pod, epoch, *set});
   }

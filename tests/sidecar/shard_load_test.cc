@@ -36,21 +36,37 @@ class ShardLoadTest : public ::testing::Test {
 
 TEST_F(ShardLoadTest, CountsMessagesAndTheAppsTimePerShardAsDecayedRates) {
   traffic(1, 10, milliseconds(100));  // 10 messages, 1 s at the app, over the first second
-  scheduler_.advance(seconds(9));     // 10 s since the registry began
-  // Half-life 10 s: the 10 s just measured weigh 1 - 0.5.
+  scheduler_.advance(seconds(9));     // 10 s since the shards were taken
+  // The first sample is the rate over the time measured, whatever the half-life.
   const std::vector<ShardLoad> first = registry_.sampleLoad(seconds(10));
   ASSERT_EQ(first.size(), 3u);
   EXPECT_EQ(first[0].shard, 1);
-  EXPECT_DOUBLE_EQ(first[0].messagesPerSecond, 0.5 * 10 / 10);
-  EXPECT_NEAR(first[0].busy, 0.5 * 1.0 / 10, 1e-9);
+  EXPECT_DOUBLE_EQ(first[0].messagesPerSecond, 10.0 / 10);
+  EXPECT_NEAR(first[0].busy, 1.0 / 10, 1e-9);
   EXPECT_EQ(first[0].entities, 10u);
   EXPECT_EQ(first[1].messagesPerSecond, 0);
   EXPECT_EQ(first[2].busy, 0);
 
-  scheduler_.advance(seconds(10));  // no traffic: the averages halve
+  // 10 s without traffic, one half-life: the new interval weighs 1/2 against the past's 1/2 x
+  // 1/2, so the average is (1/4 x 1 + 1/2 x 0) / (1/4 + 1/2) = 1/3 of the first rate.
+  scheduler_.advance(seconds(10));
   const std::vector<ShardLoad> second = registry_.sampleLoad(seconds(10));
-  EXPECT_DOUBLE_EQ(second[0].messagesPerSecond, 0.25);
-  EXPECT_NEAR(second[0].busy, 0.025, 1e-9);
+  EXPECT_DOUBLE_EQ(second[0].messagesPerSecond, 1.0 / 3);
+  EXPECT_NEAR(second[0].busy, 0.1 / 3, 1e-9);
+}
+
+TEST_F(ShardLoadTest, AShardTakenLaterIsMeasuredFromWhenItWasTaken) {
+  scheduler_.advance(seconds(8));
+  registry_.assign({4}, 2);
+  traffic(4, 20, milliseconds(50));  // 20 messages over 1 s, its first second as ours
+  scheduler_.advance(seconds(1));     // 2 s since it was taken, 10 since the registry began
+  const std::vector<ShardLoad> load = registry_.sampleLoad(seconds(60));
+  ASSERT_EQ(load.size(), 4u);
+  EXPECT_EQ(load[3].shard, 4);
+  // Over the 2 s it was ours, not the 10 s since the last sample, and not damped by the
+  // minute-long half-life.
+  EXPECT_DOUBLE_EQ(load[3].messagesPerSecond, 20.0 / 2);
+  EXPECT_NEAR(load[3].busy, 1.0 / 2, 1e-9);
 }
 
 TEST_F(ShardLoadTest, OnlyOwnedShardsAreListedAndRefusedMessagesDoNotCount) {

@@ -123,7 +123,11 @@ bool ControllerContext::movesPending(const ShardMap& map, const ShardTable& tabl
     auto it = runtime.find(p.name);
     pods.push_back(it != runtime.end() ? it->second : PodRuntime{});
   }
-  auto moves = sharding::decide(planningInput(map, table, pods, false), dryRun);
+  auto input = planningInput(map, table, pods, false);
+  auto moves = balancesByLoad(map, table, loads)
+                   ? sharding::decideByLoad(
+                         loadPlanningInput(std::move(input), loads, map.spec.loadTolerance))
+                   : sharding::decide(input, dryRun);
   return moves.ok() && !moves->empty();
 }
 
@@ -132,6 +136,7 @@ void ControllerContext::setConditions(ShardMap& map, const ShardTable& table, bo
   facts.generation = map.metadata.generation;
   facts.retryPending = retry;
   facts.movesPending = movesPending(map, table);
+  if (map.spec.balance == sharding::Balance::kLoad) facts.loadTolerance = map.spec.loadTolerance;
   facts.now = kube::formatTime(d.scheduler.clock().wallNow());
   updateConditions(map.status, facts);
 }

@@ -32,6 +32,7 @@
 #include "operator/pod_client.h"
 #include "operator/pod_directory.h"
 #include "operator/round_plan.h"
+#include "operator/shard_loads.h"
 #include "operator/shard_map_store.h"
 #include "protocol/wire.h"
 #include "sharding/shard_map.h"
@@ -130,6 +131,7 @@ struct ControllerContext {
   int consecutiveConflicts = 0;
   std::optional<sharding::ManagerRef> storedManager;
   LeaseFacts leases;
+  ShardLoads loads;  // what the pods' ping answers reported (spec.balance: load, status.load)
 
   // Leading and done taking over: may act on pods and on the store.
   bool acting() const;

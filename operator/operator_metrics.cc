@@ -30,6 +30,13 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& registry)
                                    "Most shards a registered pod of the ShardMap owns")),
       apiRequests_(registry.counter("kshard_operator_api_requests_total",
                                     "Manager API requests by verb and HTTP status code")),
+      peakToMean_(registry.gauge("kshard_operator_load_peak_to_mean",
+                                 "The busiest registered pod's measured load over the mean")),
+      loadBound_(registry.gauge("kshard_operator_load_bound",
+                                "The lowest peak-to-mean any placement reaches: the hottest "
+                                "shard's load over the mean")),
+      shardLoad_(registry.gauge("kshard_operator_shard_load",
+                                "Measured load (app seconds per second) of the hottest shards")),
       leader_(
           registry.gauge("kshard_operator_leader", "1 while this replica is the leader").with({})) {
 }
@@ -43,6 +50,7 @@ void OperatorMetrics::roundFinished(const std::string& shardMap, std::string_vie
 
 void OperatorMetrics::observeStatus(const std::string& shardMap,
                                     const sharding::ShardMapStatus& status) {
+  observeLoad(shardMap, status.load);
   unassigned_.with({{"shard_map", shardMap}}).set(status.unassignedCount);
   pods_.with({{"shard_map", shardMap}}).set(static_cast<double>(status.pods.size()));
   if (status.pods.empty()) {
@@ -57,7 +65,36 @@ void OperatorMetrics::observeStatus(const std::string& shardMap,
   podShardsMax_.with({{"shard_map", shardMap}}).set(most->shards);
 }
 
+void OperatorMetrics::observeLoad(const std::string& shardMap,
+                                  const std::optional<sharding::LoadStatus>& load) {
+  const metrics::Labels map{{"shard_map", shardMap}};
+  if (load) {
+    peakToMean_.with(map).set(load->peakToMean);
+    loadBound_.with(map).set(load->bound);
+  } else {
+    peakToMean_.remove(map);
+    loadBound_.remove(map);
+  }
+  std::lock_guard lock(mu_);
+  std::vector<sharding::ShardId>& shown = hotShards_[shardMap];
+  const auto labels = [&](sharding::ShardId s) {
+    return metrics::Labels{{"shard_map", shardMap}, {"shard", std::to_string(s)}};
+  };
+  for (sharding::ShardId s : shown) shardLoad_.remove(labels(s));
+  shown.clear();
+  if (!load) return;
+  for (const sharding::ShardLoadReport& h : load->hottest) {
+    shardLoad_.with(labels(h.shard)).set(h.load);
+    shown.push_back(h.shard);
+  }
+}
+
 void OperatorMetrics::forget(const std::string& shardMap) {
+  observeLoad(shardMap, std::nullopt);
+  {
+    std::lock_guard lock(mu_);
+    hotShards_.erase(shardMap);
+  }
   unassigned_.remove({{"shard_map", shardMap}});
   pods_.remove({{"shard_map", shardMap}});
   podShardsMin_.remove({{"shard_map", shardMap}});

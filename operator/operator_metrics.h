@@ -9,16 +9,24 @@
 //   kshard_operator_pods{shard_map}                        registered pods
 //   kshard_operator_pod_shards_min{shard_map}              fewest and most shards a registered
 //   kshard_operator_pod_shards_max{shard_map}              pod holds (the balance)
+//   kshard_operator_load_peak_to_mean{shard_map}           the busiest pod's load over the mean
+//   kshard_operator_load_bound{shard_map}                  the peak-to-mean the hottest shard forces
+//   kshard_operator_shard_load{shard_map,shard}            the load of the hottest shards only
+//                                                          (status.load.hottest, at most 10)
 //   kshard_operator_leader                                 1 while this replica leads
 //   kshard_operator_api_requests_total{verb,code}          manager API requests by HTTP status
 //
 // No series names a pod: /metrics is read by whoever reaches the admin port, and the pods of
 // every tenant's ShardMap would show there (`kubectl describe shardmap` shows a map's pods to
-// those allowed to read it).
+// those allowed to read it). Each pod's load is in status.pods and in its own sidecar's metrics.
 #pragma once
 
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "metrics/metrics.h"
 #include "sharding/shard_map.h"
@@ -54,7 +62,14 @@ class OperatorMetrics {
   metrics::Family<metrics::Gauge>& podShardsMin_;
   metrics::Family<metrics::Gauge>& podShardsMax_;
   metrics::Family<metrics::Counter>& apiRequests_;
+  metrics::Family<metrics::Gauge>& peakToMean_;
+  metrics::Family<metrics::Gauge>& loadBound_;
+  metrics::Family<metrics::Gauge>& shardLoad_;
   metrics::Gauge& leader_;
+  std::mutex mu_;  // the controllers of several maps observe at once
+  std::map<std::string, std::vector<sharding::ShardId>> hotShards_;  // by map: the shard series
+
+  void observeLoad(const std::string& shardMap, const std::optional<sharding::LoadStatus>& load);
 };
 
 }  // namespace kshard::manager

@@ -89,7 +89,7 @@ std::vector<RegisterOutcome> applyRegistrations(
         if (hadShards) map.status.epoch = std::max(epoch + 1, fenceFloor);
       }
       pods.push_back(sharding::RegisteredPod{request.pod, request.uid, request.address,
-                                             request.version, 0, request.incarnation});
+                                             request.version, 0, request.incarnation, std::nullopt});
     }
     outcomes.push_back(std::move(outcome));
   }

@@ -151,6 +151,9 @@ std::string readPing(const sharding::RegisteredPod& pod,
     } else {
       out.state = PingOutcome::State::kAnswered;
       held->forEach([&](sharding::ShardId s) { out.held.push_back(s); });
+      for (const auto& entry : answer->load) {
+        if (entry.first <= shardCount) out.load.push_back(entry);
+      }
     }
   }
   if (!problem.empty()) out.state = PingOutcome::State::kFailed;

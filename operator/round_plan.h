@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -51,6 +52,8 @@ struct PingOutcome {
   enum class State { kNotPinged, kFailed, kAnswered };
   State state = State::kNotPinged;
   Shards held;  // what the pod says it owns (kAnswered only)
+  // The measured load of the shards it listed (kAnswered only; shard_loads.h).
+  std::vector<std::pair<ShardId, double>> load;
 };
 
 struct RoundPlan {

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "operator/shard_loads.h"
+
 namespace kshard::manager {
 namespace {
 
@@ -96,9 +98,13 @@ void RoundRunner::decide(const RoundPtr& round) {
         health_.queueRemoval(p.name, "the pod informer shows it dead");
       }
     }
-    auto moves = sharding::decide(
-        planningInput(c_.current, round->table, c_.runtimeVector(), round->request.immediate),
-        c_.d.random);
+    auto input =
+        planningInput(c_.current, round->table, c_.runtimeVector(), round->request.immediate);
+    // spec.balance: load moves shards by the load the last periodic round's pings reported.
+    auto moves = !round->request.immediate && balancesByLoad(c_.current, round->table, c_.loads)
+                     ? sharding::decideByLoad(loadPlanningInput(std::move(input), c_.loads,
+                                                                c_.current.spec.loadTolerance))
+                     : sharding::decide(input, c_.d.random);
     if (!moves.ok()) {
       c_.log.error("planner refused its input", {{"error", moves.status().toString()}});
       return finish(round, "failed");
@@ -146,6 +152,7 @@ void RoundRunner::ping(const RoundPtr& round) {
 void RoundRunner::unassign(const RoundPtr& round) {
   if (!c_.acting()) return finish(round, "aborted");
   round->plan = planRound(round->table, round->moves, round->pings, round->request.resendAll);
+  if (!round->request.immediate) recordPings(c_.loads, c_.current.spec.shards, round->pings);
   for (const auto& [p, shards] : round->plan.strays) {
     c_.log.warn("pod holds shards the map does not give it; unassigning them",
                 {{"pod", c_.pod(p).name}, {"shards", ShardSet::of(shards).toString()}});
@@ -190,6 +197,13 @@ void RoundRunner::persist(const RoundPtr& round) {
     // carry it (commitRound assigned them at commit.epoch).
     sharding::writeShardTable(commit.table, next.status);
     next.status.epoch = commit.epoch;
+  }
+  recordMoves(c_.loads, c_.current.spec.shards, commit.applied);
+  // status.load, refreshed by periodic rounds: with this write, or alone every so often.
+  const SteadyTime now = c_.d.scheduler.clock().now();
+  if (!round->request.immediate && loadStatusDue(c_.loads, now, commit.persist)) {
+    writeLoadStatus(next.status, commit.table, c_.loads);
+    c_.loads.statusWritten = now;
   }
   c_.setConditions(next, commit.table, !round->failed.empty());
   if (next.status == c_.current.status) return then(round, Step::kAssign);

@@ -233,7 +233,7 @@ void StubPods::ping(const std::string& address, const std::string& /*shardMap*/,
   if (pod != nullptr) ++pod->pings;
   exchange<StatusOr<protocol::PingResponse>>(
       pod, pod ? pod->pingFault : Fault::kNone, timeout,
-      [pod, target]() -> StatusOr<protocol::PingResponse> {
+      [this, pod, target]() -> StatusOr<protocol::PingResponse> {
         if (auto refused = wrongTarget(*pod, target)) return *refused;
         protocol::PingResponse r;
         r.pod = pod->name;
@@ -243,6 +243,7 @@ void StubPods::ping(const std::string& address, const std::string& /*shardMap*/,
         for (auto s : pod->registry->ownedShards()) {
           owned.push_back(s);
           r.epoch = std::max(r.epoch, pod->registry->ownedEpoch(s).value_or(0));
+          if (auto l = shardLoad.find(s); l != shardLoad.end()) r.load.emplace_back(s, l->second);
         }
         r.shards = sharding::ShardSet::of(owned).toString();
         return r;

@@ -137,6 +137,9 @@ class StubPods final : public PodClient {
   Duration ownershipLease = std::chrono::seconds(30);  // set on the registries of new pods
   std::set<std::string> forgotten;
   AfterEvent afterEvent;
+  // What each shard costs (app seconds per second): the pod that owns it reports it in its ping
+  // answer, as a sidecar does. Shards not listed cost nothing.
+  std::map<sharding::ShardId, double> shardLoad;
 
  private:
   // Runs `apply` on the pod as `fault` says and answers through `answer`.

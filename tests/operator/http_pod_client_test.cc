@@ -44,13 +44,20 @@ class SlowStopHost final : public sidecar::EntityHost {
   explicit SlowStopHost(Scheduler& scheduler) : scheduler_(scheduler) {}
   void deliver(sidecar::Message, sidecar::Epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
-    done(http::Response{200, {}, "ok"});
+    if (deliverDelay == Duration::zero()) {
+      done(http::Response{200, {}, "ok"});
+      return;
+    }
+    auto shared = std::make_shared<UniqueFunction<void(StatusOr<http::Response>&&)>>(
+        std::move(done));
+    scheduler_.runAfter(deliverDelay, [shared] { (*shared)(http::Response{200, {}, "ok"}); });
   }
   void stop(const sidecar::EntityKey&, sidecar::ShardId, std::uint64_t,
             std::function<void(Status)> done) override {
     scheduler_.runAfter(stopDelay, [done] { done({}); });
   }
   Duration stopDelay = 1ms;
+  Duration deliverDelay{0};  // how long the app works on each message
 
  private:
   Scheduler& scheduler_;
@@ -141,6 +148,31 @@ TEST(HttpPodClient, AssignThenPingShowsTheShardsAndTheIdentity) {
   EXPECT_EQ(ping->epoch, 3u);
   EXPECT_EQ(ping->shards, "1-3,7");
   EXPECT_EQ(client.clients(), 1u);  // one keep-alive client per pod address
+}
+
+TEST(HttpPodClient, ThePingAnswerCarriesTheLoadOfTheShardsThatHadWork) {
+  PeerPod pod("counter-0", 30, 5s);
+  pod.host.deliverDelay = 20ms;
+  HttpPodClient client(beastClients());
+  auto assigned = await<StatusOr<protocol::AssignResponse>>(
+      [&](auto done) { client.assign(pod.address, shards(3, {1, 7}), 30, 2s, done); });
+  ASSERT_TRUE(assigned.ok()) << assigned.status().toString();
+  auto answered = std::make_shared<std::promise<void>>();
+  sidecar::Message m;
+  m.key = {"counter", "hot"};
+  m.shard = 7;
+  pod.registry.deliver(std::move(m), [answered](sidecar::DeliveryOutcome&&) {
+    answered->set_value();
+  });
+  ASSERT_EQ(answered->get_future().wait_for(20s), std::future_status::ready);
+  auto ping = await<StatusOr<protocol::PingResponse>>([&](auto done) {
+    client.ping(pod.address, "demo/counter", targetOf("counter-0"), 2s, done);
+  });
+  ASSERT_TRUE(ping.ok()) << ping.status().toString();
+  // Shard 7 had a 20 ms turn; shard 1 had none and is not listed.
+  ASSERT_EQ(ping->load.size(), 1u);
+  EXPECT_EQ(ping->load[0].first, 7);
+  EXPECT_GT(ping->load[0].second, 0);
 }
 
 // Issue 29: the operator sent one token (audience kshard) to every pod, and every sidecar took it.

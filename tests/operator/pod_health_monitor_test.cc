@@ -42,9 +42,9 @@ struct ThreePods {
   sharding::ShardTable table{4};
   ThreePods() {
     map.spec.shards = 4;
-    map.status.pods = {{"a", "ua", "x:1", "1", 2, ""},
-                       {"b", "ub", "x:2", "1", 0, ""},
-                       {"c", "uc", "x:3", "1", 2, ""}};
+    map.status.pods = {{"a", "ua", "x:1", "1", 2, "", {}},
+                       {"b", "ub", "x:2", "1", 0, "", {}},
+                       {"c", "uc", "x:3", "1", 2, "", {}}};
     table.assign(1, 0, 1);
     table.assign(2, 0, 1);
     table.assign(3, 2, 1);

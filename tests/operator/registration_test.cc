@@ -70,7 +70,7 @@ struct MapWithA {
   MapWithA() {
     map.spec.shards = 6;
     map.status.epoch = 5;
-    map.status.pods = {{"a", "u0", "10.0.0.1:7101", "1.0.0", 4, "inc-old"}};
+    map.status.pods = {{"a", "u0", "10.0.0.1:7101", "1.0.0", 4, "inc-old", {}}};
     for (sharding::ShardId s = 1; s <= 4; ++s) table.assign(s, 0, 5);
   }
 };

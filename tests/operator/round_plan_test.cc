@@ -19,17 +19,17 @@ ShardTable twoPods() {
   return t;
 }
 
-PingOutcome answered(Shards held) { return {PingOutcome::State::kAnswered, std::move(held)}; }
-PingOutcome failedPing() { return {PingOutcome::State::kFailed, {}}; }
+PingOutcome answered(Shards held) { return {PingOutcome::State::kAnswered, std::move(held), {}}; }
+PingOutcome failedPing() { return {PingOutcome::State::kFailed, {}, {}}; }
 
 TEST(PlanningInput, UnreachableTerminatingAndLeavingPodsCannotReceive) {
   sharding::ShardMap map;
   map.spec.shards = 10;
   map.spec.rebalanceRate = 0.5;
-  map.status.pods = {{"a", "ua", "x:1", "1", 0, ""},
-                     {"b", "ub", "x:2", "1", 0, ""},
-                     {"c", "uc", "x:3", "1", 0, ""},
-                     {"d", "ud", "x:4", "1", 0, ""}};
+  map.status.pods = {{"a", "ua", "x:1", "1", 0, "", {}},
+                     {"b", "ub", "x:2", "1", 0, "", {}},
+                     {"c", "uc", "x:3", "1", 0, "", {}},
+                     {"d", "ud", "x:4", "1", 0, "", {}}};
   auto in = planningInput(
       map, ShardTable(10),
       {{true, false, false}, {false, false, false}, {true, true, false}, {true, false, true}},
@@ -171,7 +171,7 @@ TEST(StatusSize, TenThousandShardsOverAThousandPodsStaysUnder320KiB) {
         {"counter-7d9f8c6b5-" + std::to_string(100000 + p),
          "0b4f1c2e-8a7d-4e61-9b3a-" + std::to_string(100000000000LL + p),
          "10.244." + std::to_string(p / 250) + "." + std::to_string(p % 250) + ":7101", "2.14.3", 0,
-         "5f0c9a7e3b1d4c2a"});
+         "5f0c9a7e3b1d4c2a", {}});
   }
   ShardTable table(kShards);
   SeededRandom random(3);
@@ -208,7 +208,8 @@ TEST(StatusSize, AfterThreeHundredPodReplacementsStaysUnderOneMiB) {
         "10.244." + std::to_string(n / 250 % 256) + "." + std::to_string(n % 250) + ":7101",
         "2.14.3",
         0,
-        "5f0c9a7e3b1d4c2a"};
+        "5f0c9a7e3b1d4c2a",
+        std::nullopt};
   };
   for (int p = 0; p < kPods; ++p) map.status.pods.push_back(podNamed(p));
   ShardTable table(kShards);
@@ -241,23 +242,23 @@ TEST(StatusSize, AfterThreeHundredPodReplacementsStaysUnderOneMiB) {
 }
 
 TEST(ReadPing, OnlyTheRegisteredProcessAnswers) {
-  const sharding::RegisteredPod pod{"a", "ua", "x:1", "1", 0, "inc-1"};
-  protocol::PingResponse r{"a", "ua", "inc-1", 3, "1-2,5"};
+  const sharding::RegisteredPod pod{"a", "ua", "x:1", "1", 0, "inc-1", {}};
+  protocol::PingResponse r{"a", "ua", "inc-1", 3, "1-2,5", {}};
   PingOutcome out;
   EXPECT_EQ(readPing(pod, r, 10, out), "");
   EXPECT_EQ(out.state, PingOutcome::State::kAnswered);
   EXPECT_EQ(out.held, (Shards{1, 2, 5}));
 
-  for (auto wrong : {protocol::PingResponse{"b", "ua", "inc-1", 3, "1"},
-                     protocol::PingResponse{"a", "ub", "inc-1", 3, "1"},
-                     protocol::PingResponse{"a", "ua", "inc-2", 3, "1"}}) {
+  for (auto wrong : {protocol::PingResponse{"b", "ua", "inc-1", 3, "1", {}},
+                     protocol::PingResponse{"a", "ub", "inc-1", 3, "1", {}},
+                     protocol::PingResponse{"a", "ua", "inc-2", 3, "1", {}}}) {
     PingOutcome o;
     EXPECT_NE(readPing(pod, wrong, 10, o).find("answered by pod"), std::string::npos);
     EXPECT_EQ(o.state, PingOutcome::State::kFailed);
     EXPECT_TRUE(o.held.empty());
   }
   PingOutcome bad;
-  EXPECT_NE(readPing(pod, protocol::PingResponse{"a", "ua", "inc-1", 3, "11"}, 10, bad), "");
+  EXPECT_NE(readPing(pod, protocol::PingResponse{"a", "ua", "inc-1", 3, "11", {}}, 10, bad), "");
   EXPECT_EQ(bad.state, PingOutcome::State::kFailed);
   PingOutcome timedOut;
   EXPECT_EQ(readPing(pod, StatusOr<protocol::PingResponse>(deadlineExceeded("slow")), 10, timedOut)

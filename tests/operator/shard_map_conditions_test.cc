@@ -10,7 +10,7 @@ sharding::ShardMapStatus statusWith(std::vector<std::int32_t> counts, std::int32
   sharding::ShardMapStatus s;
   for (std::size_t i = 0; i < counts.size(); ++i) {
     s.pods.push_back({"p" + std::to_string(i), "u", "a:1",
-                      i < versions.size() ? versions[i] : std::string("1"), counts[i], "inc"});
+                      i < versions.size() ? versions[i] : std::string("1"), counts[i], "inc", {}});
   }
   s.unassignedCount = unassigned;
   return s;

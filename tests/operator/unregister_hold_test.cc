@@ -23,7 +23,7 @@ sharding::ShardMap mapWith(std::vector<sharding::RegisteredPod> registered) {
 }
 
 sharding::RegisteredPod registered(const std::string& name, const std::string& version) {
-  return {name, "uid-" + name, "10.0.0.1:7101", version, 0, "inc-" + name};
+  return {name, "uid-" + name, "10.0.0.1:7101", version, 0, "inc-" + name, {}};
 }
 
 PodInfo pod(const std::string& name, const std::string& version) {

@@ -1,0 +1,162 @@
+// The operator's load bookkeeping (operator/shard_loads.h): what the ping answers report, the load
+// planner's input, status.load, and the Balanced condition of spec.balance: load. Pure.
+#include "operator/shard_loads.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/shard_map_conditions.h"
+
+namespace kshard::manager {
+namespace {
+
+using namespace std::chrono_literals;
+
+PingOutcome answered(Shards held, std::vector<std::pair<ShardId, double>> load) {
+  return {PingOutcome::State::kAnswered, std::move(held), std::move(load)};
+}
+
+sharding::ShardMapStatus twoPods() {
+  sharding::ShardMapStatus s;
+  s.pods = {{"a", "ua", "x:1", "1", 0, "i", {}}, {"b", "ub", "x:2", "1", 0, "i", {}}};
+  return s;
+}
+
+TEST(ShardLoads, APingReportsWhatThePodHoldsAndNothingElse) {
+  ShardLoads loads;
+  recordPings(loads, 6,
+              {answered({1, 2, 3}, {{1, 0.5}, {3, 0.25}, {5, 9.0}}),  // 5 is not a's to report
+               PingOutcome{PingOutcome::State::kFailed, {}, {}}});
+  EXPECT_TRUE(loads.measured);
+  EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0, 0.25, 0, 0, 0}));
+  // A later answer: shard 1 is no longer listed, so it costs nothing now; shards no answer
+  // covers keep their figure.
+  loads.load[4] = 0.75;
+  recordPings(loads, 6, {answered({1, 2}, {{2, 0.125}})});
+  EXPECT_EQ(loads.load, (std::vector<double>{0, 0.125, 0.25, 0, 0.75, 0}));
+  EXPECT_EQ(loads.periodicRounds, 2);
+}
+
+TEST(ShardLoads, NoAnswerMeansNotMeasured) {
+  ShardLoads loads;
+  recordPings(loads, 4, {PingOutcome{PingOutcome::State::kFailed, {}, {}}});
+  EXPECT_FALSE(loads.measured);
+  EXPECT_FALSE(loadStatusDue(loads, SteadyTime{}, true));
+}
+
+TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
+  ShardLoads loads;
+  recordPings(loads, 3, {answered({1, 2, 3}, {{1, 1.0}})});
+  recordMoves(loads, 3, {Move{2, 0, 1}});
+  sharding::PlanningInput base;
+  base.shardCount = 3;
+  auto in = loadPlanningInput(base, loads, 0.2);
+  EXPECT_EQ(in.tolerance, 0.2);
+  EXPECT_EQ(in.load, loads.load);
+  ASSERT_EQ(in.roundsSinceMoved.size(), 3u);
+  EXPECT_EQ(in.roundsSinceMoved[1], 0);
+  EXPECT_GT(in.roundsSinceMoved[0], in.cooldownRounds);  // never moved
+  for (int i = 0; i < 2; ++i) recordPings(loads, 3, {});
+  EXPECT_EQ(loadPlanningInput(base, loads, 0.2).roundsSinceMoved[1], 2);
+}
+
+TEST(ShardLoads, BalancesByLoadOnlyWhenAskedMeasuredAndFullyAssigned) {
+  sharding::ShardMap map;
+  map.spec.shards = 2;
+  map.spec.balance = sharding::Balance::kLoad;
+  sharding::ShardTable table(2);
+  table.assign(1, 0, 1);
+  table.assign(2, 0, 1);
+  ShardLoads loads;
+  EXPECT_FALSE(balancesByLoad(map, table, loads));  // nothing reported yet
+  recordPings(loads, 2, {answered({1, 2}, {})});
+  EXPECT_TRUE(balancesByLoad(map, table, loads));
+  table.unassign(2);
+  EXPECT_FALSE(balancesByLoad(map, table, loads));  // the count planner places it first
+  table.assign(2, 0, 1);
+  map.spec.balance = sharding::Balance::kCount;
+  EXPECT_FALSE(balancesByLoad(map, table, loads));
+}
+
+TEST(ShardLoads, StatusShowsEachPodsLoadTheSpreadAndTheHottestShards) {
+  sharding::ShardTable table(4);
+  table.assign(1, 0, 1);
+  table.assign(2, 0, 1);
+  table.assign(3, 1, 1);
+  table.assign(4, 1, 1);
+  ShardLoads loads;
+  recordPings(loads, 4,
+              {answered({1, 2}, {{1, 0.6}, {2, 0.2}}), answered({3, 4}, {{3, 0.123456}})});
+  auto status = twoPods();
+  writeLoadStatus(status, table, loads);
+  EXPECT_EQ(status.pods[0].load, 0.8);
+  EXPECT_EQ(status.pods[1].load, 0.123);  // 3 significant digits
+  ASSERT_TRUE(status.load.has_value());
+  // mean (0.8 + 0.123456) / 2 = 0.461728; peak 0.8; the hottest shard 0.6.
+  EXPECT_EQ(status.load->peakToMean, 1.73);
+  EXPECT_EQ(status.load->bound, 1.30);
+  EXPECT_EQ(status.load->total, 0.923);
+  ASSERT_EQ(status.load->hottest.size(), 3u);  // shard 4 carries none
+  EXPECT_EQ(status.load->hottest[0], (sharding::ShardLoadReport{1, "a", 0.6}));
+  EXPECT_EQ(status.load->hottest[1], (sharding::ShardLoadReport{2, "a", 0.2}));
+  EXPECT_EQ(status.load->hottest[2], (sharding::ShardLoadReport{3, "b", 0.123}));
+}
+
+TEST(ShardLoads, TheHottestListIsBounded) {
+  const std::int32_t n = 50;
+  sharding::ShardTable table(n);
+  Shards held;
+  std::vector<std::pair<ShardId, double>> reported;
+  for (ShardId s = 1; s <= n; ++s) {
+    table.assign(s, 0, 1);
+    held.push_back(s);
+    reported.emplace_back(s, s * 0.01);
+  }
+  ShardLoads loads;
+  recordPings(loads, n, {answered(held, reported)});
+  auto status = twoPods();
+  writeLoadStatus(status, table, loads);
+  ASSERT_EQ(status.load->hottest.size(), sharding::kHottestShards);
+  EXPECT_EQ(status.load->hottest.front().shard, 50);
+  EXPECT_EQ(status.load->hottest.back().shard, 41);
+}
+
+TEST(ShardLoads, StatusIsRefreshedWithOtherWritesOrAfterTheInterval) {
+  ShardLoads loads;
+  recordPings(loads, 1, {answered({1}, {{1, 1.0}})});
+  const SteadyTime t0{std::chrono::hours(1)};
+  EXPECT_TRUE(loadStatusDue(loads, t0, false));  // never written
+  loads.statusWritten = t0;
+  EXPECT_FALSE(loadStatusDue(loads, t0 + kLoadStatusInterval - 1s, false));
+  EXPECT_TRUE(loadStatusDue(loads, t0 + 1s, true));
+  EXPECT_TRUE(loadStatusDue(loads, t0 + kLoadStatusInterval, false));
+}
+
+TEST(ShardLoads, BalancedReadsTheLoadInLoadMode) {
+  auto status = twoPods();
+  ConditionFacts facts;
+  facts.loadTolerance = 0.1;
+  updateConditions(status, facts);
+  const auto* balanced = sharding::findCondition(status.conditions, "Balanced");
+  ASSERT_NE(balanced, nullptr);
+  EXPECT_EQ(balanced->status, "Unknown");
+  EXPECT_EQ(balanced->reason, "LoadUnknown");
+
+  status.load = sharding::LoadStatus{1.5, 1.2, 2, {}};
+  updateConditions(status, facts);
+  balanced = sharding::findCondition(status.conditions, "Balanced");
+  EXPECT_EQ(balanced->status, "False");
+  EXPECT_EQ(balanced->reason, "LoadUnbalanced");
+  EXPECT_NE(balanced->message.find("1.5 x the mean"), std::string::npos) << balanced->message;
+
+  status.load->peakToMean = 1.205;  // within the hottest shard's bound, with rounding's slack
+  updateConditions(status, facts);
+  EXPECT_EQ(sharding::findCondition(status.conditions, "Balanced")->reason, "LoadBalanced");
+
+  // Count mode ignores the load: 0 and 0 shards are within one.
+  status.load->peakToMean = 3;
+  updateConditions(status, ConditionFacts{});
+  EXPECT_EQ(sharding::findCondition(status.conditions, "Balanced")->reason, "Balanced");
+}
+
+}  // namespace
+}  // namespace kshard::manager

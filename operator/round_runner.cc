@@ -152,7 +152,7 @@ void RoundRunner::ping(const RoundPtr& round) {
 void RoundRunner::unassign(const RoundPtr& round) {
   if (!c_.acting()) return finish(round, "aborted");
   round->plan = planRound(round->table, round->moves, round->pings, round->request.resendAll);
-  if (!round->request.immediate) recordPings(c_.loads, c_.current.spec.shards, round->pings);
+  if (!round->request.immediate) recordPings(c_.loads, round->table, round->pings);
   for (const auto& [p, shards] : round->plan.strays) {
     c_.log.warn("pod holds shards the map does not give it; unassigning them",
                 {{"pod", c_.pod(p).name}, {"shards", ShardSet::of(shards).toString()}});

@@ -26,18 +26,22 @@ double rounded(double value) {
 
 }  // namespace
 
-void recordPings(ShardLoads& loads, std::int32_t shardCount,
+void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
                  const std::vector<PingOutcome>& pings) {
-  ensureSized(loads, shardCount);
-  for (const PingOutcome& ping : pings) {
+  ensureSized(loads, table.shardCount());
+  for (std::size_t p = 0; p < pings.size(); ++p) {
+    const PingOutcome& ping = pings[p];
     if (ping.state != PingOutcome::State::kAnswered) continue;
     loads.measured = true;
-    for (ShardId s : ping.held) loads.load[static_cast<std::size_t>(s - 1)] = 0;
+    const auto ours = [&](ShardId s) {
+      return s >= 1 && s <= table.shardCount() && table.owner(s) == static_cast<PodIndex>(p) &&
+             std::binary_search(ping.held.begin(), ping.held.end(), s);
+    };
+    for (ShardId s : ping.held) {
+      if (ours(s)) loads.load[static_cast<std::size_t>(s - 1)] = 0;
+    }
     for (const auto& [s, value] : ping.load) {
-      // Only what it holds: a load listed for another shard is not this pod's to report.
-      if (std::binary_search(ping.held.begin(), ping.held.end(), s)) {
-        loads.load[static_cast<std::size_t>(s - 1)] = value;
-      }
+      if (ours(s)) loads.load[static_cast<std::size_t>(s - 1)] = value;
     }
   }
   ++loads.periodicRounds;

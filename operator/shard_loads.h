@@ -35,9 +35,12 @@ struct ShardLoads {
   std::optional<SteadyTime> statusWritten;  // when status.load was last refreshed
 };
 
-// Reads the ping answers of a periodic round: each pod that answered reports the load of what it
-// holds (a shard it holds but does not list carries none). Counts the round.
-void recordPings(ShardLoads& loads, std::int32_t shardCount, const std::vector<PingOutcome>& pings);
+// Reads the ping answers of a periodic round (`pings[p]` is pod p's): each pod that answered
+// reports the load of the shards it holds that `table` gives it; a shard it holds but does not
+// list carries none. A figure for a shard the map gives another pod, or none, is not taken: a
+// sidecar speaks only for its own shards. Counts the round.
+void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
+                 const std::vector<PingOutcome>& pings);
 // The round moved `applied`: they wait out the load planner's cooldown.
 void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied);
 

@@ -21,9 +21,19 @@ sharding::ShardMapStatus twoPods() {
   return s;
 }
 
+// A table of `n` shards whose shard s is owned by owners[s - 1] (kNoPod: none).
+sharding::ShardTable tableOf(std::vector<PodIndex> owners) {
+  sharding::ShardTable t(static_cast<std::int32_t>(owners.size()));
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    if (owners[i] != sharding::kNoPod) t.assign(static_cast<ShardId>(i + 1), owners[i], 1);
+  }
+  return t;
+}
+
 TEST(ShardLoads, APingReportsWhatThePodHoldsAndNothingElse) {
   ShardLoads loads;
-  recordPings(loads, 6,
+  const auto table = tableOf({0, 0, 0, 1, 1, sharding::kNoPod});
+  recordPings(loads, table,
               {answered({1, 2, 3}, {{1, 0.5}, {3, 0.25}, {5, 9.0}}),  // 5 is not a's to report
                PingOutcome{PingOutcome::State::kFailed, {}, {}}});
   EXPECT_TRUE(loads.measured);
@@ -31,21 +41,30 @@ TEST(ShardLoads, APingReportsWhatThePodHoldsAndNothingElse) {
   // A later answer: shard 1 is no longer listed, so it costs nothing now; shards no answer
   // covers keep their figure.
   loads.load[4] = 0.75;
-  recordPings(loads, 6, {answered({1, 2}, {{2, 0.125}})});
+  recordPings(loads, table, {answered({1, 2}, {{2, 0.125}})});
   EXPECT_EQ(loads.load, (std::vector<double>{0, 0.125, 0.25, 0, 0.75, 0}));
   EXPECT_EQ(loads.periodicRounds, 2);
 }
 
+TEST(ShardLoads, APodThatClaimsAnotherPodsShardsDoesNotSpeakForThem) {
+  ShardLoads loads;
+  const auto table = tableOf({0, 1, sharding::kNoPod});
+  // b claims shard 1 (a's) and shard 3 (no one's) as well.
+  recordPings(loads, table,
+              {answered({1}, {{1, 0.5}}), answered({1, 2, 3}, {{1, 100.0}, {2, 0.25}, {3, 7.0}})});
+  EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0.25, 0}));
+}
+
 TEST(ShardLoads, NoAnswerMeansNotMeasured) {
   ShardLoads loads;
-  recordPings(loads, 4, {PingOutcome{PingOutcome::State::kFailed, {}, {}}});
+  recordPings(loads, tableOf({0, 0, 0, 0}), {PingOutcome{PingOutcome::State::kFailed, {}, {}}});
   EXPECT_FALSE(loads.measured);
   EXPECT_FALSE(loadStatusDue(loads, SteadyTime{}, true));
 }
 
 TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
   ShardLoads loads;
-  recordPings(loads, 3, {answered({1, 2, 3}, {{1, 1.0}})});
+  recordPings(loads, tableOf({0, 0, 0}), {answered({1, 2, 3}, {{1, 1.0}})});
   recordMoves(loads, 3, {Move{2, 0, 1}});
   sharding::PlanningInput base;
   base.shardCount = 3;
@@ -55,7 +74,7 @@ TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
   ASSERT_EQ(in.roundsSinceMoved.size(), 3u);
   EXPECT_EQ(in.roundsSinceMoved[1], 0);
   EXPECT_GT(in.roundsSinceMoved[0], in.cooldownRounds);  // never moved
-  for (int i = 0; i < 2; ++i) recordPings(loads, 3, {});
+  for (int i = 0; i < 2; ++i) recordPings(loads, tableOf({0, 0, 0}), {});
   EXPECT_EQ(loadPlanningInput(base, loads, 0.2).roundsSinceMoved[1], 2);
 }
 
@@ -68,7 +87,7 @@ TEST(ShardLoads, BalancesByLoadOnlyWhenAskedMeasuredAndFullyAssigned) {
   table.assign(2, 0, 1);
   ShardLoads loads;
   EXPECT_FALSE(balancesByLoad(map, table, loads));  // nothing reported yet
-  recordPings(loads, 2, {answered({1, 2}, {})});
+  recordPings(loads, table, {answered({1, 2}, {})});
   EXPECT_TRUE(balancesByLoad(map, table, loads));
   table.unassign(2);
   EXPECT_FALSE(balancesByLoad(map, table, loads));  // the count planner places it first
@@ -84,7 +103,7 @@ TEST(ShardLoads, StatusShowsEachPodsLoadTheSpreadAndTheHottestShards) {
   table.assign(3, 1, 1);
   table.assign(4, 1, 1);
   ShardLoads loads;
-  recordPings(loads, 4,
+  recordPings(loads, table,
               {answered({1, 2}, {{1, 0.6}, {2, 0.2}}), answered({3, 4}, {{3, 0.123456}})});
   auto status = twoPods();
   writeLoadStatus(status, table, loads);
@@ -112,7 +131,7 @@ TEST(ShardLoads, TheHottestListIsBounded) {
     reported.emplace_back(s, s * 0.01);
   }
   ShardLoads loads;
-  recordPings(loads, n, {answered(held, reported)});
+  recordPings(loads, table, {answered(held, reported)});
   auto status = twoPods();
   writeLoadStatus(status, table, loads);
   ASSERT_EQ(status.load->hottest.size(), sharding::kHottestShards);
@@ -122,7 +141,7 @@ TEST(ShardLoads, TheHottestListIsBounded) {
 
 TEST(ShardLoads, StatusIsRefreshedWithOtherWritesOrAfterTheInterval) {
   ShardLoads loads;
-  recordPings(loads, 1, {answered({1}, {{1, 1.0}})});
+  recordPings(loads, tableOf({0}), {answered({1}, {{1, 1.0}})});
   const SteadyTime t0{std::chrono::hours(1)};
   EXPECT_TRUE(loadStatusDue(loads, t0, false));  // never written
   loads.statusWritten = t0;

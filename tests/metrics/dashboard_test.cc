@@ -59,6 +59,7 @@ std::set<std::string> exportedNames() {
   pod.name = "counter-0";
   pod.shards = 3;
   status.pods.push_back(pod);
+  status.load = sharding::LoadStatus{1.5, 1.0, 2.0, {{1, pod.name, 0.5}}};
   operatorMetrics.observeStatus("demo/counter", status);
   operatorMetrics.setLeader(true);
   operatorMetrics.apiRequest("register", 200);

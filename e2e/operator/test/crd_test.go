@@ -100,7 +100,7 @@ func TestCRDExplainsItsFieldsAndPrintsColumns(t *testing.T) {
 	if len(header) > 0 && header[0] == "No" {
 		return // no ShardMap in the cluster right now; the columns are checked in the operator test
 	}
-	for _, col := range []string{"SHARDS", "PODS", "UNASSIGNED", "READY", "AGE"} {
+	for _, col := range []string{"SHARDS", "PODS", "UNASSIGNED", "READY", "LOAD", "AGE"} {
 		if !strings.Contains(out, col) {
 			t.Errorf("kubectl get sm has no %s column:\n%s", col, out)
 		}

@@ -36,6 +36,10 @@ type Config struct {
 	Entities []*Entity
 	// Rate is the total request rate, per second, over all entities.
 	Rate float64
+	// Weights, when set (one per entity), share Rate among the entities in proportion: entity i
+	// is sent Rate x Weights[i] / sum(Weights) requests per second, a skewed workload (see
+	// ZipfWeights). Unset, the entities share one limiter.
+	Weights []float64
 	// Increments per entity; 0 drives until Stop.
 	Increments int
 	Pods       Pods
@@ -187,9 +191,17 @@ func Start(cfg Config) *Driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Driver{cfg: cfg, client: NewClient(cfg.Port, cfg.Timeout),
 		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), 1), cancel: cancel, done: make(chan struct{})}
-	for _, e := range cfg.Entities {
+	var sum float64
+	for _, w := range cfg.Weights {
+		sum += w
+	}
+	for i, e := range cfg.Entities {
+		limiter := d.limiter
+		if len(cfg.Weights) == len(cfg.Entities) && sum > 0 {
+			limiter = rate.NewLimiter(rate.Limit(cfg.Rate*cfg.Weights[i]/sum), 1)
+		}
 		d.wg.Add(1)
-		go d.drive(ctx, e)
+		go d.drive(ctx, e, limiter)
 	}
 	go func() { d.wg.Wait(); close(d.done) }()
 	return d
@@ -205,10 +217,10 @@ func (d *Driver) Stop() {
 	<-d.done
 }
 
-func (d *Driver) drive(ctx context.Context, e *Entity) {
+func (d *Driver) drive(ctx context.Context, e *Entity, limiter *rate.Limiter) {
 	defer d.wg.Done()
 	for i := 0; d.cfg.Increments == 0 || i < d.cfg.Increments; i++ {
-		if err := d.limiter.Wait(ctx); err != nil {
+		if err := limiter.Wait(ctx); err != nil {
 			return
 		}
 		q := d.send(e, true)

@@ -9,6 +9,7 @@ package load
 
 import (
 	"fmt"
+	"math"
 
 	"kshard.local/e2e/scenarios/shardid"
 )
@@ -86,6 +87,34 @@ func CoveringEntities(prefix string, shards, perShard int) []*Entity {
 		count[s]++
 		missing--
 		out = append(out, &Entity{ID: id, Shard: s})
+	}
+	return out
+}
+
+// ZipfWeights are the weights of n entities under Zipf's law with exponent exp: the entity of
+// rank i (from 1) weighs 1 / i^exp, so with exp = 1 the first is sent twice as much as the
+// second and n times as much as the last.
+func ZipfWeights(n int, exp float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Pow(float64(i+1), -exp)
+	}
+	return out
+}
+
+// EntitiesOnShards returns n entities prefix-k whose shard (of `shards`) is one of `on`, in the
+// order of k.
+func EntitiesOnShards(prefix string, n int, on []int, shards int) []*Entity {
+	wanted := map[int]bool{}
+	for _, s := range on {
+		wanted[s] = true
+	}
+	var out []*Entity
+	for k := 0; len(out) < n && len(wanted) > 0; k++ {
+		id := fmt.Sprintf("%s-%d", prefix, k)
+		if s := shardid.Of(id, shards); wanted[s] {
+			out = append(out, &Entity{ID: id, Shard: s})
+		}
 	}
 	return out
 }

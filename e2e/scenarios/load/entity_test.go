@@ -50,3 +50,32 @@ func TestLostAcknowledgedIncrementIsAViolation(t *testing.T) {
 		t.Fatal("a final value above every attempt was accepted")
 	}
 }
+
+func TestZipfWeightsFallAsOneOverTheRank(t *testing.T) {
+	w := ZipfWeights(4, 1.0)
+	want := []float64{1, 0.5, 1.0 / 3, 0.25}
+	for i := range want {
+		if diff := w[i] - want[i]; diff > 1e-12 || diff < -1e-12 {
+			t.Fatalf("weights %v, want %v", w, want)
+		}
+	}
+	if flat := ZipfWeights(3, 0); flat[0] != 1 || flat[2] != 1 {
+		t.Fatalf("exponent 0 is uniform, got %v", flat)
+	}
+}
+
+func TestEntitiesOnShardsStayOnThoseShards(t *testing.T) {
+	on := []int{3, 17, 250}
+	es := EntitiesOnShards("z", 20, on, 300)
+	if len(es) != 20 {
+		t.Fatalf("got %d entities, want 20", len(es))
+	}
+	for _, e := range es {
+		if e.Shard != 3 && e.Shard != 17 && e.Shard != 250 {
+			t.Fatalf("%s is on shard %d, not one of %v", e.ID, e.Shard, on)
+		}
+	}
+	if none := EntitiesOnShards("z", 5, nil, 300); len(none) != 0 {
+		t.Fatalf("no shard given, got %d entities", len(none))
+	}
+}

@@ -26,6 +26,23 @@ type Pod struct {
 	Address string `json:"address"`
 	Version string `json:"version"`
 	Shards  int    `json:"shards"`
+	// Load is the load of its shards as its sidecar last measured it; nil before any report.
+	Load *float64 `json:"load"`
+}
+
+// HotShard is one entry of status.load.hottest.
+type HotShard struct {
+	Shard int     `json:"shard"`
+	Pod   string  `json:"pod"`
+	Load  float64 `json:"load"`
+}
+
+// Load is status.load: the measured load over the registered pods.
+type Load struct {
+	PeakToMean float64    `json:"peakToMean"`
+	Bound      float64    `json:"bound"`
+	Total      float64    `json:"total"`
+	Hottest    []HotShard `json:"hottest"`
 }
 
 // Assignment is one entry of status.assignments: shards (range form) owned by a pod since epoch.
@@ -61,6 +78,7 @@ type Status struct {
 	PodCount           int          `json:"podCount"`
 	UnassignedCount    int          `json:"unassignedCount"`
 	Conditions         []Condition  `json:"conditions"`
+	Load               *Load        `json:"load"`
 }
 
 // ShardMap is the part of the resource the scenarios read.

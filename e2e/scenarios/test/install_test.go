@@ -70,7 +70,10 @@ func scenarioInstall(c sc, s *suite) {
 		c.errorf("status.manager is empty: %+v", m.Status.Manager)
 	}
 
-	// What a user sees.
+	// What a user sees. LOAD is empty until a periodic round has read the pods' load.
+	c.waitUntil(time.Minute, "status.load is written", func() (bool, string) {
+		return s.latest().Status.Load != nil, "no status.load yet"
+	})
 	out, err := kube.RunCommand(30*time.Second, s.cfg.repoRoot, s.cfg.kubectl, "-n", ns, "get", "shardmaps")
 	if err != nil {
 		c.fatalf("kubectl get shardmaps: %v", err)
@@ -103,7 +106,7 @@ func scenarioInstall(c sc, s *suite) {
 func checkGetShardMaps(out, name string, want []string) []string {
 	var problems []string
 	header, rows := parseTable(out)
-	wantHeader := []string{"NAME", "SHARDS", "PODS", "UNASSIGNED", "READY", "AGE"}
+	wantHeader := []string{"NAME", "SHARDS", "PODS", "UNASSIGNED", "READY", "LOAD", "AGE"}
 	if !slices.Equal(header, wantHeader) {
 		problems = append(problems, fmt.Sprintf("columns %v, want %v", header, wantHeader))
 	}

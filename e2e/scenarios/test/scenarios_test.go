@@ -62,6 +62,7 @@ type suite struct {
 	// continuous is driven from the first scenario to the last; traffic by scenario 2.
 	continuous []*load.Entity
 	traffic    []*load.Entity
+	skewed     []*load.Entity // by scenario skewed-load
 	driver     *load.Driver
 	client     *load.Client
 
@@ -115,6 +116,7 @@ func scenarios() []scenario {
 		{"leader-failover", "Leader failover of the operator", scenarioLeaderFailover},
 		{"apiserver-outage", "API server outage of 30 s", scenarioAPIServerOutage},
 		{"bad-input", "Bad input to the API, sidecar, manager and webhook", scenarioBadInput},
+		{"skewed-load", "Skewed load: Zipf traffic on one pod's shards, balanced by load", scenarioSkewedLoad},
 		{"single-owner", "Single owner over the whole run", scenarioSingleOwner},
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"kshard.local/e2e/scenarios/load"
 )
 
-// scenarioSingleOwner (9): over the whole run, from the counter's shared event log, no counter
+// scenarioSingleOwner (10): over the whole run, from the counter's shared event log, no counter
 // was ever active on two pods at overlapping times and no stop → activation lost a value; every
 // counter read at the end lies within what its driver knows (no acknowledged increment lost);
 // and no version of the ShardMap gave one shard to two pods.
@@ -19,9 +19,9 @@ func scenarioSingleOwner(c sc, s *suite) {
 		s.driver.Stop()
 	}
 	// Every request of the run, also those between the scenarios' windows (settling, setup).
-	whole := s.window(c, s.started, time.Now(), continuousDriver, trafficDriver)
+	whole := s.window(c, s.started, time.Now(), continuousDriver, trafficDriver, skewedDriver)
 	c.r.figure("failed requests over the whole run", fmt.Sprintf("%d of %d", whole.Failed, whole.Sent))
-	all := append(append([]*load.Entity(nil), s.continuous...), s.traffic...)
+	all := append(append(append([]*load.Entity(nil), s.continuous...), s.traffic...), s.skewed...)
 	readErrs := load.ReadAll(s.client, s.pods, all, 16, time.Now().Add(3*time.Minute))
 	for _, err := range head(errorStrings(readErrs), 10) {
 		c.errorf("final read: %s", err)

@@ -2,7 +2,6 @@ package scenariotest
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"kshard.local/e2e/scenarios/load"
@@ -39,26 +38,8 @@ func scenarioTraffic(c sc, s *suite) {
 	}
 
 	// Every counter now equals what it acknowledged (the drivers are its only writers).
-	errs := load.ReadAll(s.client, s.pods, s.traffic, 16, time.Now().Add(2*time.Minute))
-	for _, err := range errs {
-		c.errorf("%v", err)
-	}
-	var wrong []string
-	exact := 0
-	for _, e := range s.traffic {
-		switch {
-		case len(e.Violations) > 0:
-			wrong = append(wrong, e.Violations...)
-		case e.Failed == 0 && e.Last != e.Acked:
-			wrong = append(wrong, fmt.Sprintf("%s: value %d, %d acknowledged", e.ID, e.Last, e.Acked))
-		case e.Failed == 0:
-			exact++
-		}
-	}
+	exact := s.checkAcknowledged(c, s.traffic)
 	c.r.figure("counters equal to their acknowledged increments", fmt.Sprintf("%d of %d", exact, len(s.traffic)))
-	if len(wrong) > 0 {
-		c.errorf("%d counters differ from their acknowledged increments: %s", len(wrong), strings.Join(head(wrong, 10), "; "))
-	}
 }
 
 func head(s []string, n int) []string {

@@ -34,7 +34,10 @@ Prints the ShardMap's assignment as a table: a line with its shards, epoch and m
 registered pod in registration order with its version, how many shards it owns and which (ranges),
 then the unassigned shards. SHARDMAP is NAME (in --namespace) or NAMESPACE/NAME.
 
-Options:
+)";
+
+// The options and exit status of the commands that show one ShardMap.
+constexpr char kViewOptions[] = R"(Options:
   -n, --namespace NS   the ShardMap's namespace (default: the kubeconfig context's)
   --kubeconfig FILE    kubeconfig to use instead of the default search
   -h, --help           show this help
@@ -110,6 +113,26 @@ int runConnected(std::span<const std::string> args, CommandIo& io, std::string_v
   return withApi(args, io, *(*access)->api, (*access)->defaultNamespace);
 }
 
+// What a command shows of a ShardMap (shard_map_view.h).
+using MapView = StatusOr<std::string> (*)(const sharding::ShardMap&);
+
+// Reads the one ShardMap the arguments name and prints `view` of it.
+int printView(std::span<const std::string> args, CommandIo& io, kube::Client& api,
+              const std::string& defaultNamespace, std::string_view name, MapView view) {
+  StatusOr<ClusterArgs> a = parseClusterArgs(args);
+  if (!a.ok()) return usageError(io, name, a.status().message());
+  if (a->positional.size() > 1) return usageError(io, name, "one ShardMap at a time");
+  const std::optional<sharding::ShardMap> map = readNamed(*a, api, defaultNamespace, io, name);
+  if (!map) return kExitFailure;
+  StatusOr<std::string> text = view(*map);
+  if (!text.ok()) {
+    io.err << "kshardctl " << name << ": " << text.status().toString() << "\n";
+    return kExitFailure;
+  }
+  io.out << *text;
+  return kExitOk;
+}
+
 int runOwner(std::span<const std::string> args, CommandIo& io) {
   return runConnected(args, io, "owner", &runOwnerWith);
 }
@@ -142,18 +165,7 @@ int runOwnerWith(std::span<const std::string> args, CommandIo& io, kube::Client&
 
 int runMapWith(std::span<const std::string> args, CommandIo& io, kube::Client& api,
                const std::string& defaultNamespace) {
-  StatusOr<ClusterArgs> a = parseClusterArgs(args);
-  if (!a.ok()) return usageError(io, "map", a.status().message());
-  if (a->positional.size() > 1) return usageError(io, "map", "one ShardMap at a time");
-  const std::optional<sharding::ShardMap> map = readNamed(*a, api, defaultNamespace, io, "map");
-  if (!map) return kExitFailure;
-  StatusOr<std::string> table = formatMap(*map);
-  if (!table.ok()) {
-    io.err << "kshardctl map: " << table.status().toString() << "\n";
-    return kExitFailure;
-  }
-  io.out << *table;
-  return kExitOk;
+  return printView(args, io, api, defaultNamespace, "map", &formatMap);
 }
 
 const Command& ownerCommand() {
@@ -163,7 +175,8 @@ const Command& ownerCommand() {
 }
 
 const Command& mapCommand() {
-  static const Command command{"map", "a ShardMap's pods and their shards, as a table", kMapUsage,
+  static const std::string usage = std::string(kMapUsage) + kViewOptions;
+  static const Command command{"map", "a ShardMap's pods and their shards, as a table", usage,
                                runMap};
   return command;
 }

@@ -12,17 +12,18 @@
 namespace kshard::tools {
 namespace {
 
-std::array<const Command*, 6> commands() {
-  return {&shardOfCommand(), &ownerCommand(),    &mapCommand(),
+std::array<const Command*, 7> commands() {
+  return {&shardOfCommand(), &ownerCommand(),    &mapCommand(),   &topCommand(),
           &planCommand(),    &simulateCommand(), &doctorCommand()};
 }
 
 void printUsage(std::ostream& os) {
   os << "Usage: kshardctl <command> [arguments]\n\n"
         "kshardctl computes what kshard's sharding core computes: which shard an entity\n"
-        "belongs to and, from the cluster, which pod owns it; which shards a rebalance round\n"
-        "moves; how rebalancing plays out over time against other strategies. Installed as\n"
-        "kubectl-kshard on the PATH, it is the kubectl plugin `kubectl kshard <command>`.\n\n"
+        "belongs to and, from the cluster, which pod owns it and which pods and shards are\n"
+        "busiest; which shards a rebalance round moves; how rebalancing plays out over time\n"
+        "against other strategies. Installed as kubectl-kshard on the PATH, it is the kubectl\n"
+        "plugin `kubectl kshard <command>`.\n\n"
         "Commands:\n";
   for (const Command* c : commands()) {
     os << "  " << c->name << std::string(12 - c->name.size(), ' ') << c->summary << "\n";

@@ -34,7 +34,29 @@ Prints the ShardMap's assignment as a table: a line with its shards, epoch and m
 registered pod in registration order with its version, how many shards it owns and which (ranges),
 then the unassigned shards. SHARDMAP is NAME (in --namespace) or NAMESPACE/NAME.
 
-Options:
+)";
+
+constexpr char kTopUsage[] = R"(Usage: kshardctl top pods|shards [options] SHARDMAP
+       kubectl kshard top pods|shards [options] SHARDMAP
+
+Prints the load the operator measured, from the ShardMap's status, in app busy seconds per second
+(1.000: one app thread busy all the time). A header line gives the balance mode (spec.balance);
+the peak-to-mean, the busiest pod's load over the mean pod load; the tolerance the operator holds
+it to when balancing by load (1 + spec.loadTolerance); the hottest-shard bound, the lowest
+peak-to-mean any placement reaches given the hottest shard; and the total load.
+
+  top pods     each registered pod, busiest first: NAME SHARDS LOAD SHARE
+  top shards   the hottest shards, busiest first: SHARD POD LOAD SHARE. The status keeps only
+               the 10 hottest.
+
+SHARE is the percentage of the total load; "-" marks a load not measured yet. Until the pods have
+reported their load the header line says so, and the exit status is still 0. SHARDMAP is NAME (in
+--namespace) or NAMESPACE/NAME.
+
+)";
+
+// The options and exit status of the commands that show one ShardMap (map, top).
+constexpr char kViewOptions[] = R"(Options:
   -n, --namespace NS   the ShardMap's namespace (default: the kubeconfig context's)
   --kubeconfig FILE    kubeconfig to use instead of the default search
   -h, --help           show this help
@@ -96,11 +118,13 @@ std::optional<sharding::ShardMap> readNamed(const ClusterArgs& a, kube::Client& 
   return std::nullopt;
 }
 
-// Connects with the arguments' --kubeconfig, then runs `withApi`.
+// Connects with the arguments' --kubeconfig (those after the first `leading` ones, which name a
+// subcommand), then runs `withApi` on all of them.
 int runConnected(std::span<const std::string> args, CommandIo& io, std::string_view name,
                  int (*withApi)(std::span<const std::string>, CommandIo&, kube::Client&,
-                                const std::string&)) {
-  StatusOr<ClusterArgs> a = parseClusterArgs(args);
+                                const std::string&),
+                 std::size_t leading = 0) {
+  StatusOr<ClusterArgs> a = parseClusterArgs(args.subspan(leading));
   if (!a.ok()) return usageError(io, name, a.status().message());
   StatusOr<std::unique_ptr<KubeAccess>> access = connectToCluster(a->kubeconfig);
   if (!access.ok()) {
@@ -110,12 +134,57 @@ int runConnected(std::span<const std::string> args, CommandIo& io, std::string_v
   return withApi(args, io, *(*access)->api, (*access)->defaultNamespace);
 }
 
+// What a command shows of a ShardMap (shard_map_view.h).
+using MapView = StatusOr<std::string> (*)(const sharding::ShardMap&);
+
+// Reads the one ShardMap the arguments name and prints `view` of it.
+int printView(std::span<const std::string> args, CommandIo& io, kube::Client& api,
+              const std::string& defaultNamespace, std::string_view name, MapView view) {
+  StatusOr<ClusterArgs> a = parseClusterArgs(args);
+  if (!a.ok()) return usageError(io, name, a.status().message());
+  if (a->positional.size() > 1) return usageError(io, name, "one ShardMap at a time");
+  const std::optional<sharding::ShardMap> map = readNamed(*a, api, defaultNamespace, io, name);
+  if (!map) return kExitFailure;
+  StatusOr<std::string> text = view(*map);
+  if (!text.ok()) {
+    io.err << "kshardctl " << name << ": " << text.status().toString() << "\n";
+    return kExitFailure;
+  }
+  io.out << *text;
+  return kExitOk;
+}
+
+// `top`'s subcommand, its first argument: its name in errors and its view of the map.
+struct TopSubcommand {
+  std::string name;
+  MapView view;
+};
+
+StatusOr<TopSubcommand> topSubcommand(std::span<const std::string> args) {
+  if (args.empty() || args.front().starts_with("-")) {
+    return invalidArgument("name what to show first: top pods or top shards");
+  }
+  if (args.front() == "pods") return TopSubcommand{"top pods", &formatTopPods};
+  if (args.front() == "shards") {
+    return TopSubcommand{"top shards", [](const sharding::ShardMap& map) -> StatusOr<std::string> {
+                           return formatTopShards(map);
+                         }};
+  }
+  return invalidArgument("unknown subcommand \"" + args.front() + "\" (top pods or top shards)");
+}
+
 int runOwner(std::span<const std::string> args, CommandIo& io) {
   return runConnected(args, io, "owner", &runOwnerWith);
 }
 
 int runMap(std::span<const std::string> args, CommandIo& io) {
   return runConnected(args, io, "map", &runMapWith);
+}
+
+int runTop(std::span<const std::string> args, CommandIo& io) {
+  StatusOr<TopSubcommand> sub = topSubcommand(args);
+  if (!sub.ok()) return usageError(io, "top", sub.status().message());
+  return runConnected(args, io, sub->name, &runTopWith, 1);
 }
 
 }  // namespace
@@ -142,18 +211,14 @@ int runOwnerWith(std::span<const std::string> args, CommandIo& io, kube::Client&
 
 int runMapWith(std::span<const std::string> args, CommandIo& io, kube::Client& api,
                const std::string& defaultNamespace) {
-  StatusOr<ClusterArgs> a = parseClusterArgs(args);
-  if (!a.ok()) return usageError(io, "map", a.status().message());
-  if (a->positional.size() > 1) return usageError(io, "map", "one ShardMap at a time");
-  const std::optional<sharding::ShardMap> map = readNamed(*a, api, defaultNamespace, io, "map");
-  if (!map) return kExitFailure;
-  StatusOr<std::string> table = formatMap(*map);
-  if (!table.ok()) {
-    io.err << "kshardctl map: " << table.status().toString() << "\n";
-    return kExitFailure;
-  }
-  io.out << *table;
-  return kExitOk;
+  return printView(args, io, api, defaultNamespace, "map", &formatMap);
+}
+
+int runTopWith(std::span<const std::string> args, CommandIo& io, kube::Client& api,
+               const std::string& defaultNamespace) {
+  StatusOr<TopSubcommand> sub = topSubcommand(args);
+  if (!sub.ok()) return usageError(io, "top", sub.status().message());
+  return printView(args.subspan(1), io, api, defaultNamespace, sub->name, sub->view);
 }
 
 const Command& ownerCommand() {
@@ -163,8 +228,16 @@ const Command& ownerCommand() {
 }
 
 const Command& mapCommand() {
-  static const Command command{"map", "a ShardMap's pods and their shards, as a table", kMapUsage,
+  static const std::string usage = std::string(kMapUsage) + kViewOptions;
+  static const Command command{"map", "a ShardMap's pods and their shards, as a table", usage,
                                runMap};
+  return command;
+}
+
+const Command& topCommand() {
+  static const std::string usage = std::string(kTopUsage) + kViewOptions;
+  static const Command command{"top", "the measured load of a ShardMap's pods or hottest shards",
+                               usage, runTop};
   return command;
 }
 

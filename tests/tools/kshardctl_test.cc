@@ -14,6 +14,7 @@ TEST(KshardctlTest, HelpListsEveryCommand) {
     EXPECT_EQ(r.out.rfind("Usage: kshardctl <command>", 0), 0u) << r.out;
     EXPECT_NE(r.out.find("\n  shard-of "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\n  plan "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n  top "), std::string::npos) << r.out;
   }
 }
 
@@ -33,6 +34,8 @@ TEST(KshardctlTest, UnknownCommandExitsWithTwoAndUsage) {
 
 TEST(KshardctlTest, CommandHelpIsThatCommandsUsage) {
   EXPECT_EQ(runInProcess({"plan", "-h"}).out.rfind("Usage: kshardctl plan", 0), 0u);
+  EXPECT_EQ(
+      runInProcess({"top", "pods", "--help"}).out.rfind("Usage: kshardctl top pods|shards", 0), 0u);
   EXPECT_EQ(runInProcess({"shard-of", "--shards", "3", "--help"})
                 .out.rfind("Usage: kshardctl shard-of", 0),
             0u);

@@ -1,9 +1,10 @@
-// `kshardctl owner` and `kshardctl map` (the kubectl plugin's commands) against an in-memory API
+// `kshardctl owner`, `map` and `top` (the kubectl plugin's commands) against an in-memory API
 // server holding a ShardMap.
 #include "tools/shard_map_commands.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,6 +49,38 @@ json counterMap() {
             {"unassignedCount", 1}}}};
 }
 
+// counterMap() with measured load, balancing by load: p1 0.3, p2 0.9 (shards 7 and 6 the
+// hottest), p3 registered but not measured yet.
+json loadedMap() {
+  json m = counterMap();
+  m["spec"]["balance"] = "load";
+  m["spec"]["loadTolerance"] = 0.25;
+  m["status"]["pods"][0]["load"] = 0.3;
+  m["status"]["pods"][1]["load"] = 0.9;
+  m["status"]["pods"].push_back({{"name", "p3"}, {"version", "2.0.0"}});
+  m["status"]["podCount"] = 3;
+  m["status"]["load"] = {{"peakToMean", 1.5},
+                         {"bound", 1.05},
+                         {"total", 1.2},
+                         {"hottest",
+                          {{{"shard", 6}, {"pod", "p2"}, {"load", 0.35}},
+                           {{"shard", 7}, {"pod", "p2"}, {"load", 0.4}},
+                           {{"shard", 2}, {"pod", "p1"}, {"load", 0.1}}}}};
+  return m;
+}
+
+// The words of each line of `text`.
+std::vector<std::vector<std::string>> wordsOfLines(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    out.emplace_back();
+    for (std::string w; in >> w;) out.back().push_back(w);
+  }
+  return out;
+}
+
 class ShardMapCommandsTest : public ::testing::Test {
  protected:
   ShardMapCommandsTest() {
@@ -68,6 +101,9 @@ class ShardMapCommandsTest : public ::testing::Test {
   }
   Run map(std::vector<std::string> args, const std::string& ns = "default") {
     return run(&runMapWith, std::move(args), ns);
+  }
+  Run top(std::vector<std::string> args, const std::string& ns = "default") {
+    return run(&runTopWith, std::move(args), ns);
   }
 
   ManualScheduler scheduler_;
@@ -169,6 +205,104 @@ TEST_F(ShardMapCommandsTest, AStatusWithTwoOwnersForAShardIsReportedNotShown) {
   EXPECT_EQ(r.exitCode, kExitFailure);
   EXPECT_NE(r.err.find("inconsistent status"), std::string::npos) << r.err;
   EXPECT_EQ(map({"demo/counter"}).exitCode, kExitFailure);
+}
+
+TEST_F(ShardMapCommandsTest, TopPodsListsThePodsBusiestFirstAndUnmeasuredOnesLast) {
+  server_.put(kube::resources::kShardMaps, loadedMap());
+  const Run r = top({"pods", "-n", "demo", "counter"});
+  ASSERT_EQ(r.exitCode, kExitOk) << r.err;
+  const auto lines = wordsOfLines(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  EXPECT_EQ(r.out.rfind("demo/counter: balance load, peak-to-mean 1.50 (tolerance 1.25, "
+                        "hottest-shard bound 1.05), total load 1.200\n",
+                        0),
+            0u)
+      << r.out;
+  EXPECT_EQ(lines[1], (std::vector<std::string>{"NAME", "SHARDS", "LOAD", "SHARE"}));
+  EXPECT_EQ(lines[2], (std::vector<std::string>{"p2", "4", "0.900", "75.0%"}));
+  EXPECT_EQ(lines[3], (std::vector<std::string>{"p1", "5", "0.300", "25.0%"}));
+  EXPECT_EQ(lines[4], (std::vector<std::string>{"p3", "0", "-", "-"}));
+}
+
+TEST_F(ShardMapCommandsTest, TopNamesTheToleranceOnlyWhenBalancingByLoad) {
+  json m = loadedMap();
+  m["spec"]["balance"] = "count";
+  server_.put(kube::resources::kShardMaps, m);
+  const Run r = top({"pods", "demo/counter"});
+  ASSERT_EQ(r.exitCode, kExitOk) << r.err;
+  EXPECT_EQ(r.out.rfind("demo/counter: balance count, peak-to-mean 1.50 (hottest-shard bound "
+                        "1.05), total load 1.200\n",
+                        0),
+            0u)
+      << r.out;
+}
+
+TEST_F(ShardMapCommandsTest, TopShardsListsTheHottestShardsBusiestFirst) {
+  server_.put(kube::resources::kShardMaps, loadedMap());
+  const Run r = top({"shards", "demo/counter"});
+  ASSERT_EQ(r.exitCode, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("the status keeps only the 10 hottest"), std::string::npos) << r.out;
+  const auto lines = wordsOfLines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_EQ(lines[2], (std::vector<std::string>{"SHARD", "POD", "LOAD", "SHARE"}));
+  EXPECT_EQ(lines[3], (std::vector<std::string>{"7", "p2", "0.400", "33.3%"}));
+  EXPECT_EQ(lines[4], (std::vector<std::string>{"6", "p2", "0.350", "29.2%"}));
+  EXPECT_EQ(lines[5], (std::vector<std::string>{"2", "p1", "0.100", "8.3%"}));
+}
+
+TEST_F(ShardMapCommandsTest, TopSaysWhenThePodsHaveNotReportedLoadYet) {
+  // counterMap() has no status.load and no pod load.
+  const Run pods = top({"pods", "demo/counter"});
+  ASSERT_EQ(pods.exitCode, kExitOk) << pods.err;
+  EXPECT_EQ(pods.err, "");
+  EXPECT_EQ(pods.out.rfind("demo/counter: balance count; the pods have not reported their load "
+                           "yet (no status.load)\n",
+                           0),
+            0u)
+      << pods.out;
+  const auto lines = wordsOfLines(pods.out);
+  ASSERT_EQ(lines.size(), 4u) << pods.out;
+  EXPECT_EQ(lines[2], (std::vector<std::string>{"p1", "5", "-", "-"}));
+  EXPECT_EQ(lines[3], (std::vector<std::string>{"p2", "4", "-", "-"}));
+  const Run shards = top({"shards", "demo/counter"});
+  ASSERT_EQ(shards.exitCode, kExitOk) << shards.err;
+  EXPECT_EQ(shards.out,
+            "demo/counter: balance count; the pods have not reported their load yet (no "
+            "status.load)\n");
+}
+
+TEST_F(ShardMapCommandsTest, TopShardsSaysWhenNoShardWasMeasuredBusy) {
+  json m = loadedMap();
+  m["status"]["load"]["hottest"] = json::array();
+  server_.put(kube::resources::kShardMaps, m);
+  const Run r = top({"shards", "demo/counter"});
+  ASSERT_EQ(r.exitCode, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("\nno shard has measured any load\n"), std::string::npos) << r.out;
+}
+
+TEST_F(ShardMapCommandsTest, TopRejectsAMissingOrUnknownSubcommandWithOneLine) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{},
+                                               {"demo/counter"},
+                                               {"-n", "demo", "pods", "counter"},
+                                               {"pod", "demo/counter"}}) {
+    const Run r = top(args);
+    EXPECT_EQ(r.exitCode, kExitUsage) << r.out;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("kshardctl top: ", 0), 0u) << r.err;
+  }
+  EXPECT_EQ(top({"pod", "demo/counter"}).err,
+            "kshardctl top: unknown subcommand \"pod\" (top pods or top shards)\n");
+}
+
+TEST_F(ShardMapCommandsTest, TopRejectsBadArgumentsAndReportsAMissingShardMap) {
+  EXPECT_EQ(top({"pods"}).err, "kshardctl top pods: no ShardMap named\n");
+  EXPECT_EQ(top({"shards", "--bogus", "demo/counter"}).exitCode, kExitUsage);
+  EXPECT_EQ(top({"pods", "demo/counter", "demo/other"}).exitCode, kExitUsage);
+  const Run missing = top({"shards", "demo/nothing"});
+  EXPECT_EQ(missing.exitCode, kExitFailure);
+  EXPECT_EQ(missing.err.rfind("kshardctl top shards: ", 0), 0u) << missing.err;
+  EXPECT_NE(missing.err.find("NotFound"), std::string::npos) << missing.err;
 }
 
 }  // namespace

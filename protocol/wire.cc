@@ -149,10 +149,13 @@ std::string encode(const UnregisterDeferred& r) {
 }
 std::string encode(const NotifyUnhealthyRequest& r) { return json{{"pod", r.pod}}.dump(); }
 std::string encode(const PingResponse& r) {
-  json load = json::array();
-  for (const auto& [shard, value] : r.load) load.push_back(json::array({shard, value}));
-  return encodeWithIdentity(r.pod, r.uid, r.incarnation,
-                            {{"epoch", r.epoch}, {"shards", r.shards}, {"load", std::move(load)}});
+  json fields{{"epoch", r.epoch}, {"shards", r.shards}};
+  if (r.load) {
+    json load = json::array();
+    for (const auto& [shard, value] : *r.load) load.push_back(json::array({shard, value}));
+    fields["load"] = std::move(load);
+  }
+  return encodeWithIdentity(r.pod, r.uid, r.incarnation, std::move(fields));
 }
 std::string encode(const ShardsRequest& r) {
   return encodeWithIdentity(
@@ -248,11 +251,12 @@ StatusOr<Target> decodeTarget(std::string_view body) {
 namespace {
 
 // [[shard, load], ...], optional: shard ids >= 1 (the caller bounds them by its count), loads
-// finite and >= 0.
+// finite and >= 0; a load above kMaxShardLoad is taken as that.
 Status readShardLoads(const json& j, const char* field,
-                      std::vector<std::pair<sharding::ShardId, double>>& out) {
+                      std::optional<std::vector<std::pair<sharding::ShardId, double>>>& result) {
   const auto it = j.find(field);
   if (it == j.end()) return {};
+  auto& out = result.emplace();
   const auto bad = [field] {
     return invalidArgument(std::string(field) + ": must be an array of [shard, load] pairs");
   };
@@ -268,7 +272,7 @@ Status readShardLoads(const json& j, const char* field,
     if (shard < 1 || shard > sharding::kMaxShardCount || !(load >= 0 && std::isfinite(load))) {
       return bad();
     }
-    out.emplace_back(static_cast<sharding::ShardId>(shard), load);
+    out.emplace_back(static_cast<sharding::ShardId>(shard), std::min(load, kMaxShardLoad));
   }
   return {};
 }

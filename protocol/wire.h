@@ -142,9 +142,13 @@ struct PingResponse {
   Epoch epoch = 0;     // highest epoch this pod holds a shard at
   std::string shards;  // owned shards, range form (not parsed: the caller knows the count)
   // The measured load of the owned shards that carry any: seconds the app spent on the shard's
-  // messages per second (sidecar/shard_load.h). Owned shards not listed carry none.
-  std::vector<std::pair<sharding::ShardId, double>> load;
+  // messages per second (sidecar/shard_load.h). Owned shards not listed carry none. Absent: a
+  // sidecar that does not measure load (an older release), which says nothing of its shards.
+  std::optional<std::vector<std::pair<sharding::ShardId, double>>> load;
 };
+// The largest load a ping answer may report for a shard (app seconds per second: a million
+// turns at once); larger figures are taken as this, so that sums of them stay finite.
+inline constexpr double kMaxShardLoad = 1e6;
 
 // POST /v1/shards/assign and /v1/shards/unassign.
 //

@@ -256,6 +256,11 @@ std::vector<ShardLoad> EntityRegistry::sampleLoad(Duration halfLife) {
       shard.messageRate = keep * shard.messageRate + (1 - keep) * messages;
       shard.busyRate = keep * shard.busyRate + (1 - keep) * busy;
       shard.weight = keep * shard.weight + (1 - keep);
+      // A shard that went quiet decays towards zero without reaching it: flush what no reader
+      // would tell from nothing before it turns subnormal.
+      for (double* rate : {&shard.messageRate, &shard.busyRate}) {
+        if (*rate < kNegligibleRate) *rate = 0;
+      }
       shard.messages = 0;
       shard.busy = Duration{0};
     }

@@ -216,8 +216,9 @@ void PeerApi::ping(http::Request request, http::Responder responder) {
   for (ShardId s : owned) p.epoch = std::max<Epoch>(p.epoch, registry_.ownedEpoch(s).value_or(0));
   p.shards = sharding::ShardSet::of(owned).toString();
   // The operator balances by it (spec.balance: load) and shows it in the map's status.
+  auto& load = p.load.emplace();
   for (const ShardLoad& l : registry_.sampleLoad(kLoadHalfLife)) {
-    if (l.busy > 0) p.load.emplace_back(l.shard, l.busy);
+    if (l.busy > 0) load.emplace_back(l.shard, l.busy);
   }
   responder.send(http::Response::json(200, protocol::encode(p)));
 }

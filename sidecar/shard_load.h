@@ -11,6 +11,9 @@ namespace kshard::sidecar {
 
 // How fast a shard's measured load forgets: a minute-old rate counts half.
 inline constexpr std::chrono::seconds kLoadHalfLife{60};
+// Rates below this (per second) are reported as none: a shard that went quiet reaches it within
+// half an hour of half-lives instead of decaying forever.
+inline constexpr double kNegligibleRate = 1e-9;
 
 struct ShardLoad {
   sharding::ShardId shard = 0;

@@ -160,7 +160,8 @@ TEST(WireTest, ShardMapRefsAreValidatedNames) {
 }
 
 TEST(WireTest, PingAndEpochRoundTrip) {
-  PingResponse p{"p1", "u1", "inc", 9, "1-4", {{2, 0.25}, {4, 1.5}}};
+  PingResponse p{"p1", "u1", "inc", 9, "1-4", {}};
+  p.load = {{2, 0.25}, {4, 1.5}};
   auto back = decodePingResponse(encode(p));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->shards, "1-4");
@@ -170,7 +171,13 @@ TEST(WireTest, PingAndEpochRoundTrip) {
   // A sidecar that predates load reports: no field, no load.
   auto old = decodePingResponse(R"({"pod":"p1","uid":"u1","incarnation":"i","epoch":1,"shards":""})");
   ASSERT_TRUE(old.ok());
-  EXPECT_TRUE(old->load.empty());
+  EXPECT_FALSE(old->load.has_value());
+  EXPECT_EQ(encode(*old).find("load"), std::string::npos);
+  // A figure beyond any app's is taken as the largest, so that sums of them stay finite.
+  auto huge = decodePingResponse(
+      R"({"pod":"p1","uid":"u1","incarnation":"i","epoch":1,"shards":"1","load":[[1,1e300]]})");
+  ASSERT_TRUE(huge.ok());
+  EXPECT_EQ((*huge->load)[0].second, kMaxShardLoad);
   for (const char* bad : {R"("x")", "[[0, 1]]", "[[1, -1]]", "[[1]]", R"([[1, "a"]])", "[[1.5, 1]]"}) {
     const std::string body =
         std::string(R"({"pod":"p1","uid":"u1","incarnation":"i","epoch":1,"shards":"","load":)") +

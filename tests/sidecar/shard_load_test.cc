@@ -92,5 +92,17 @@ TEST_F(ShardLoadTest, ASampleRightAfterAnotherChangesNothing) {
   EXPECT_DOUBLE_EQ(a[1].busy, b[1].busy);
 }
 
+TEST_F(ShardLoadTest, AShardThatWentQuietReachesZeroRatherThanDecayingForever) {
+  traffic(1, 10, milliseconds(100));
+  // Sampled every 20 s, as the operator's pings do, with no more traffic: each sample keeps
+  // 0.79 of the rate, which without a floor would settle on the smallest subnormal for good.
+  double busy = 1;
+  for (int i = 0; i < 10000 && busy > 0; ++i) {
+    scheduler_.advance(seconds(20));
+    busy = registry_.sampleLoad(seconds(60))[0].busy;
+  }
+  EXPECT_EQ(busy, 0);
+}
+
 }  // namespace
 }  // namespace kshard::sidecar

@@ -64,7 +64,7 @@ struct Round {
   std::vector<bool> canReceive;
   std::set<PodLoad> receivers;
   std::int32_t budget = 0;
-  double target = 0;
+  double receiverCap = 0;  // (1 + tolerance) x mean: no move takes a receiver above it
   std::vector<Move> moves;
 
   void stopReceiving(PodIndex p) {
@@ -82,14 +82,14 @@ struct Round {
     receivers.insert({podLoad[static_cast<std::size_t>(to)], to});
   }
 
-  // Moves shards off `donor` while it is above the target, the budget lasts and a receiver has
+  // Moves shards off `donor` while it is above its target, the budget lasts and a receiver has
   // room for one of its candidates.
-  void relieve(PodIndex donor, std::set<ShardLoad> candidates, double mean) {
+  void relieve(PodIndex donor, double target, std::set<ShardLoad> candidates, double mean) {
     stopReceiving(donor);  // it gives in this round, so it takes nothing back
     const auto d = static_cast<std::size_t>(donor);
     while (podLoad[d] > target && budget > 0 && !receivers.empty() && !candidates.empty()) {
       const auto [receiverLoad, receiver] = *receivers.begin();
-      const auto pick = pickShard(candidates, target - receiverLoad, podLoad[d] - mean);
+      const auto pick = pickShard(candidates, receiverCap - receiverLoad, podLoad[d] - mean);
       if (pick == candidates.end()) return;
       const auto [load, shard] = *pick;
       candidates.erase(pick);
@@ -161,14 +161,20 @@ StatusOr<std::vector<Move>> decideByLoad(const LoadPlanningInput& in) {
               .canReceive = eligibleReceivers(base.pods),
               .receivers = {},
               .budget = periodicReceiveCap(base.shardCount, base.rebalanceRate),
-              .target = std::max((1 + in.tolerance) * summary.mean, summary.bound * summary.mean),
+              .receiverCap = (1 + in.tolerance) * summary.mean,
               .moves = {}};
+  // Each pod's target: the receivers' cap, or its own hottest shard, which it cannot go below.
+  std::vector<double> target(base.pods.size(), round.receiverCap);
+  for (std::size_t i = 0; i < base.owners.size(); ++i) {
+    const auto owner = static_cast<std::size_t>(base.owners[i]);
+    target[owner] = std::max(target[owner], in.load[i]);
+  }
   std::vector<PodIndex> donors;
   std::vector<bool> isDonor(base.pods.size(), false);
   for (std::size_t p = 0; p < base.pods.size(); ++p) {
     const auto pod = static_cast<PodIndex>(p);
     if (round.canReceive[p]) round.receivers.insert({round.podLoad[p], pod});
-    if (round.podLoad[p] > round.target) {
+    if (round.podLoad[p] > target[p]) {
       donors.push_back(pod);
       isDonor[p] = true;
     }
@@ -181,7 +187,8 @@ StatusOr<std::vector<Move>> decideByLoad(const LoadPlanningInput& in) {
   std::vector<std::set<ShardLoad>> movable = movableShards(in, isDonor);
   for (PodIndex donor : donors) {
     if (round.budget <= 0) break;
-    round.relieve(donor, std::move(movable[static_cast<std::size_t>(donor)]), summary.mean);
+    const auto d = static_cast<std::size_t>(donor);
+    round.relieve(donor, target[d], std::move(movable[d]), summary.mean);
   }
   return std::move(round.moves);
 }

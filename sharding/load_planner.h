@@ -6,19 +6,21 @@
 // it; the operator unassigns before it assigns.
 //
 // One round, with L(p) the summed load of pod p's shards and mean = total load / registered pods:
-//   1. The target is T = max((1 + tolerance) x mean, h), where h is the load of the hottest shard:
-//      a shard cannot be split, so no placement has a peak below h (`bound` in LoadSummary).
-//   2. Donors are the pods with L(p) > T, most loaded first. For each donor, while it is above T
-//      and the round's budget lasts: the receiver is the least loaded pod that can receive; the
-//      candidates are the donor's shards that keep the receiver at or below T, carry load, and
-//      have not moved in the last `cooldownRounds` rounds. Of those, the heaviest that takes the
-//      donor no lower than the mean, else the lightest (the one that overshoots least). No
-//      candidate: the donor is left for a later round.
+//   1. The receivers' cap is C = (1 + tolerance) x mean. Pod p's target is T(p) = max(C, h(p)),
+//      where h(p) is the load of p's hottest shard: a shard cannot be split, so p cannot go below
+//      it, and the hottest shard of all bounds every placement's peak (`bound` in LoadSummary).
+//   2. Donors are the pods with L(p) > T(p), most loaded first. For each donor, while it is above
+//      its target and the round's budget lasts: the receiver is the least loaded pod that can
+//      receive; the candidates are the donor's shards that keep the receiver at or below C,
+//      carry load, and have not moved in the last `cooldownRounds` rounds. Of those, the
+//      heaviest that takes the donor no lower than the mean, else the lightest (the one that
+//      overshoots least). No candidate: the donor is left for a later round.
 //   3. The budget is periodicReceiveCap(shards, rebalanceRate) moves in the round, in all.
 //
-// Hysteresis: a move never takes its receiver above T, so a pod that received never becomes a
-// donor from that, and a map with every pod at or below T is left alone; the cooldown keeps a
-// shard whose load swings from moving back and forth. Shards with no load never move.
+// Hysteresis: a move never takes its receiver above C <= its target, so a pod that received never
+// becomes a donor from that, and a map with every pod at or below its target is left alone; the
+// cooldown keeps a shard whose load swings from moving back and forth. Shards with no load never
+// move. One hot shard exempts only its own pod: the others still even out below C.
 //
 // Unassigned shards are not placed here: with any, the round decides nothing, and the count
 // planner's placement round places them (their load is unknown until someone serves them).

@@ -123,12 +123,23 @@ bool ControllerContext::movesPending(const ShardMap& map, const ShardTable& tabl
     auto it = runtime.find(p.name);
     pods.push_back(it != runtime.end() ? it->second : PodRuntime{});
   }
-  auto input = planningInput(map, table, pods, false);
-  auto moves = balancesByLoad(map, table, loads)
-                   ? sharding::decideByLoad(
-                         loadPlanningInput(std::move(input), loads, map.spec.loadTolerance))
-                   : sharding::decide(input, dryRun);
+  auto moves = decideMoves(map, table, pods, false, dryRun);
   return moves.ok() && !moves->empty();
+}
+
+StatusOr<std::vector<sharding::Move>> ControllerContext::decideMoves(
+    const ShardMap& map, const ShardTable& table, const std::vector<PodRuntime>& pods,
+    bool immediate, Random& random) const {
+  if (!immediate && map.spec.balance == sharding::Balance::kLoad) {
+    if (balancesByLoad(map, table, loads)) {
+      return sharding::decideByLoad(loadPlanningInput(planningInput(map, table, pods, false),
+                                                      loads, map.spec.loadTolerance,
+                                                      d.scheduler.clock().now(),
+                                                      map.spec.rebalanceInterval));
+    }
+    return sharding::decide(planningInput(map, table, pods, true), random);
+  }
+  return sharding::decide(planningInput(map, table, pods, immediate), random);
 }
 
 void ControllerContext::setConditions(ShardMap& map, const ShardTable& table, bool retry) const {

@@ -150,6 +150,14 @@ struct ControllerContext {
   std::vector<PodRuntime> runtimeVector() const;
   void setConditions(sharding::ShardMap& map, const sharding::ShardTable& table,
                      bool retryPending) const;
+  // The planner's moves for a round on `map` owned as `table`: with spec.balance load, a
+  // periodic round with every pod's load known asks the load planner, and without it only
+  // places unassigned shards (counts are not what this map balances); otherwise the count
+  // planner's round.
+  StatusOr<std::vector<sharding::Move>> decideMoves(const sharding::ShardMap& map,
+                                                  const sharding::ShardTable& table,
+                                                  const std::vector<PodRuntime>& pods,
+                                                  bool immediate, Random& random) const;
   void event(EventType type, std::string reason, std::string message);
 
   // Reloads the map from the store when stale; `then` runs on the strand.

@@ -151,8 +151,11 @@ std::string readPing(const sharding::RegisteredPod& pod,
     } else {
       out.state = PingOutcome::State::kAnswered;
       held->forEach([&](sharding::ShardId s) { out.held.push_back(s); });
-      for (const auto& entry : answer->load) {
-        if (entry.first <= shardCount) out.load.push_back(entry);
+      if (answer->load) {
+        out.reportsLoad = true;
+        for (const auto& entry : *answer->load) {
+          if (entry.first <= shardCount) out.load.push_back(entry);
+        }
       }
     }
   }

@@ -52,8 +52,10 @@ struct PingOutcome {
   enum class State { kNotPinged, kFailed, kAnswered };
   State state = State::kNotPinged;
   Shards held;  // what the pod says it owns (kAnswered only)
-  // The measured load of the shards it listed (kAnswered only; shard_loads.h).
+  // The measured load of the shards it listed (kAnswered only; shard_loads.h). `reportsLoad`:
+  // the answer carried the field (a sidecar of an older release does not measure load).
   std::vector<std::pair<ShardId, double>> load;
+  bool reportsLoad = false;
 };
 
 struct RoundPlan {

@@ -98,13 +98,8 @@ void RoundRunner::decide(const RoundPtr& round) {
         health_.queueRemoval(p.name, "the pod informer shows it dead");
       }
     }
-    auto input =
-        planningInput(c_.current, round->table, c_.runtimeVector(), round->request.immediate);
-    // spec.balance: load moves shards by the load the last periodic round's pings reported.
-    auto moves = !round->request.immediate && balancesByLoad(c_.current, round->table, c_.loads)
-                     ? sharding::decideByLoad(loadPlanningInput(std::move(input), c_.loads,
-                                                                c_.current.spec.loadTolerance))
-                     : sharding::decide(input, c_.d.random);
+    auto moves = c_.decideMoves(c_.current, round->table, c_.runtimeVector(),
+                              round->request.immediate, c_.d.random);
     if (!moves.ok()) {
       c_.log.error("planner refused its input", {{"error", moves.status().toString()}});
       return finish(round, "failed");
@@ -198,23 +193,46 @@ void RoundRunner::persist(const RoundPtr& round) {
     sharding::writeShardTable(commit.table, next.status);
     next.status.epoch = commit.epoch;
   }
-  recordMoves(c_.loads, c_.current.spec.shards, commit.applied);
-  // status.load, refreshed by periodic rounds: with this write, or alone every so often.
-  const SteadyTime now = c_.d.scheduler.clock().now();
-  if (!round->request.immediate && loadStatusDue(c_.loads, now, commit.persist)) {
-    writeLoadStatus(next.status, commit.table, c_.loads);
-    c_.loads.statusWritten = now;
-  }
+  const bool writesLoad = !round->request.immediate && refreshLoad(next, commit);
   c_.setConditions(next, commit.table, !round->failed.empty());
   if (next.status == c_.current.status) return then(round, Step::kAssign);
-  c_.persist(std::move(next), [this, round](Status written) {
+  c_.persist(std::move(next), [this, round, writesLoad](Status written) {
     // Epoch rule 6: without the write nothing is assigned. Conflict: another writer moved the
     // object on; the next round starts from what it wrote.
     if (!written.ok()) {
       return finish(round, written.code() == StatusCode::kConflict ? "conflict" : "failed");
     }
+    loadWritten(*round->commit, writesLoad);
     then(round, Step::kAssign);
   });
+}
+
+// status.load with this round's write, or alone when due and changed materially (every write
+// reaches every sidecar that watches the map). Returns whether `next` carries new figures.
+bool RoundRunner::refreshLoad(ShardMap& next, const RoundCommit& commit) {
+  if (!loadStatusDue(c_.loads, c_.d.scheduler.clock().now(), commit.persist)) return false;
+  sharding::ShardMapStatus measured = next.status;
+  writeLoadStatus(measured, commit.table, c_.loads);
+  if (!commit.persist && !loadMateriallyChanged(next.status, measured)) return false;
+  next.status = std::move(measured);
+  return true;
+}
+
+// After the round's write: its moves start their cooldown, and a load the API server dropped
+// means a CRD older than status.load (the write loop it would cause is stopped).
+void RoundRunner::loadWritten(const RoundCommit& commit, bool wroteLoad) {
+  const SteadyTime now = c_.d.scheduler.clock().now();
+  recordMoves(c_.loads, c_.current.spec.shards, commit.applied, now);
+  if (!wroteLoad) return;
+  c_.loads.statusWritten = now;
+  if (!c_.current.status.load && !c_.loads.statusDropped) {
+    c_.loads.statusDropped = true;
+    const std::string why =
+        "the API server dropped status.load: the installed ShardMap CRD predates it; apply "
+        "the chart's crds/ to see the load (balance: load still works)";
+    c_.log.warn(why, {});
+    c_.event(EventType::kWarning, "OutdatedCRD", why);
+  }
 }
 
 // 5. Assign, at the persisted epoch (epoch rule 3). Assign is idempotent.

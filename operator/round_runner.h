@@ -49,6 +49,10 @@ class RoundRunner : public ControllerOperation {
   void assign(const RoundPtr& round);
   void checkFailed(const RoundPtr& round);
   void finish(const RoundPtr& round, std::string_view result);
+  // status.load: refreshed into `next` when due (shard_loads.h), and the bookkeeping after the
+  // write.
+  bool refreshLoad(sharding::ShardMap& next, const RoundCommit& commit);
+  void loadWritten(const RoundCommit& commit, bool wroteLoad);
   // Step 7: the conditions as of now, written only when they changed.
   void writeConditions(const RoundPtr& round);
 

@@ -7,19 +7,17 @@
 namespace kshard::manager {
 namespace {
 
-// A shard that never moved: its cooldown is long over.
-constexpr std::int64_t kNeverMoved = std::numeric_limits<std::int64_t>::min() / 2;
-
 void ensureSized(ShardLoads& loads, std::int32_t shardCount) {
   const auto n = static_cast<std::size_t>(shardCount);
   if (loads.load.size() == n) return;
   loads.load.assign(n, 0);
-  loads.movedAt.assign(n, kNeverMoved);
+  loads.movedAt.assign(n, std::nullopt);
+  loads.movedSinceReport.assign(n, false);
 }
 
-// `value` with 3 significant digits.
+// `value` with 3 significant digits; 0 below 1e-9 (and for anything not a finite number).
 double rounded(double value) {
-  if (value <= 0 || !std::isfinite(value)) return 0;
+  if (!(value >= 1e-9) || !std::isfinite(value)) return 0;
   const double scale = std::pow(10.0, 2 - std::floor(std::log10(value)));
   return std::round(value * scale) / scale;
 }
@@ -29,50 +27,71 @@ double rounded(double value) {
 void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
                  const std::vector<PingOutcome>& pings) {
   ensureSized(loads, table.shardCount());
+  bool complete = true;
   for (std::size_t p = 0; p < pings.size(); ++p) {
     const PingOutcome& ping = pings[p];
     if (ping.state != PingOutcome::State::kAnswered) continue;
+    if (!ping.reportsLoad) {
+      complete = false;
+      continue;
+    }
     loads.measured = true;
     const auto ours = [&](ShardId s) {
       return s >= 1 && s <= table.shardCount() && table.owner(s) == static_cast<PodIndex>(p) &&
              std::binary_search(ping.held.begin(), ping.held.end(), s);
     };
     for (ShardId s : ping.held) {
-      if (ours(s)) loads.load[static_cast<std::size_t>(s - 1)] = 0;
+      const auto i = static_cast<std::size_t>(s - 1);
+      if (!ours(s)) continue;
+      // Not listed: no load, unless it just arrived and no turn of it has ended yet.
+      if (!loads.movedSinceReport[i]) loads.load[i] = 0;
+      loads.movedSinceReport[i] = false;
     }
     for (const auto& [s, value] : ping.load) {
       if (ours(s)) loads.load[static_cast<std::size_t>(s - 1)] = value;
     }
   }
-  ++loads.periodicRounds;
+  loads.complete = complete;
 }
 
-void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied) {
+void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied,
+                 SteadyTime now) {
   ensureSized(loads, shardCount);
-  for (const Move& m : applied) loads.movedAt[static_cast<std::size_t>(m.shard - 1)] =
-      loads.periodicRounds;
+  for (const Move& m : applied) {
+    const auto i = static_cast<std::size_t>(m.shard - 1);
+    loads.movedAt[i] = now;
+    loads.movedSinceReport[i] = true;
+  }
 }
 
 bool balancesByLoad(const sharding::ShardMap& map, const sharding::ShardTable& table,
                     const ShardLoads& loads) {
-  if (map.spec.balance != sharding::Balance::kLoad || !loads.measured) return false;
+  if (map.spec.balance != sharding::Balance::kLoad || !loads.measured || !loads.complete) {
+    return false;
+  }
   if (loads.load.size() != static_cast<std::size_t>(table.shardCount())) return false;
   const auto owners = table.owners();
   return std::find(owners.begin(), owners.end(), sharding::kNoPod) == owners.end();
 }
 
 sharding::LoadPlanningInput loadPlanningInput(sharding::PlanningInput base,
-                                              const ShardLoads& loads, double tolerance) {
+                                              const ShardLoads& loads, double tolerance,
+                                              SteadyTime now, Duration interval) {
   sharding::LoadPlanningInput in;
   in.base = std::move(base);
   in.load = loads.load;
-  in.roundsSinceMoved.reserve(loads.movedAt.size());
-  for (std::int64_t at : loads.movedAt) {
-    const std::int64_t since = loads.periodicRounds - at;
-    in.roundsSinceMoved.push_back(
-        static_cast<std::int32_t>(std::min<std::int64_t>(since, in.cooldownRounds + 1)));
-  }
   in.tolerance = tolerance;
+  const std::int32_t longAgo = in.cooldownRounds + 1;
+  in.roundsSinceMoved.reserve(loads.movedAt.size());
+  for (const auto& at : loads.movedAt) {
+    if (!at || interval <= Duration::zero()) {
+      in.roundsSinceMoved.push_back(longAgo);
+      continue;
+    }
+    const auto rounds = (now - *at) / interval;
+    in.roundsSinceMoved.push_back(
+        static_cast<std::int32_t>(std::clamp<std::int64_t>(rounds, 0, longAgo)));
+  }
   return in;
 }
 
@@ -92,7 +111,7 @@ void writeLoadStatus(sharding::ShardMapStatus& status, const sharding::ShardTabl
   out.total = rounded(total);
   std::vector<ShardId> hottest;
   for (std::size_t i = 0; i < loads.load.size(); ++i) {
-    if (loads.load[i] > 0 && owners[i] != sharding::kNoPod) {
+    if (rounded(loads.load[i]) > 0 && owners[i] != sharding::kNoPod) {
       hottest.push_back(static_cast<ShardId>(i + 1));
     }
   }
@@ -113,8 +132,30 @@ void writeLoadStatus(sharding::ShardMapStatus& status, const sharding::ShardTabl
 }
 
 bool loadStatusDue(const ShardLoads& loads, SteadyTime now, bool writingAnyway) {
-  if (!loads.measured) return false;
+  if (!loads.measured || loads.statusDropped) return false;
   return writingAnyway || !loads.statusWritten || now - *loads.statusWritten >= kLoadStatusInterval;
+}
+
+bool loadMateriallyChanged(const sharding::ShardMapStatus& before,
+                           const sharding::ShardMapStatus& after) {
+  if (!before.load || !after.load || before.pods.size() != after.pods.size()) {
+    return before.load.has_value() != after.load.has_value() ||
+           before.pods.size() != after.pods.size();
+  }
+  const sharding::LoadStatus& b = *before.load;
+  const sharding::LoadStatus& a = *after.load;
+  if (std::abs(a.peakToMean - b.peakToMean) >= 0.05 || std::abs(a.bound - b.bound) >= 0.05) {
+    return true;
+  }
+  const double mean =
+      std::max(a.total, b.total) / static_cast<double>(std::max<std::size_t>(1, after.pods.size()));
+  for (std::size_t p = 0; p < after.pods.size(); ++p) {
+    const auto& was = before.pods[p].load;
+    const auto& now = after.pods[p].load;
+    if (was.has_value() != now.has_value()) return true;
+    if (now && std::abs(*now - *was) > 0.1 * mean) return true;
+  }
+  return false;
 }
 
 bool loadWithinTolerance(const sharding::LoadStatus& load, double tolerance) {

@@ -6,9 +6,9 @@
 // Where the figures come from: every periodic round pings every pod, and a sidecar's ping answer
 // carries the measured load of each shard it owns (sidecar/shard_load.h: the app's busy seconds
 // per second, decayed with a one-minute half-life). A shard's load is what its owner last
-// reported; a shard whose owner did not answer keeps its last figure, and a shard that moves
-// keeps its figure until its new owner reports it. No load is written to the API server per
-// shard: status.load carries the summary and the few hottest shards only.
+// reported; a shard whose owner did not answer keeps its last figure, and a shard that moved
+// keeps its figure until its new owner has had it for one report. No load is written to the API
+// server per shard: status.load carries the summary and the few hottest shards only.
 #pragma once
 
 #include <cstdint>
@@ -22,43 +22,59 @@
 
 namespace kshard::manager {
 
-// How often the periodic rounds refresh status.load when they write nothing else: every write of
-// the status reaches every sidecar that watches the map.
+// How often the periodic rounds refresh status.load when they write nothing else, and only when
+// a figure changed materially (loadMateriallyChanged): every write of the status reaches every
+// sidecar that watches the map.
 inline constexpr Duration kLoadStatusInterval = std::chrono::seconds(30);
 
 struct ShardLoads {
   std::vector<double> load;  // load[shard - 1]; empty until the first report
-  // movedAt[shard - 1]: the periodic round (periodicRounds' value) in which the shard last moved.
-  std::vector<std::int64_t> movedAt;
-  std::int64_t periodicRounds = 0;  // periodic rounds whose pings were read
-  bool measured = false;            // some pod has reported its load
-  std::optional<SteadyTime> statusWritten;  // when status.load was last refreshed
+  // When each shard last moved (none: not since this replica led), for the planner's cooldown.
+  std::vector<std::optional<SteadyTime>> movedAt;
+  // Shards that moved since their owner last reported: an owner that does not list one yet keeps
+  // its earlier figure for one report.
+  std::vector<bool> movedSinceReport;
+  bool measured = false;  // some pod has reported its load
+  // Every pod that answered the last periodic round's ping reported its load. A sidecar of an
+  // older release reports none, and would look idle to the load planner.
+  bool complete = false;
+  std::optional<SteadyTime> statusWritten;  // when status.load was last written
+  // The API server dropped status.load from a write: the installed CRD predates it.
+  bool statusDropped = false;
 };
 
 // Reads the ping answers of a periodic round (`pings[p]` is pod p's): each pod that answered
 // reports the load of the shards it holds that `table` gives it; a shard it holds but does not
-// list carries none. A figure for a shard the map gives another pod, or none, is not taken: a
-// sidecar speaks only for its own shards. Counts the round.
+// list carries none (unless it just moved). A figure for a shard the map gives another pod, or
+// none, is not taken: a sidecar speaks only for its own shards. A pod that answered without
+// reporting load changes nothing and makes the round incomplete.
 void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
                  const std::vector<PingOutcome>& pings);
-// The round moved `applied`: they wait out the load planner's cooldown.
-void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied);
+// `applied` moved at `now`: they wait out the load planner's cooldown.
+void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied,
+                 SteadyTime now);
 
 // Whether a periodic round balances by load: spec.balance is load, every shard has an owner (the
-// count planner places unassigned shards), and the pods have reported their load.
+// count planner places unassigned shards), and every pod has reported its load.
 bool balancesByLoad(const sharding::ShardMap& map, const sharding::ShardTable& table,
                     const ShardLoads& loads);
-// The load planner's input for a periodic round on `base` (the count planner's input).
+// The load planner's input for a periodic round on `base` (the count planner's input), at `now`
+// with rounds every `interval`: the cooldown counts the intervals since each shard moved.
 sharding::LoadPlanningInput loadPlanningInput(sharding::PlanningInput base,
-                                              const ShardLoads& loads, double tolerance);
+                                              const ShardLoads& loads, double tolerance,
+                                              SteadyTime now, Duration interval);
 
 // status.load and each pod's load, as `table` places the shards. Figures keep 3 significant
-// digits, so that noise below that does not make a write differ.
+// digits, so that noise below that does not make a write differ; loads below 1e-9 are 0.
 void writeLoadStatus(sharding::ShardMapStatus& status, const sharding::ShardTable& table,
                      const ShardLoads& loads);
-// Whether a round that ends now refreshes status.load: the pods have reported, and the status is
-// written anyway or the last refresh is kLoadStatusInterval old.
+// Whether a round at `now` may refresh status.load: the pods have reported, the CRD keeps the
+// field, and the status is written anyway or the last refresh is kLoadStatusInterval old.
 bool loadStatusDue(const ShardLoads& loads, SteadyTime now, bool writingAnyway);
+// Whether `after`'s load figures differ from `before`'s enough to be worth a write of their own:
+// peak-to-mean or the bound by 0.05 or more, or a pod's load by a tenth of the mean pod load.
+bool loadMateriallyChanged(const sharding::ShardMapStatus& before,
+                           const sharding::ShardMapStatus& after);
 
 // Whether status.load shows the pods within the tolerance: peak-to-mean at most
 // max(1 + tolerance, bound), with rounding's slack.

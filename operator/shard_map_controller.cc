@@ -56,6 +56,8 @@ void ShardMapController::startLeading() {
     c_.leading = true;
     c_.tookOver = false;
     c_.termStart = c_.d.scheduler.clock().now();
+    // Figures from an earlier term may be hours old: the term's first rounds measure afresh.
+    c_.loads = ShardLoads{};
     takeover_.enqueue();
   });
 }

@@ -52,6 +52,7 @@ void FakeStore::writeStatus(const sharding::ShardMap& map, Callback done) {
       return;
     }
     it->second.status = map.status;
+    if (prune) prune(it->second.status);
     it->second.metadata.resourceVersion = std::to_string(nextVersion_++);
     ++writes;
     history.push_back(it->second);
@@ -240,10 +241,13 @@ void StubPods::ping(const std::string& address, const std::string& /*shardMap*/,
         r.uid = pod->uid;
         r.incarnation = pod->incarnation;
         std::vector<sharding::ShardId> owned;
+        if (pod->reportsLoad) r.load.emplace();
         for (auto s : pod->registry->ownedShards()) {
           owned.push_back(s);
           r.epoch = std::max(r.epoch, pod->registry->ownedEpoch(s).value_or(0));
-          if (auto l = shardLoad.find(s); l != shardLoad.end()) r.load.emplace_back(s, l->second);
+          if (auto l = shardLoad.find(s); l != shardLoad.end() && r.load) {
+            r.load->emplace_back(s, l->second);
+          }
         }
         r.shards = sharding::ShardSet::of(owned).toString();
         return r;

@@ -44,6 +44,8 @@ class FakeStore final : public ShardMapStore {
   int conflictNextWrites = 0;  // the next N writes answer Conflict (another writer won)
   bool failWrites = false;     // writes answer Unavailable (not applied)
   bool holdWrites = false;     // writes wait in `held` until released
+  // Applied to every status written, as the API server prunes fields its CRD does not know.
+  std::function<void(sharding::ShardMapStatus&)> prune;
   Duration latency = std::chrono::milliseconds(2);
 
   std::vector<std::function<void()>> held;
@@ -104,6 +106,7 @@ struct StubPod {
   int assigns = 0;
   int unassigns = 0;
   int refusedShards = 0;  // shards of assigns the registry refused as stale (fenced)
+  bool reportsLoad = true;  // false: a sidecar of a release that does not measure load
   std::vector<protocol::ShardsRequest> assignLog;
 
   // Shards this pod serves: owned while its lease runs, or with entities still running

@@ -89,21 +89,32 @@ TEST(LoadBalancing, CountModeShowsTheLoadButDoesNotMoveForIt) {
   EXPECT_EQ(h.conditionStatus("Balanced"), "True");  // by count
 }
 
-TEST(LoadBalancing, TheLoadAloneIsWrittenAtMostEveryInterval) {
+// Writes of status.load alone over 600 s while the loads of a's shards grow by `step` every 20 s
+// (nothing else changes).
+int loadWritesWith(double step) {
   ControllerHarness h(30);
   startCounted(h, {"a", "b", "c"});
+  setLoads(h, "a", 1.0, 1.0);
+  h.run(60s);
   const int writes = h.store.writes;
-  // The loads change every round (noise), nothing else does.
   double noise = 0;
   h.store.afterEvent = [&] { h.checkInvariant(); };
   for (int i = 0; i < 30; ++i) {
-    noise += 0.01;
+    noise += step;
     setLoads(h, "a", 1.0 + noise, 1.0);
     h.run(20s);
   }
-  // 600 s: one refresh per 30 s at most, plus the first.
-  EXPECT_LE(h.store.writes - writes, 600 / 30 + 1);
-  EXPECT_GE(h.store.writes - writes, 600 / 60);
+  return h.store.writes - writes;
+}
+
+TEST(LoadBalancing, TheLoadAloneIsWrittenAtMostEveryIntervalAndOnlyWhenItChanged) {
+  // a's load grows by 2 (of a mean near 10) every 20 s: worth a write each time, but one per
+  // 30 s at most.
+  const int changing = loadWritesWith(0.2);
+  EXPECT_LE(changing, 600 / 30 + 1);
+  EXPECT_GE(changing, 600 / 60);
+  // Noise of 0.05 % of the mean per 20 s: peak-to-mean moves by under 0.05 in ten minutes.
+  EXPECT_LE(loadWritesWith(0.0005), 1);
 }
 
 TEST(LoadBalancing, AHotShardThatCannotBeSplitIsLeftWhereItIs) {
@@ -121,6 +132,67 @@ TEST(LoadBalancing, AHotShardThatCannotBeSplitIsLeftWhereItIs) {
   const auto load = *h.stored().status.load;
   EXPECT_GT(load.bound, 1.1);
   EXPECT_TRUE(loadWithinTolerance(load, 0.1)) << load.peakToMean << " vs bound " << load.bound;
+}
+
+// Runs until the map is balanced by load with the loads setLoads(h, "a", 3.0, 1.0) gives.
+void balanceByLoad(ControllerHarness& h) {
+  setLoads(h, "a", 3.0, 1.0);
+  useLoadBalance(h);
+  ASSERT_TRUE(h.runUntil(
+      [&] {
+        const auto m = h.stored();
+        return m.status.load && m.status.load->total == 100 &&
+               loadWithinTolerance(*m.status.load, m.spec.loadTolerance);
+      },
+      600s));
+}
+
+TEST(LoadBalancing, ANewLeaderDoesNotUndoTheBalanceByCount) {
+  ControllerHarness h(60);
+  startCounted(h, {"a", "b", "c"});
+  balanceByLoad(h);
+  const auto counts = h.counts();
+  ASSERT_LT(counts.at("a"), counts.at("b"));
+  h.store.afterEvent = [&] { h.checkInvariant(); };
+  h.addReplica("kshard-operator-1");
+  h.loseLease(0);
+  h.lead(1);
+  // Its first rounds know no load yet: they place, they do not even out the counts.
+  h.run(300s);
+  EXPECT_EQ(h.counts(), counts);
+  EXPECT_EQ(h.stored().status.manager->pod, "kshard-operator-1");
+}
+
+TEST(LoadBalancing, APodWhoseSidecarReportsNoLoadHoldsBalancingBack) {
+  ControllerHarness h(60);
+  startCounted(h, {"a", "b", "c"});
+  for (sharding::ShardId s = 1; s <= 60; ++s) h.pods.shardLoad[s] = 1.0;
+  setLoads(h, "a", 3.0, 1.0);
+  h.pods.find("c")->reportsLoad = false;  // an older sidecar: it would look idle
+  useLoadBalance(h);
+  const double moves = h.moves();
+  h.store.afterEvent = [&] { h.checkInvariant(); };
+  h.run(600s);
+  EXPECT_EQ(h.moves(), moves);
+  for (const auto& [pod, n] : h.counts()) EXPECT_EQ(n, 20) << pod;
+}
+
+TEST(LoadBalancing, ACrdThatDropsTheLoadStopsItsRefreshes) {
+  ControllerHarness h(30);
+  startCounted(h, {"a", "b", "c"});
+  h.store.prune = [](sharding::ShardMapStatus& s) {
+    s.load.reset();
+    for (auto& p : s.pods) p.load.reset();
+  };
+  double noise = 0;
+  const int writes = h.store.writes;
+  for (int i = 0; i < 30; ++i) {
+    noise += 0.5;
+    setLoads(h, "a", 1.0 + noise, 1.0);
+    h.run(20s);
+  }
+  EXPECT_LE(h.store.writes - writes, 1) << "the refresh kept writing what the API server drops";
+  EXPECT_EQ(h.events.count("OutdatedCRD"), 1);
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ ShardTable twoPods() {
   return t;
 }
 
-PingOutcome answered(Shards held) { return {PingOutcome::State::kAnswered, std::move(held), {}}; }
-PingOutcome failedPing() { return {PingOutcome::State::kFailed, {}, {}}; }
+PingOutcome answered(Shards held) { return {PingOutcome::State::kAnswered, std::move(held), {}, false}; }
+PingOutcome failedPing() { return {PingOutcome::State::kFailed, {}, {}, false}; }
 
 TEST(PlanningInput, UnreachableTerminatingAndLeavingPodsCannotReceive) {
   sharding::ShardMap map;

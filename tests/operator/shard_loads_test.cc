@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "operator/shard_map_conditions.h"
 
 namespace kshard::manager {
@@ -12,8 +14,10 @@ namespace {
 using namespace std::chrono_literals;
 
 PingOutcome answered(Shards held, std::vector<std::pair<ShardId, double>> load) {
-  return {PingOutcome::State::kAnswered, std::move(held), std::move(load)};
+  return {PingOutcome::State::kAnswered, std::move(held), std::move(load), true};
 }
+
+const SteadyTime kT0{std::chrono::hours(1)};
 
 sharding::ShardMapStatus twoPods() {
   sharding::ShardMapStatus s;
@@ -35,15 +39,42 @@ TEST(ShardLoads, APingReportsWhatThePodHoldsAndNothingElse) {
   const auto table = tableOf({0, 0, 0, 1, 1, sharding::kNoPod});
   recordPings(loads, table,
               {answered({1, 2, 3}, {{1, 0.5}, {3, 0.25}, {5, 9.0}}),  // 5 is not a's to report
-               PingOutcome{PingOutcome::State::kFailed, {}, {}}});
+               PingOutcome{PingOutcome::State::kFailed, {}, {}, false}});
   EXPECT_TRUE(loads.measured);
+  EXPECT_TRUE(loads.complete);
   EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0, 0.25, 0, 0, 0}));
   // A later answer: shard 1 is no longer listed, so it costs nothing now; shards no answer
   // covers keep their figure.
   loads.load[4] = 0.75;
   recordPings(loads, table, {answered({1, 2}, {{2, 0.125}})});
   EXPECT_EQ(loads.load, (std::vector<double>{0, 0.125, 0.25, 0, 0.75, 0}));
-  EXPECT_EQ(loads.periodicRounds, 2);
+}
+
+TEST(ShardLoads, APodThatReportsNoLoadChangesNothingAndTheRoundIsIncomplete) {
+  ShardLoads loads;
+  const auto table = tableOf({0, 1});
+  recordPings(loads, table, {answered({1}, {{1, 0.5}}), answered({2}, {{2, 0.25}})});
+  // Pod b's sidecar predates load reports: its shard keeps its figure, and no load round runs.
+  recordPings(loads, table,
+              {answered({1}, {{1, 0.5}}), {PingOutcome::State::kAnswered, {2}, {}, false}});
+  EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0.25}));
+  EXPECT_FALSE(loads.complete);
+  sharding::ShardMap map;
+  map.spec.shards = 2;
+  map.spec.balance = sharding::Balance::kLoad;
+  EXPECT_FALSE(balancesByLoad(map, table, loads));
+}
+
+TEST(ShardLoads, AShardJustMovedKeepsItsFigureUntilItsNewOwnerReportsIt) {
+  ShardLoads loads;
+  recordPings(loads, tableOf({0, 0}), {answered({1, 2}, {{1, 0.75}})});
+  recordMoves(loads, 2, {Move{1, 0, 1}}, kT0);
+  const auto after = tableOf({1, 0});
+  // Its new owner has not ended a turn of it yet: the figure stays, once.
+  recordPings(loads, after, {answered({2}, {}), answered({1}, {})});
+  EXPECT_EQ(loads.load[0], 0.75);
+  recordPings(loads, after, {answered({2}, {}), answered({1}, {})});
+  EXPECT_EQ(loads.load[0], 0);
 }
 
 TEST(ShardLoads, APodThatClaimsAnotherPodsShardsDoesNotSpeakForThem) {
@@ -57,7 +88,8 @@ TEST(ShardLoads, APodThatClaimsAnotherPodsShardsDoesNotSpeakForThem) {
 
 TEST(ShardLoads, NoAnswerMeansNotMeasured) {
   ShardLoads loads;
-  recordPings(loads, tableOf({0, 0, 0, 0}), {PingOutcome{PingOutcome::State::kFailed, {}, {}}});
+  recordPings(loads, tableOf({0, 0, 0, 0}),
+              {PingOutcome{PingOutcome::State::kFailed, {}, {}, false}});
   EXPECT_FALSE(loads.measured);
   EXPECT_FALSE(loadStatusDue(loads, SteadyTime{}, true));
 }
@@ -65,17 +97,19 @@ TEST(ShardLoads, NoAnswerMeansNotMeasured) {
 TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
   ShardLoads loads;
   recordPings(loads, tableOf({0, 0, 0}), {answered({1, 2, 3}, {{1, 1.0}})});
-  recordMoves(loads, 3, {Move{2, 0, 1}});
+  recordMoves(loads, 3, {Move{2, 0, 1}}, kT0);
   sharding::PlanningInput base;
   base.shardCount = 3;
-  auto in = loadPlanningInput(base, loads, 0.2);
+  auto in = loadPlanningInput(base, loads, 0.2, kT0 + 1s, 20s);
   EXPECT_EQ(in.tolerance, 0.2);
   EXPECT_EQ(in.load, loads.load);
   ASSERT_EQ(in.roundsSinceMoved.size(), 3u);
   EXPECT_EQ(in.roundsSinceMoved[1], 0);
   EXPECT_GT(in.roundsSinceMoved[0], in.cooldownRounds);  // never moved
-  for (int i = 0; i < 2; ++i) recordPings(loads, tableOf({0, 0, 0}), {});
-  EXPECT_EQ(loadPlanningInput(base, loads, 0.2).roundsSinceMoved[1], 2);
+  // The cooldown counts intervals of time, not rounds: extra rounds (registrations) in between
+  // do not shorten it.
+  for (int i = 0; i < 5; ++i) recordPings(loads, tableOf({0, 1, 0}), {});
+  EXPECT_EQ(loadPlanningInput(base, loads, 0.2, kT0 + 41s, 20s).roundsSinceMoved[1], 2);
 }
 
 TEST(ShardLoads, BalancesByLoadOnlyWhenAskedMeasuredAndFullyAssigned) {
@@ -142,12 +176,45 @@ TEST(ShardLoads, TheHottestListIsBounded) {
 TEST(ShardLoads, StatusIsRefreshedWithOtherWritesOrAfterTheInterval) {
   ShardLoads loads;
   recordPings(loads, tableOf({0}), {answered({1}, {{1, 1.0}})});
-  const SteadyTime t0{std::chrono::hours(1)};
+  const SteadyTime t0 = kT0;
   EXPECT_TRUE(loadStatusDue(loads, t0, false));  // never written
   loads.statusWritten = t0;
   EXPECT_FALSE(loadStatusDue(loads, t0 + kLoadStatusInterval - 1s, false));
   EXPECT_TRUE(loadStatusDue(loads, t0 + 1s, true));
   EXPECT_TRUE(loadStatusDue(loads, t0 + kLoadStatusInterval, false));
+  loads.statusDropped = true;  // the CRD drops it: never again
+  EXPECT_FALSE(loadStatusDue(loads, t0 + kLoadStatusInterval, true));
+}
+
+TEST(ShardLoads, OnlyAMaterialChangeIsWorthAWriteOfItsOwn) {
+  auto before = twoPods();
+  before.pods[0].load = 1.0;
+  before.pods[1].load = 1.0;
+  before.load = sharding::LoadStatus{1.0, 1.0, 2.0, {}};
+  auto after = before;
+  after.pods[0].load = 1.05;  // within a tenth of the mean pod load
+  after.load->peakToMean = 1.03;
+  EXPECT_FALSE(loadMateriallyChanged(before, after));
+  after.pods[0].load = 1.2;
+  EXPECT_TRUE(loadMateriallyChanged(before, after));
+  after = before;
+  after.load->peakToMean = 1.05;
+  EXPECT_TRUE(loadMateriallyChanged(before, after));
+  EXPECT_TRUE(loadMateriallyChanged(twoPods(), before));  // the first figures
+}
+
+TEST(ShardLoads, FiguresTooSmallToShowAreZeroNotNaN) {
+  ShardLoads loads;
+  const auto table = tableOf({0, 1});
+  recordPings(loads, table,
+              {answered({1}, {{1, std::numeric_limits<double>::denorm_min()}}),
+               answered({2}, {{2, 0.5}})});
+  auto status = twoPods();
+  writeLoadStatus(status, table, loads);
+  EXPECT_EQ(status.pods[0].load, 0.0);
+  ASSERT_EQ(status.load->hottest.size(), 1u);  // the subnormal shard is not among them
+  EXPECT_EQ(status.load->hottest[0].shard, 2);
+  EXPECT_EQ(status, status);  // nothing NaN, which would never compare equal
 }
 
 TEST(ShardLoads, BalancedReadsTheLoadInLoadMode) {

@@ -34,7 +34,8 @@ deps:
 # Optimised build of the product; executables land in build/bin/ (the tests build in build/dev).
 build:
 	@cmake --preset release >/dev/null
-	@cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter kshardctl
+	@cmake --build --preset release --target kshard-operator kshard-sidecar kshard-counter kshardctl \
+		kubectl-kshard
 
 # The images of the Dockerfile's targets and of the test programs, daemonless (buildah), from base
 # images made locally with mmdebstrap; an archive of each in build/images/ (images/build.sh).

@@ -3,6 +3,7 @@ package scenariotest
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardmap"
 )
@@ -80,6 +82,7 @@ func scenarioSkewedLoad(c sc, s *suite) {
 	c.r.figure("within the tolerance, after switching to load", secs(within))
 	c.r.figure("shard moves", fmt.Sprintf("%d in all, %d shards moved, at most %d per shard", mv.Total, mv.ShardsMoved, mv.Max))
 	c.r.figure("shards per pod", fmt.Sprint(after.Counts()))
+	s.checkTopPods(c, after)
 	if mv.Total == 0 {
 		c.errorf("no shard moved, yet the load was skewed: %s", describeLoad(before))
 	}
@@ -93,6 +96,29 @@ func scenarioSkewedLoad(c sc, s *suite) {
 	// Back to the default: the counts even out again (moving shards, under the continuous load).
 	s.patchMapSpec(c, `{"spec":{"balance":"count"}}`)
 	c.r.figure("balanced by count again after", secs(s.waitBalancedOver(c, 3, 4*time.Minute)))
+}
+
+// checkTopPods runs the kubectl plugin (`kubectl kshard top pods`, build/bin/kubectl-kshard) as a
+// user would: it must show the balance mode and every registered pod; its output goes to the report.
+func (s *suite) checkTopPods(c sc, m *shardmap.ShardMap) {
+	c.Helper()
+	plugin := filepath.Join(s.cfg.repoRoot, "build", "bin", "kubectl-kshard")
+	out, err := kube.RunCommand(30*time.Second, s.cfg.repoRoot, plugin, "top", "pods",
+		"--kubeconfig", s.cfg.kubeconfig, "-n", s.cfg.counterNS, s.cfg.counterName)
+	if err != nil {
+		c.errorf("kubectl kshard top pods: %v", err)
+		return
+	}
+	c.logf("kubectl kshard top pods -n %s %s:\n%s", s.cfg.counterNS, s.cfg.counterName, out)
+	c.r.figure("kubectl kshard top pods", strings.Join(strings.Split(strings.TrimSpace(out), "\n"), " / "))
+	if !strings.Contains(out, "balance load") {
+		c.errorf("kubectl kshard top pods does not show the balance mode:\n%s", out)
+	}
+	for _, p := range m.Status.Pods {
+		if !strings.Contains(out, p.Name) {
+			c.errorf("kubectl kshard top pods does not list pod %s:\n%s", p.Name, out)
+		}
+	}
 }
 
 // patchMapSpec merge-patches the counter's ShardMap and waits until the operator acted on it.

@@ -137,7 +137,10 @@ StatusOr<std::vector<sharding::Move>> ControllerContext::decideMoves(
                                                       d.scheduler.clock().now(),
                                                       map.spec.rebalanceInterval));
     }
-    return sharding::decide(planningInput(map, table, pods, true), random);
+    // Pods that will never report (older sidecars): counts, as before the map asked for load.
+    // Pods not heard from yet (a new term): wait for them, placing unassigned shards only.
+    const bool silent = loadKnowledge(map.status.pods, loads) == LoadKnowledge::kSilentPods;
+    return sharding::decide(planningInput(map, table, pods, !silent), random);
   }
   return sharding::decide(planningInput(map, table, pods, immediate), random);
 }

@@ -151,9 +151,9 @@ struct ControllerContext {
   void setConditions(sharding::ShardMap& map, const sharding::ShardTable& table,
                      bool retryPending) const;
   // The planner's moves for a round on `map` owned as `table`: with spec.balance load, a
-  // periodic round with every pod's load known asks the load planner, and without it only
-  // places unassigned shards (counts are not what this map balances); otherwise the count
-  // planner's round.
+  // periodic round with every pod's load known asks the load planner; while a pod has not
+  // answered yet it only places unassigned shards (counts are not what this map balances); with
+  // a pod that answers without load, the count planner's round. Otherwise the count planner's.
   StatusOr<std::vector<sharding::Move>> decideMoves(const sharding::ShardMap& map,
                                                   const sharding::ShardTable& table,
                                                   const std::vector<PodRuntime>& pods,

@@ -147,7 +147,10 @@ void RoundRunner::ping(const RoundPtr& round) {
 void RoundRunner::unassign(const RoundPtr& round) {
   if (!c_.acting()) return finish(round, "aborted");
   round->plan = planRound(round->table, round->moves, round->pings, round->request.resendAll);
-  if (!round->request.immediate) recordPings(c_.loads, round->table, round->pings);
+  if (!round->request.immediate) {
+    recordPings(c_.loads, round->table, c_.current.status.pods, round->pings);
+    warnOfSilentPods();
+  }
   for (const auto& [p, shards] : round->plan.strays) {
     c_.log.warn("pod holds shards the map does not give it; unassigning them",
                 {{"pod", c_.pod(p).name}, {"shards", ShardSet::of(shards).toString()}});
@@ -193,6 +196,9 @@ void RoundRunner::persist(const RoundPtr& round) {
     sharding::writeShardTable(commit.table, next.status);
     next.status.epoch = commit.epoch;
   }
+  // Before the conditions' dry run, so that this round's moves are seen cooling down. A write
+  // that then fails leaves them a cooldown they did not need, which delays nothing else.
+  recordMoves(c_.loads, c_.current.spec.shards, commit.applied, c_.d.scheduler.clock().now());
   const bool writesLoad = !round->request.immediate && refreshLoad(next, commit);
   c_.setConditions(next, commit.table, !round->failed.empty());
   if (next.status == c_.current.status) return then(round, Step::kAssign);
@@ -202,7 +208,7 @@ void RoundRunner::persist(const RoundPtr& round) {
     if (!written.ok()) {
       return finish(round, written.code() == StatusCode::kConflict ? "conflict" : "failed");
     }
-    loadWritten(*round->commit, writesLoad);
+    if (writesLoad) loadWritten();
     then(round, Step::kAssign);
   });
 }
@@ -213,26 +219,47 @@ bool RoundRunner::refreshLoad(ShardMap& next, const RoundCommit& commit) {
   if (!loadStatusDue(c_.loads, c_.d.scheduler.clock().now(), commit.persist)) return false;
   sharding::ShardMapStatus measured = next.status;
   writeLoadStatus(measured, commit.table, c_.loads);
-  if (!commit.persist && !loadMateriallyChanged(next.status, measured)) return false;
+  const auto tolerance = next.spec.balance == sharding::Balance::kLoad
+                             ? std::optional<double>(next.spec.loadTolerance)
+                             : std::nullopt;
+  if (!commit.persist && !loadMateriallyChanged(next.status, measured, tolerance)) return false;
   next.status = std::move(measured);
   return true;
 }
 
-// After the round's write: its moves start their cooldown, and a load the API server dropped
-// means a CRD older than status.load (the write loop it would cause is stopped).
-void RoundRunner::loadWritten(const RoundCommit& commit, bool wroteLoad) {
+// After a write that carried status.load. A load the API server dropped means a CRD older than
+// status.load: the refreshes pause (each would be a write of nothing) and retry later.
+void RoundRunner::loadWritten() {
   const SteadyTime now = c_.d.scheduler.clock().now();
-  recordMoves(c_.loads, c_.current.spec.shards, commit.applied, now);
-  if (!wroteLoad) return;
   c_.loads.statusWritten = now;
-  if (!c_.current.status.load && !c_.loads.statusDropped) {
-    c_.loads.statusDropped = true;
-    const std::string why =
-        "the API server dropped status.load: the installed ShardMap CRD predates it; apply "
-        "the chart's crds/ to see the load (balance: load still works)";
-    c_.log.warn(why, {});
-    c_.event(EventType::kWarning, "OutdatedCRD", why);
+  if (c_.current.status.load) {
+    c_.loads.statusDropped.reset();
+    return;
   }
+  c_.loads.statusDropped = now;
+  if (c_.loads.droppedWarned) return;
+  c_.loads.droppedWarned = true;
+  const std::string why =
+      "the API server dropped status.load: the installed ShardMap CRD predates it; apply the "
+      "chart's crds/ to see the load (balance: load still works)";
+  c_.log.warn(why, {});
+  c_.event(EventType::kWarning, "OutdatedCRD", why);
+}
+
+// A load map whose pods answer without load (sidecars older than the operator) is balanced by
+// count until they report: say so once.
+void RoundRunner::warnOfSilentPods() {
+  if (c_.loads.silent.empty()) {
+    c_.loads.silentWarned = false;
+    return;
+  }
+  if (c_.loads.silentWarned || c_.current.spec.balance != sharding::Balance::kLoad) return;
+  c_.loads.silentWarned = true;
+  std::string pods;
+  for (const std::string& key : c_.loads.silent) pods += (pods.empty() ? "" : ", ") + key;
+  c_.event(EventType::kWarning, "LoadNotReported",
+           "pods answer without their load (a sidecar older than the operator): balancing by "
+           "count until they do: " + pods);
 }
 
 // 5. Assign, at the persisted epoch (epoch rule 3). Assign is idempotent.

@@ -52,7 +52,8 @@ class RoundRunner : public ControllerOperation {
   // status.load: refreshed into `next` when due (shard_loads.h), and the bookkeeping after the
   // write.
   bool refreshLoad(sharding::ShardMap& next, const RoundCommit& commit);
-  void loadWritten(const RoundCommit& commit, bool wroteLoad);
+  void loadWritten();
+  void warnOfSilentPods();
   // Step 7: the conditions as of now, written only when they changed.
   void writeConditions(const RoundPtr& round);
 

@@ -22,19 +22,46 @@ double rounded(double value) {
   return std::round(value * scale) / scale;
 }
 
+std::string keyOf(const sharding::RegisteredPod& pod) {
+  return pod.name + "/" + pod.uid + "/" + pod.incarnation;
+}
+
+// Forgets the pods no longer registered.
+void keepOnly(std::set<std::string>& keys, const std::set<std::string>& registered) {
+  std::erase_if(keys, [&](const std::string& k) { return !registered.contains(k); });
+}
+
 }  // namespace
 
+LoadKnowledge loadKnowledge(const std::vector<sharding::RegisteredPod>& pods,
+                            const ShardLoads& loads) {
+  LoadKnowledge out = LoadKnowledge::kComplete;
+  for (const auto& pod : pods) {
+    const std::string key = keyOf(pod);
+    if (loads.silent.contains(key)) return LoadKnowledge::kSilentPods;
+    if (!loads.reported.contains(key)) out = LoadKnowledge::kWaiting;
+  }
+  return out;
+}
+
 void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
+                 const std::vector<sharding::RegisteredPod>& pods,
                  const std::vector<PingOutcome>& pings) {
   ensureSized(loads, table.shardCount());
-  bool complete = true;
-  for (std::size_t p = 0; p < pings.size(); ++p) {
+  std::set<std::string> registered;
+  for (const auto& pod : pods) registered.insert(keyOf(pod));
+  keepOnly(loads.reported, registered);
+  keepOnly(loads.silent, registered);
+  for (std::size_t p = 0; p < pings.size() && p < pods.size(); ++p) {
     const PingOutcome& ping = pings[p];
     if (ping.state != PingOutcome::State::kAnswered) continue;
+    const std::string key = keyOf(pods[p]);
     if (!ping.reportsLoad) {
-      complete = false;
+      loads.silent.insert(key);
       continue;
     }
+    loads.silent.erase(key);
+    loads.reported.insert(key);
     loads.measured = true;
     const auto ours = [&](ShardId s) {
       return s >= 1 && s <= table.shardCount() && table.owner(s) == static_cast<PodIndex>(p) &&
@@ -51,13 +78,13 @@ void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
       if (ours(s)) loads.load[static_cast<std::size_t>(s - 1)] = value;
     }
   }
-  loads.complete = complete;
 }
 
 void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied,
                  SteadyTime now) {
   ensureSized(loads, shardCount);
   for (const Move& m : applied) {
+    if (!m.from) continue;
     const auto i = static_cast<std::size_t>(m.shard - 1);
     loads.movedAt[i] = now;
     loads.movedSinceReport[i] = true;
@@ -66,7 +93,8 @@ void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<M
 
 bool balancesByLoad(const sharding::ShardMap& map, const sharding::ShardTable& table,
                     const ShardLoads& loads) {
-  if (map.spec.balance != sharding::Balance::kLoad || !loads.measured || !loads.complete) {
+  if (map.spec.balance != sharding::Balance::kLoad ||
+      loadKnowledge(map.status.pods, loads) != LoadKnowledge::kComplete) {
     return false;
   }
   if (loads.load.size() != static_cast<std::size_t>(table.shardCount())) return false;
@@ -81,6 +109,12 @@ sharding::LoadPlanningInput loadPlanningInput(sharding::PlanningInput base,
   in.base = std::move(base);
   in.load = loads.load;
   in.tolerance = tolerance;
+  in.minMeanLoad = kMinLoadToBalance;
+  if (interval > Duration::zero()) {
+    const auto intervals = (kLoadCooldown + interval - Duration{1}) / interval;
+    in.cooldownRounds = static_cast<std::int32_t>(
+        std::clamp<std::int64_t>(intervals, in.cooldownRounds, 10000));
+  }
   const std::int32_t longAgo = in.cooldownRounds + 1;
   in.roundsSinceMoved.reserve(loads.movedAt.size());
   for (const auto& at : loads.movedAt) {
@@ -132,12 +166,14 @@ void writeLoadStatus(sharding::ShardMapStatus& status, const sharding::ShardTabl
 }
 
 bool loadStatusDue(const ShardLoads& loads, SteadyTime now, bool writingAnyway) {
-  if (!loads.measured || loads.statusDropped) return false;
+  if (!loads.measured) return false;
+  if (loads.statusDropped && now - *loads.statusDropped < kLoadStatusRetry) return false;
   return writingAnyway || !loads.statusWritten || now - *loads.statusWritten >= kLoadStatusInterval;
 }
 
 bool loadMateriallyChanged(const sharding::ShardMapStatus& before,
-                           const sharding::ShardMapStatus& after) {
+                           const sharding::ShardMapStatus& after,
+                           std::optional<double> tolerance) {
   if (!before.load || !after.load || before.pods.size() != after.pods.size()) {
     return before.load.has_value() != after.load.has_value() ||
            before.pods.size() != after.pods.size();
@@ -145,6 +181,9 @@ bool loadMateriallyChanged(const sharding::ShardMapStatus& before,
   const sharding::LoadStatus& b = *before.load;
   const sharding::LoadStatus& a = *after.load;
   if (std::abs(a.peakToMean - b.peakToMean) >= 0.05 || std::abs(a.bound - b.bound) >= 0.05) {
+    return true;
+  }
+  if (tolerance && loadWithinTolerance(a, *tolerance) != loadWithinTolerance(b, *tolerance)) {
     return true;
   }
   const double mean =

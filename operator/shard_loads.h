@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "base/clock.h"
@@ -26,6 +28,14 @@ namespace kshard::manager {
 // a figure changed materially (loadMateriallyChanged): every write of the status reaches every
 // sidecar that watches the map.
 inline constexpr Duration kLoadStatusInterval = std::chrono::seconds(30);
+// After the API server dropped status.load (an older CRD), how long before trying again.
+inline constexpr Duration kLoadStatusRetry = std::chrono::minutes(10);
+// Below this mean pod load (app seconds per second: 1 % of one thread) no shard moves for load:
+// differences in near-idle noise are not worth a handoff.
+inline constexpr double kMinLoadToBalance = 0.01;
+// A shard that moved for load waits at least this long (and three rounds) before it moves
+// again: two half-lives of the sidecars' measurement.
+inline constexpr Duration kLoadCooldown = std::chrono::minutes(2);
 
 struct ShardLoads {
   std::vector<double> load;  // load[shard - 1]; empty until the first report
@@ -35,31 +45,47 @@ struct ShardLoads {
   // its earlier figure for one report.
   std::vector<bool> movedSinceReport;
   bool measured = false;  // some pod has reported its load
-  // Every pod that answered the last periodic round's ping reported its load. A sidecar of an
-  // older release reports none, and would look idle to the load planner.
-  bool complete = false;
+  // The pods ("name/uid/incarnation") that reported their load since this replica leads, and
+  // those that answered without it (a sidecar of an older release, which would look idle).
+  std::set<std::string> reported;
+  std::set<std::string> silent;
   std::optional<SteadyTime> statusWritten;  // when status.load was last written
-  // The API server dropped status.load from a write: the installed CRD predates it.
-  bool statusDropped = false;
+  // When the API server last dropped status.load from a write: the installed CRD predates it.
+  std::optional<SteadyTime> statusDropped;
+  bool droppedWarned = false;  // an OutdatedCRD Event went out this term
+  bool silentWarned = false;   // a LoadNotReported Event went out for the silent pods
 };
 
-// Reads the ping answers of a periodic round (`pings[p]` is pod p's): each pod that answered
+// What a periodic round of a load map knows of its pods' load.
+enum class LoadKnowledge {
+  kComplete,    // every registered pod has reported since this replica leads: balance by load
+  kWaiting,     // some pod has not answered yet: place unassigned shards only
+  kSilentPods,  // some pod answers without load (an older sidecar): balance counts meanwhile
+};
+LoadKnowledge loadKnowledge(const std::vector<sharding::RegisteredPod>& pods,
+                            const ShardLoads& loads);
+
+// Reads the ping answers of a periodic round (`pings[p]` is pod p's, `pods[p]` the pod): each
+// pod that answered
 // reports the load of the shards it holds that `table` gives it; a shard it holds but does not
 // list carries none (unless it just moved). A figure for a shard the map gives another pod, or
 // none, is not taken: a sidecar speaks only for its own shards. A pod that answered without
 // reporting load changes nothing and makes the round incomplete.
 void recordPings(ShardLoads& loads, const sharding::ShardTable& table,
+                 const std::vector<sharding::RegisteredPod>& pods,
                  const std::vector<PingOutcome>& pings);
-// `applied` moved at `now`: they wait out the load planner's cooldown.
+// `applied` moved at `now`: those that had a source wait out the load planner's cooldown (a
+// placement is not a move for load).
 void recordMoves(ShardLoads& loads, std::int32_t shardCount, const std::vector<Move>& applied,
                  SteadyTime now);
 
 // Whether a periodic round balances by load: spec.balance is load, every shard has an owner (the
-// count planner places unassigned shards), and every pod has reported its load.
+// count planner places unassigned shards), and every pod has reported its load (kComplete).
 bool balancesByLoad(const sharding::ShardMap& map, const sharding::ShardTable& table,
                     const ShardLoads& loads);
 // The load planner's input for a periodic round on `base` (the count planner's input), at `now`
-// with rounds every `interval`: the cooldown counts the intervals since each shard moved.
+// with rounds every `interval`: the cooldown counts the intervals since each shard moved, at
+// least kLoadCooldown's worth, and no move is made below kMinLoadToBalance.
 sharding::LoadPlanningInput loadPlanningInput(sharding::PlanningInput base,
                                               const ShardLoads& loads, double tolerance,
                                               SteadyTime now, Duration interval);
@@ -68,13 +94,16 @@ sharding::LoadPlanningInput loadPlanningInput(sharding::PlanningInput base,
 // digits, so that noise below that does not make a write differ; loads below 1e-9 are 0.
 void writeLoadStatus(sharding::ShardMapStatus& status, const sharding::ShardTable& table,
                      const ShardLoads& loads);
-// Whether a round at `now` may refresh status.load: the pods have reported, the CRD keeps the
-// field, and the status is written anyway or the last refresh is kLoadStatusInterval old.
+// Whether a round at `now` may refresh status.load: the pods have reported, the CRD kept the
+// field (or kLoadStatusRetry passed since it did not), and the status is written anyway or the
+// last refresh is kLoadStatusInterval old.
 bool loadStatusDue(const ShardLoads& loads, SteadyTime now, bool writingAnyway);
 // Whether `after`'s load figures differ from `before`'s enough to be worth a write of their own:
-// peak-to-mean or the bound by 0.05 or more, or a pod's load by a tenth of the mean pod load.
+// peak-to-mean or the bound by 0.05 or more, a pod's load by a tenth of the mean pod load, or
+// (given the map's `tolerance` in load mode) the verdict of loadWithinTolerance.
 bool loadMateriallyChanged(const sharding::ShardMapStatus& before,
-                           const sharding::ShardMapStatus& after);
+                           const sharding::ShardMapStatus& after,
+                           std::optional<double> tolerance);
 
 // Whether status.load shows the pods within the tolerance: peak-to-mean at most
 // max(1 + tolerance, bound), with rounding's slack.

@@ -35,6 +35,9 @@ Status validateLoadInput(const LoadPlanningInput& in) {
     return invalidArgument("tolerance must be > 0 and <= 10");
   }
   if (in.cooldownRounds < 0) return invalidArgument("cooldownRounds must be >= 0");
+  if (!(in.minMeanLoad >= 0 && std::isfinite(in.minMeanLoad))) {
+    return invalidArgument("minMeanLoad must be finite and >= 0");
+  }
   return {};
 }
 
@@ -156,7 +159,7 @@ StatusOr<std::vector<Move>> decideByLoad(const LoadPlanningInput& in) {
 
   std::vector<double> podLoad = podLoads(base.owners, base.pods.size(), in.load);
   const LoadSummary summary = summaryOf(podLoad, in.load);
-  if (summary.mean <= 0) return std::vector<Move>{};
+  if (summary.mean <= in.minMeanLoad || summary.mean <= 0) return std::vector<Move>{};
   Round round{.podLoad = std::move(podLoad),
               .canReceive = eligibleReceivers(base.pods),
               .receivers = {},

@@ -46,6 +46,9 @@ struct LoadPlanningInput {
   std::vector<std::int32_t> roundsSinceMoved;
   double tolerance = 0.10;          // (0, 10]: a pod is overloaded above (1 + tolerance) x mean
   std::int32_t cooldownRounds = 3;  // >= 0
+  // >= 0: with a mean pod load at or below it nothing moves (near-idle noise is not worth a
+  // handoff).
+  double minMeanLoad = 0;
 };
 
 // The spread of load over the pods that hold shards: peak and mean of the pods' loads, and the

@@ -175,6 +175,13 @@ TEST(LoadBalancing, APodWhoseSidecarReportsNoLoadHoldsBalancingBack) {
   h.run(600s);
   EXPECT_EQ(h.moves(), moves);
   for (const auto& [pod, n] : h.counts()) EXPECT_EQ(n, 20) << pod;
+  EXPECT_EQ(h.events.count("LoadNotReported"), 1);
+
+  // Meanwhile the map is balanced by count: a new pod still gets its share.
+  h.startPod("d");
+  ASSERT_EQ(h.registerPod("d"), 200);
+  EXPECT_TRUE(h.runUntil([&] { return h.counts()["d"] == 15; }, 600s))
+      << "d holds " << h.counts()["d"] << " shards";
 }
 
 TEST(LoadBalancing, ACrdThatDropsTheLoadStopsItsRefreshes) {

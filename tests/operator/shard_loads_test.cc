@@ -19,6 +19,16 @@ PingOutcome answered(Shards held, std::vector<std::pair<ShardId, double>> load) 
 
 const SteadyTime kT0{std::chrono::hours(1)};
 
+// Registered pods p0..p3: pings[i] is pods[i]'s answer.
+const std::vector<sharding::RegisteredPod> kPods = [] {
+  std::vector<sharding::RegisteredPod> pods;
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = "p" + std::to_string(i);
+    pods.push_back({n, "u" + n, "x:1", "1", 0, "i", {}});
+  }
+  return pods;
+}();
+
 sharding::ShardMapStatus twoPods() {
   sharding::ShardMapStatus s;
   s.pods = {{"a", "ua", "x:1", "1", 0, "i", {}}, {"b", "ub", "x:2", "1", 0, "i", {}}};
@@ -37,43 +47,61 @@ sharding::ShardTable tableOf(std::vector<PodIndex> owners) {
 TEST(ShardLoads, APingReportsWhatThePodHoldsAndNothingElse) {
   ShardLoads loads;
   const auto table = tableOf({0, 0, 0, 1, 1, sharding::kNoPod});
-  recordPings(loads, table,
+  recordPings(loads, table, kPods,
               {answered({1, 2, 3}, {{1, 0.5}, {3, 0.25}, {5, 9.0}}),  // 5 is not a's to report
                PingOutcome{PingOutcome::State::kFailed, {}, {}, false}});
   EXPECT_TRUE(loads.measured);
-  EXPECT_TRUE(loads.complete);
+  EXPECT_EQ(loads.reported.count("p0/up0/i"), 1u);
   EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0, 0.25, 0, 0, 0}));
   // A later answer: shard 1 is no longer listed, so it costs nothing now; shards no answer
   // covers keep their figure.
   loads.load[4] = 0.75;
-  recordPings(loads, table, {answered({1, 2}, {{2, 0.125}})});
+  recordPings(loads, table, kPods, {answered({1, 2}, {{2, 0.125}})});
   EXPECT_EQ(loads.load, (std::vector<double>{0, 0.125, 0.25, 0, 0.75, 0}));
 }
 
-TEST(ShardLoads, APodThatReportsNoLoadChangesNothingAndTheRoundIsIncomplete) {
+TEST(ShardLoads, APodThatReportsNoLoadChangesNothingAndHoldsTheLoadPlannerBack) {
   ShardLoads loads;
   const auto table = tableOf({0, 1});
-  recordPings(loads, table, {answered({1}, {{1, 0.5}}), answered({2}, {{2, 0.25}})});
-  // Pod b's sidecar predates load reports: its shard keeps its figure, and no load round runs.
-  recordPings(loads, table,
+  const std::vector<sharding::RegisteredPod> pods(kPods.begin(), kPods.begin() + 2);
+  recordPings(loads, table, pods, {answered({1}, {{1, 0.5}}), answered({2}, {{2, 0.25}})});
+  EXPECT_EQ(loadKnowledge(pods, loads), LoadKnowledge::kComplete);
+  // Pod p1 restarted with a sidecar that predates load reports (a new incarnation).
+  auto restarted = pods;
+  restarted[1].incarnation = "j";
+  recordPings(loads, table, restarted,
               {answered({1}, {{1, 0.5}}), {PingOutcome::State::kAnswered, {2}, {}, false}});
   EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0.25}));
-  EXPECT_FALSE(loads.complete);
+  EXPECT_EQ(loadKnowledge(restarted, loads), LoadKnowledge::kSilentPods);
+  EXPECT_EQ(loads.reported.size(), 1u);  // the old incarnation is forgotten
   sharding::ShardMap map;
   map.spec.shards = 2;
   map.spec.balance = sharding::Balance::kLoad;
+  map.status.pods = restarted;
   EXPECT_FALSE(balancesByLoad(map, table, loads));
+}
+
+TEST(ShardLoads, APodNotHeardFromSinceTheTermBeganIsWaitedFor) {
+  ShardLoads loads;
+  const auto table = tableOf({0, 1});
+  const std::vector<sharding::RegisteredPod> pods(kPods.begin(), kPods.begin() + 2);
+  // p1's ping failed: its shards' figures are unknown, not zero.
+  recordPings(loads, table, pods,
+              {answered({1}, {{1, 0.5}}), {PingOutcome::State::kFailed, {}, {}, false}});
+  EXPECT_EQ(loadKnowledge(pods, loads), LoadKnowledge::kWaiting);
+  recordPings(loads, table, pods, {answered({1}, {{1, 0.5}}), answered({2}, {})});
+  EXPECT_EQ(loadKnowledge(pods, loads), LoadKnowledge::kComplete);
 }
 
 TEST(ShardLoads, AShardJustMovedKeepsItsFigureUntilItsNewOwnerReportsIt) {
   ShardLoads loads;
-  recordPings(loads, tableOf({0, 0}), {answered({1, 2}, {{1, 0.75}})});
+  recordPings(loads, tableOf({0, 0}), kPods, {answered({1, 2}, {{1, 0.75}})});
   recordMoves(loads, 2, {Move{1, 0, 1}}, kT0);
   const auto after = tableOf({1, 0});
   // Its new owner has not ended a turn of it yet: the figure stays, once.
-  recordPings(loads, after, {answered({2}, {}), answered({1}, {})});
+  recordPings(loads, after, kPods, {answered({2}, {}), answered({1}, {})});
   EXPECT_EQ(loads.load[0], 0.75);
-  recordPings(loads, after, {answered({2}, {}), answered({1}, {})});
+  recordPings(loads, after, kPods, {answered({2}, {}), answered({1}, {})});
   EXPECT_EQ(loads.load[0], 0);
 }
 
@@ -81,14 +109,14 @@ TEST(ShardLoads, APodThatClaimsAnotherPodsShardsDoesNotSpeakForThem) {
   ShardLoads loads;
   const auto table = tableOf({0, 1, sharding::kNoPod});
   // b claims shard 1 (a's) and shard 3 (no one's) as well.
-  recordPings(loads, table,
+  recordPings(loads, table, kPods,
               {answered({1}, {{1, 0.5}}), answered({1, 2, 3}, {{1, 100.0}, {2, 0.25}, {3, 7.0}})});
   EXPECT_EQ(loads.load, (std::vector<double>{0.5, 0.25, 0}));
 }
 
 TEST(ShardLoads, NoAnswerMeansNotMeasured) {
   ShardLoads loads;
-  recordPings(loads, tableOf({0, 0, 0, 0}),
+  recordPings(loads, tableOf({0, 0, 0, 0}), kPods,
               {PingOutcome{PingOutcome::State::kFailed, {}, {}, false}});
   EXPECT_FALSE(loads.measured);
   EXPECT_FALSE(loadStatusDue(loads, SteadyTime{}, true));
@@ -96,7 +124,7 @@ TEST(ShardLoads, NoAnswerMeansNotMeasured) {
 
 TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
   ShardLoads loads;
-  recordPings(loads, tableOf({0, 0, 0}), {answered({1, 2, 3}, {{1, 1.0}})});
+  recordPings(loads, tableOf({0, 0, 0}), kPods, {answered({1, 2, 3}, {{1, 1.0}})});
   recordMoves(loads, 3, {Move{2, 0, 1}}, kT0);
   sharding::PlanningInput base;
   base.shardCount = 3;
@@ -108,7 +136,7 @@ TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
   EXPECT_GT(in.roundsSinceMoved[0], in.cooldownRounds);  // never moved
   // The cooldown counts intervals of time, not rounds: extra rounds (registrations) in between
   // do not shorten it.
-  for (int i = 0; i < 5; ++i) recordPings(loads, tableOf({0, 1, 0}), {});
+  for (int i = 0; i < 5; ++i) recordPings(loads, tableOf({0, 1, 0}), kPods, {});
   EXPECT_EQ(loadPlanningInput(base, loads, 0.2, kT0 + 41s, 20s).roundsSinceMoved[1], 2);
 }
 
@@ -120,8 +148,9 @@ TEST(ShardLoads, BalancesByLoadOnlyWhenAskedMeasuredAndFullyAssigned) {
   table.assign(1, 0, 1);
   table.assign(2, 0, 1);
   ShardLoads loads;
+  map.status.pods = {kPods[0]};
   EXPECT_FALSE(balancesByLoad(map, table, loads));  // nothing reported yet
-  recordPings(loads, table, {answered({1, 2}, {})});
+  recordPings(loads, table, kPods, {answered({1, 2}, {})});
   EXPECT_TRUE(balancesByLoad(map, table, loads));
   table.unassign(2);
   EXPECT_FALSE(balancesByLoad(map, table, loads));  // the count planner places it first
@@ -137,7 +166,7 @@ TEST(ShardLoads, StatusShowsEachPodsLoadTheSpreadAndTheHottestShards) {
   table.assign(3, 1, 1);
   table.assign(4, 1, 1);
   ShardLoads loads;
-  recordPings(loads, table,
+  recordPings(loads, table, kPods,
               {answered({1, 2}, {{1, 0.6}, {2, 0.2}}), answered({3, 4}, {{3, 0.123456}})});
   auto status = twoPods();
   writeLoadStatus(status, table, loads);
@@ -165,7 +194,7 @@ TEST(ShardLoads, TheHottestListIsBounded) {
     reported.emplace_back(s, s * 0.01);
   }
   ShardLoads loads;
-  recordPings(loads, table, {answered(held, reported)});
+  recordPings(loads, table, kPods, {answered(held, reported)});
   auto status = twoPods();
   writeLoadStatus(status, table, loads);
   ASSERT_EQ(status.load->hottest.size(), sharding::kHottestShards);
@@ -175,15 +204,16 @@ TEST(ShardLoads, TheHottestListIsBounded) {
 
 TEST(ShardLoads, StatusIsRefreshedWithOtherWritesOrAfterTheInterval) {
   ShardLoads loads;
-  recordPings(loads, tableOf({0}), {answered({1}, {{1, 1.0}})});
+  recordPings(loads, tableOf({0}), kPods, {answered({1}, {{1, 1.0}})});
   const SteadyTime t0 = kT0;
   EXPECT_TRUE(loadStatusDue(loads, t0, false));  // never written
   loads.statusWritten = t0;
   EXPECT_FALSE(loadStatusDue(loads, t0 + kLoadStatusInterval - 1s, false));
   EXPECT_TRUE(loadStatusDue(loads, t0 + 1s, true));
   EXPECT_TRUE(loadStatusDue(loads, t0 + kLoadStatusInterval, false));
-  loads.statusDropped = true;  // the CRD drops it: never again
+  loads.statusDropped = t0;  // the CRD dropped it: not again until the retry
   EXPECT_FALSE(loadStatusDue(loads, t0 + kLoadStatusInterval, true));
+  EXPECT_TRUE(loadStatusDue(loads, t0 + kLoadStatusRetry, false));
 }
 
 TEST(ShardLoads, OnlyAMaterialChangeIsWorthAWriteOfItsOwn) {
@@ -194,19 +224,21 @@ TEST(ShardLoads, OnlyAMaterialChangeIsWorthAWriteOfItsOwn) {
   auto after = before;
   after.pods[0].load = 1.05;  // within a tenth of the mean pod load
   after.load->peakToMean = 1.03;
-  EXPECT_FALSE(loadMateriallyChanged(before, after));
+  EXPECT_FALSE(loadMateriallyChanged(before, after, std::nullopt));
+  // ... unless it crosses the tolerance, which the Balanced condition reads.
+  EXPECT_TRUE(loadMateriallyChanged(before, after, 0.02));
   after.pods[0].load = 1.2;
-  EXPECT_TRUE(loadMateriallyChanged(before, after));
+  EXPECT_TRUE(loadMateriallyChanged(before, after, std::nullopt));
   after = before;
   after.load->peakToMean = 1.05;
-  EXPECT_TRUE(loadMateriallyChanged(before, after));
-  EXPECT_TRUE(loadMateriallyChanged(twoPods(), before));  // the first figures
+  EXPECT_TRUE(loadMateriallyChanged(before, after, std::nullopt));
+  EXPECT_TRUE(loadMateriallyChanged(twoPods(), before, std::nullopt));  // the first figures
 }
 
 TEST(ShardLoads, FiguresTooSmallToShowAreZeroNotNaN) {
   ShardLoads loads;
   const auto table = tableOf({0, 1});
-  recordPings(loads, table,
+  recordPings(loads, table, kPods,
               {answered({1}, {{1, std::numeric_limits<double>::denorm_min()}}),
                answered({2}, {{2, 0.5}})});
   auto status = twoPods();

@@ -104,8 +104,8 @@ func TestShardsNotOnVersion(t *testing.T) {
 	}
 }
 
-const getShardMaps = `NAME      SHARDS   PODS   UNASSIGNED   READY   AGE
-counter   300      3      0            True    2m10s
+const getShardMaps = `NAME      SHARDS   PODS   UNASSIGNED   READY   LOAD   AGE
+counter   300      3      0            True    1.2    2m10s
 `
 
 func TestCheckGetShardMaps(t *testing.T) {

@@ -30,9 +30,10 @@ namespace kshard::manager {
 inline constexpr Duration kLoadStatusInterval = std::chrono::seconds(30);
 // After the API server dropped status.load (an older CRD), how long before trying again.
 inline constexpr Duration kLoadStatusRetry = std::chrono::minutes(10);
-// Below this mean pod load (app seconds per second: 1 % of one thread) no shard moves for load:
-// differences in near-idle noise are not worth a handoff.
-inline constexpr double kMinLoadToBalance = 0.01;
+// Below this mean pod load (app seconds per second: 0.1 % of one thread) no shard moves for load:
+// differences in near-idle noise are not worth a handoff. An app of sub-millisecond turns at a
+// few messages a second per pod is above it.
+inline constexpr double kMinLoadToBalance = 0.001;
 // A shard that moved for load waits at least this long (and three rounds) before it moves
 // again: two half-lives of the sidecars' measurement.
 inline constexpr Duration kLoadCooldown = std::chrono::minutes(2);

@@ -130,6 +130,8 @@ TEST(ShardLoads, MovedShardsWaitOutTheCooldown) {
   base.shardCount = 3;
   auto in = loadPlanningInput(base, loads, 0.2, kT0 + 1s, 20s);
   EXPECT_EQ(in.tolerance, 0.2);
+  EXPECT_EQ(in.minMeanLoad, kMinLoadToBalance);
+  EXPECT_EQ(in.cooldownRounds, 6);  // two minutes of 20 s rounds
   EXPECT_EQ(in.load, loads.load);
   ASSERT_EQ(in.roundsSinceMoved.size(), 3u);
   EXPECT_EQ(in.roundsSinceMoved[1], 0);

@@ -108,6 +108,17 @@ TEST(LoadPlanner, OneHotShardExemptsOnlyItsOwnPod) {
   for (const Move& m : moves) EXPECT_NE(m.shard, 1);
 }
 
+TEST(LoadPlanner, NothingMovesWhileTheMeanIsAtOrBelowTheMinimum) {
+  // The same skew as EqualCountsWithOneHotPod..., but at a millionth of the load.
+  LoadPlanningInput in = mapOf(3, {0, 0, 0, 1, 1, 2}, {4e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6});
+  in.minMeanLoad = 3e-6;  // the mean
+  EXPECT_TRUE(decideOrFail(in).empty());
+  in.minMeanLoad = 2e-6;
+  EXPECT_FALSE(decideOrFail(in).empty());
+  in.minMeanLoad = -1;
+  EXPECT_EQ(decideByLoad(in).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(LoadPlanner, ShardsInTheirCooldownOrWithoutLoadStay) {
   LoadPlanningInput in = mapOf(2, {0, 0, 0}, {3, 0, 3});
   in.roundsSinceMoved = {0, 5, 5};

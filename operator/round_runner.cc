@@ -99,7 +99,7 @@ void RoundRunner::decide(const RoundPtr& round) {
       }
     }
     auto moves = c_.decideMoves(c_.current, round->table, c_.runtimeVector(),
-                              round->request.immediate, c_.d.random);
+                                round->request.immediate, c_.d.random);
     if (!moves.ok()) {
       c_.log.error("planner refused its input", {{"error", moves.status().toString()}});
       return finish(round, "failed");
@@ -240,8 +240,8 @@ void RoundRunner::loadWritten() {
   if (c_.loads.droppedWarned) return;
   c_.loads.droppedWarned = true;
   const std::string why =
-      "the API server dropped status.load: the installed ShardMap CRD predates it; apply the "
-      "chart's crds/ to see the load (balance: load still works)";
+      "the API server dropped status.load: the installed ShardMap CRD predates it, and drops "
+      "spec.balance too; apply the chart's crds/ (kubectl apply --server-side -f)";
   c_.log.warn(why, {});
   c_.event(EventType::kWarning, "OutdatedCRD", why);
 }

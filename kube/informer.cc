@@ -88,6 +88,21 @@ void Informer::enqueue(Notification n) {
   cv_.notify_all();
 }
 
+// A watch that ran until its version expired (410 Gone) failed in nothing: the server's window
+// moved on. Relisting after the failure backoff would leave the cache stale for up to its
+// ceiling, and a backoff grown during an API server outage lasts two minutes past it (a sidecar
+// routing by a stale map meanwhile). Once per 10 s it relists at once; more often, the server is
+// misbehaving and the backoff applies.
+bool Informer::relistAtOnce(const Status& ended) {
+  if (ended.code() != StatusCode::kGone) return false;
+  const SteadyTime now = scheduler_.clock().now();
+  std::lock_guard lock(mu_);
+  if (lastExpiry_ && now - *lastExpiry_ < std::chrono::seconds(10)) return false;
+  lastExpiry_ = now;
+  logger_.info("watch version expired; relisting", {{"error", ended.toString()}});
+  return true;
+}
+
 bool Informer::waitBackoff() {
   Duration delay;
   std::uint64_t target;
@@ -281,6 +296,7 @@ void Informer::runReflector() {
     }
     if (stopping()) break;
     if (ended.ok()) continue;  // the server's timeoutSeconds: watch again at once
+    if (relistAtOnce(ended)) continue;
     if (ended.code() == StatusCode::kDeadlineExceeded) stream->cancel();
     logger_.info(relist ? "watch ended; relisting" : "watch broke; resuming",
                  {{"error", ended.toString()}});

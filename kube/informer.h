@@ -41,6 +41,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,7 +93,8 @@ struct InformerHandler {
 struct InformerStats {
   std::uint64_t lists = 0;      // successful lists (the first one and every relist)
   std::uint64_t watches = 0;    // watches opened
-  std::uint64_t failures = 0;   // failed lists, watch opens, broken streams, ERROR events
+  std::uint64_t failures = 0;   // failed lists, watch opens, broken streams, ERROR events (not
+                                // an expiry relisted at once)
   std::string resourceVersion;  // the last one seen
 };
 
@@ -143,6 +145,8 @@ class Informer {
   void upsert(const std::string& key, nlohmann::json object, bool initial);
   // Waits out the backoff; false when stopped.
   bool waitBackoff();
+  // Whether a watch that ended with `ended` is relisted without a backoff.
+  bool relistAtOnce(const Status& ended);
   void enqueue(Notification n);
   void scheduleResync();
   bool stopping() const;
@@ -166,6 +170,8 @@ class Informer {
   Backoff backoff_;
   SteadyTime lastFailure_{};
   bool haveFailed_ = false;
+  // The last relist at once after a watch's version expired (see runReflector).
+  std::optional<SteadyTime> lastExpiry_;
   InformerStats stats_;
 
   Lifetime lifetime_;  // scheduler tasks

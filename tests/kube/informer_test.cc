@@ -178,13 +178,13 @@ TEST_F(InformerTest, GoneMidWatchRelistsAndReconcilesTheCache) {
   start();
   auto first = transport_.nextStream();
   seen_.waitFor(3);
+  // The relist, at once (no backoff: the version only aged out): a unchanged, b changed, c gone,
+  // d new.
+  answerListWith(jsonResponse(200, list("950", {pod("a", "1"), pod("b", "7"), pod("d", "8")})));
   first.stream->write(event("ERROR", {{"kind", "Status"},
                                       {"code", 410},
                                       {"reason", "Expired"},
                                       {"message", "too old resource version: 10 (900)"}}));
-  // The relist: a unchanged, b changed, c gone, d new.
-  answerListWith(jsonResponse(200, list("950", {pod("a", "1"), pod("b", "7"), pod("d", "8")})));
-  passBackoff();
   auto second = transport_.nextStream();
   EXPECT_TRUE(contains(second.request.target, "resourceVersion=950&")) << second.request.target;
   auto seen = seen_.waitFor(6);
@@ -192,6 +192,15 @@ TEST_F(InformerTest, GoneMidWatchRelistsAndReconcilesTheCache) {
             (std::vector<std::string>{"update b 2->7", "add d@8", "delete c@3 unknown"}));
   EXPECT_EQ(lists_.size(), 2u);
   EXPECT_EQ(informer_->stats().lists, 2u);
+  EXPECT_EQ(informer_->stats().failures, 0u);
+
+  // Expired again within 10 s: a server that misbehaves gets the backoff.
+  answerListWith(jsonResponse(200, list("960", {pod("a", "1")})));
+  second.stream->write(event("ERROR", {{"kind", "Status"}, {"code", 410}, {"reason", "Expired"}}));
+  passBackoff();
+  auto third = transport_.nextStream();
+  EXPECT_TRUE(contains(third.request.target, "resourceVersion=960&")) << third.request.target;
+  EXPECT_EQ(informer_->stats().failures, 1u);
 }
 
 TEST_F(InformerTest, WatchRefusedWithGoneRelists) {

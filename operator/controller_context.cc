@@ -178,6 +178,8 @@ void ControllerContext::ensureFresh(std::function<void(Status)> then) {
 
 void ControllerContext::adopt(ShardMap map) {
   current = std::move(map);
+  history.record(current);
+  answerWaitingReads();
   storedManager = current.status.manager;
   // Runtime state of pods no longer registered is dropped; new pods start reachable (they
   // registered, or answered the previous leader).
@@ -189,6 +191,45 @@ void ControllerContext::adopt(ShardMap map) {
   runtime = std::move(next);
   leases.forgetAllBut(current.status.pods);
   d.metrics.observeStatus(key, current.status);
+}
+
+namespace {
+// How long a read waits for the version its watch announced, and how many may wait (beyond it,
+// reads are answered at once, and their sidecars read the API server).
+constexpr Duration kReadWait = std::chrono::seconds(2);
+constexpr std::size_t kMaxWaitingReads = 20000;
+}  // namespace
+
+void ControllerContext::answerChanges(std::string since, std::string want, Reply reply) {
+  if (history.empty()) history.record(current);
+  if (!want.empty() && !history.knows(want) && waitingReads.size() < kMaxWaitingReads) {
+    waitingReads.push_back({std::move(since), std::move(want), std::move(reply),
+                            d.scheduler.clock().now() + kReadWait});
+    answerWaitingReads();  // arms the timer
+    return;
+  }
+  reply(http::Response::json(200, history.answer(since, want)));
+}
+
+void ControllerContext::answerWaitingReads() {
+  if (waitingReads.empty()) return;
+  const SteadyTime now = d.scheduler.clock().now();
+  std::vector<WaitingRead> still;
+  for (auto& r : waitingReads) {
+    if (history.knows(r.want) || r.until <= now) {
+      r.reply(http::Response::json(200, history.answer(r.since, r.want)));
+    } else {
+      still.push_back(std::move(r));
+    }
+  }
+  waitingReads = std::move(still);
+  if (!waitingReads.empty() && !readTimerArmed) {
+    readTimerArmed = true;
+    strand.after(kReadWait / 4, [this] {
+      readTimerArmed = false;
+      answerWaitingReads();
+    });
+  }
 }
 
 void ControllerContext::persist(ShardMap next, std::function<void(Status)> then) {

@@ -28,6 +28,7 @@
 #include "http/message.h"
 #include "operator/event_sink.h"
 #include "operator/leadership.h"
+#include "operator/map_history.h"
 #include "operator/operator_metrics.h"
 #include "operator/pod_client.h"
 #include "operator/pod_directory.h"
@@ -132,6 +133,17 @@ struct ControllerContext {
   std::optional<sharding::ManagerRef> storedManager;
   LeaseFacts leases;
   ShardLoads loads;  // what the pods' ping answers reported (spec.balance: load, status.load)
+  // The versions of the map this replica stored or read, for sidecars' reads of changes.
+  MapHistory history;
+  // Reads of changes waiting for the version their watch announced (answerChanges).
+  struct WaitingRead {
+    std::string since;
+    std::string want;
+    Reply reply;
+    SteadyTime until;
+  };
+  std::vector<WaitingRead> waitingReads;
+  bool readTimerArmed = false;
 
   // Leading and done taking over: may act on pods and on the store.
   bool acting() const;
@@ -159,6 +171,10 @@ struct ControllerContext {
                                                   const std::vector<PodRuntime>& pods,
                                                   bool immediate, Random& random) const;
   void event(EventType type, std::string reason, std::string message);
+  // Answers a sidecar's read of the changes since `since` (operator/map_history.h). A read whose
+  // watch announced a version this replica has not seen yet (`want`) waits for it, up to
+  // kReadWait: the API server tells watchers of a write before this replica has its answer.
+  void answerChanges(std::string since, std::string want, Reply reply);
 
   // Reloads the map from the store when stale; `then` runs on the strand.
   void ensureFresh(std::function<void(Status)> then);
@@ -170,6 +186,8 @@ struct ControllerContext {
 
  private:
   bool movesPending(const sharding::ShardMap& map, const sharding::ShardTable& table) const;
+  // Answers the waiting reads whose version has come, or whose wait is over.
+  void answerWaitingReads();
 };
 
 }  // namespace kshard::manager

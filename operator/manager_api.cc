@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "kube/jwt.h"
@@ -20,6 +21,16 @@ constexpr auto kRefusalReportInterval = std::chrono::seconds(5);
 
 http::Response badRequest(const Status& s) {
   return http::Response::error(400, protocol::errors::kBadRequest, s.message());
+}
+
+// The query of GET assignments as JSON: {} for the whole map, {"since","want"} for changes.
+std::string readQuery(const http::Request& request) {
+  nlohmann::json q = nlohmann::json::object();
+  if (auto since = request.queryParam("since")) {
+    q["since"] = std::string(*since);
+    q["want"] = std::string(request.queryParam("want").value_or(""));
+  }
+  return q.dump();
 }
 
 }  // namespace
@@ -77,6 +88,11 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
                                 "no ShardMap " + ref->toString()));
     return;
   }
+  if (verb == kAssignments) {
+    // GET assignments reads no body: its query (a read of changes since a version) is passed
+    // in its place.
+    request.body = readQuery(request);
+  }
   if (authenticator_ == nullptr) {
     act(verb, request.body, request.remoteAddress, std::move(controller), *ref, std::move(reply),
         nullptr);
@@ -131,7 +147,12 @@ void ManagerApi::act(std::string_view verb, const std::string& body, const std::
                      const protocol::ShardMapRef& ref, Reply reply, const PodIdentity* caller) {
   if (verb == kAssignments) {
     // Any pod of the map's namespace may read it (the caller's namespace was checked).
-    controller->assignments(std::move(reply));
+    auto query = nlohmann::json::parse(body, nullptr, false);
+    if (!query.is_object() || !query.contains("since")) {
+      controller->assignments(std::move(reply));
+    } else {
+      controller->changes(query.value("since", ""), query.value("want", ""), std::move(reply));
+    }
     return;
   }
   if (Status depth = protocol::checkJsonDepth(body); !depth.ok()) {

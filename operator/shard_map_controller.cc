@@ -79,8 +79,11 @@ void ShardMapController::shutdown() {
   c_.strand.post([this] {
     c_.stopped = true;
     registration_.closeBatch();
-    queue_.cancelAll(http::Response::error(404, protocol::errors::kUnknownShardMap,
-                                           "ShardMap " + c_.key + " was deleted"));
+    const auto gone = http::Response::error(404, protocol::errors::kUnknownShardMap,
+                                            "ShardMap " + c_.key + " was deleted");
+    queue_.cancelAll(gone);
+    for (auto& read : c_.waitingReads) read.reply(gone);
+    c_.waitingReads.clear();
   });
 }
 
@@ -124,6 +127,13 @@ void ShardMapController::reportRefusedCaller(std::string reason, std::string mes
 void ShardMapController::assignments(Reply reply) {
   c_.strand.post([this, reply = std::move(reply)] {
     reply(http::Response::json(200, sharding::toJson(c_.current).dump()));
+  });
+}
+
+void ShardMapController::changes(std::string since, std::string want, Reply reply) {
+  c_.strand.post([this, since = std::move(since), want = std::move(want),
+                  reply = std::move(reply)]() mutable {
+    c_.answerChanges(std::move(since), std::move(want), std::move(reply));
   });
 }
 

@@ -106,6 +106,9 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   void renew(protocol::Target target, Reply reply);
   // The map as this replica holds it (the whole resource as JSON).
   void assignments(Reply reply);
+  // The changes from version `since` to the current one, for a sidecar whose watch announced
+  // `want` (ControllerContext::answerChanges, operator/map_history.h).
+  void changes(std::string since, std::string want, Reply reply);
   // The manager API refused a caller (no valid token, or another pod's): a Warning Event on the
   // ShardMap with `reason`.
   void reportRefusedCaller(std::string reason, std::string message);

@@ -9,6 +9,7 @@
 #include "kube/jwt_signer.h"
 #include "operator/pod_authenticator.h"
 #include "operator/shard_manager.h"
+#include "sharding/json_delta.h"
 #include "sharding/shard_map_json.h"
 #include "tests/kube/fake_transport.h"
 #include "tests/operator/controller_harness.h"
@@ -138,6 +139,102 @@ TEST_F(ManagerApiTest, AssignmentsServeTheMapAsTheLeaderHoldsIt) {
   ASSERT_TRUE(map.ok()) << map.status().toString();
   EXPECT_EQ(map->status.epoch, h_.stored().status.epoch);
   EXPECT_EQ(map->status.manager->pod, "op-0");
+}
+
+// A read of the changes since a version: what the sidecar's MapSync sends.
+http::Response readChanges(ControllerHarness& h, ManagerApi& api, const std::string& since,
+                           const std::string& want) {
+  http::Request req;
+  req.method = http::Method::kGet;
+  req.params = {{"namespace", "demo"}, {"name", "counter"}};
+  req.query = {{"since", since}, {"want", want}};
+  auto out = std::make_shared<std::optional<http::Response>>();
+  api.handle("assignments", std::move(req),
+             http::Responder([out](http::Response r) { *out = std::move(r); }));
+  EXPECT_TRUE(h.runUntil([&] { return out->has_value(); }, 30s)) << "no answer";
+  return out->value_or(http::Response{0, {}, ""});
+}
+
+TEST_F(ManagerApiTest, ChangesSinceAVersionRebuildTheCurrentMap) {
+  const sharding::ShardMap before = h_.stored();
+  const nlohmann::json base = sharding::toJson(before);
+  StubPod& a = h_.startPod("a");
+  ASSERT_EQ(call("register", "demo", "counter",
+                 protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1", "i"}))
+                .status,
+            200);
+  // Its register answered after the write that recorded it.
+  const sharding::ShardMap now = h_.stored();
+  ASSERT_NE(now.metadata.resourceVersion, before.metadata.resourceVersion);
+
+  http::Response r = readChanges(h_, api_, before.metadata.resourceVersion,
+                                 now.metadata.resourceVersion);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto body = nlohmann::json::parse(r.body);
+  EXPECT_EQ(body["kind"], "ShardMapDelta");
+  EXPECT_EQ(body["from"], before.metadata.resourceVersion);
+  EXPECT_EQ(body["resourceVersion"], now.metadata.resourceVersion);
+  EXPECT_EQ(body["wantKnown"], true);
+  ASSERT_FALSE(body.contains("map")) << "a known version gets changes, not the map";
+  auto rebuilt = sharding::applyJsonDelta(base, body["changes"]);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().toString();
+  EXPECT_EQ(*rebuilt, sharding::toJson(now));
+  EXPECT_EQ(body["digest"], sharding::textDigest(rebuilt->dump()));
+  EXPECT_LT(body["changes"].dump().size(), r.body.size());
+
+  // The version the sidecar already holds: no changes.
+  r = readChanges(h_, api_, now.metadata.resourceVersion, now.metadata.resourceVersion);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["changes"], nlohmann::json::array()) << r.body;
+}
+
+TEST_F(ManagerApiTest, AnUnknownVersionGetsTheWholeMap) {
+  const sharding::ShardMap now = h_.stored();
+  for (const std::string since : {"", "no-such-version"}) {
+    http::Response r = readChanges(h_, api_, since, now.metadata.resourceVersion);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto body = nlohmann::json::parse(r.body);
+    EXPECT_FALSE(body.contains("from")) << r.body;
+    ASSERT_TRUE(body.contains("map")) << r.body;
+    auto map = sharding::shardMapFromJson(body["map"]);
+    ASSERT_TRUE(map.ok()) << map.status().toString();
+    EXPECT_EQ(*map, now);
+    EXPECT_EQ(body["digest"], sharding::textDigest(body["map"].dump()));
+  }
+}
+
+// The watch told the sidecar of a version before this replica had the answer of its write: the
+// read waits for it, and says so when it does not come.
+TEST_F(ManagerApiTest, AReadWaitsForTheVersionItsWatchAnnounced) {
+  const sharding::ShardMap now = h_.stored();
+  const SteadyTime asked = h_.scheduler.clock().now();
+  http::Response r = readChanges(h_, api_, now.metadata.resourceVersion, "future-version");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_GE(h_.scheduler.clock().now() - asked, 2s) << "answered before its wait was over";
+  const auto body = nlohmann::json::parse(r.body);
+  EXPECT_EQ(body["wantKnown"], false);
+  EXPECT_EQ(body["resourceVersion"], now.metadata.resourceVersion);
+}
+
+TEST_F(ManagerApiTest, AWaitingReadIsAnsweredWhenItsVersionIsWritten) {
+  const sharding::ShardMap before = h_.stored();
+  // The fake store numbers versions one by one: the next write stores this one.
+  const std::string next = std::to_string(std::stoll(before.metadata.resourceVersion) + 1);
+  http::Request req;
+  req.method = http::Method::kGet;
+  req.params = {{"namespace", "demo"}, {"name", "counter"}};
+  req.query = {{"since", before.metadata.resourceVersion}, {"want", next}};
+  auto out = std::make_shared<std::optional<http::Response>>();
+  api_.handle("assignments", std::move(req),
+              http::Responder([out](http::Response r) { *out = std::move(r); }));
+  h_.scheduler.runDue();
+  EXPECT_FALSE(out->has_value()) << "answered before the version it waits for";
+  StubPod& a = h_.startPod("a");
+  call("register", "demo", "counter",
+       protocol::encode(protocol::RegisterRequest{a.name, a.uid, a.address, "1", "i"}));
+  ASSERT_TRUE(h_.runUntil([&] { return out->has_value(); }, 1s)) << "still waiting";
+  const auto body = nlohmann::json::parse((*out)->body);
+  EXPECT_EQ(body["wantKnown"], true) << (*out)->body;
+  EXPECT_EQ(body["from"], before.metadata.resourceVersion);
 }
 
 TEST_F(ManagerApiTest, NotifyUnhealthyIsAccepted) {

@@ -1,0 +1,73 @@
+#include "operator/map_history.h"
+
+#include <nlohmann/json.hpp>
+
+#include "sharding/json_delta.h"
+#include "sharding/shard_map_json.h"
+
+namespace kshard::manager {
+
+using nlohmann::json;
+
+MapHistory::MapHistory(std::size_t versions, std::size_t maxBytes)
+    : keep_(versions < 1 ? 1 : versions), maxBytes_(maxBytes) {}
+
+void MapHistory::record(const sharding::ShardMap& map) {
+  const std::string& rv = map.metadata.resourceVersion;
+  if (!versions_.empty() && versions_.back().resourceVersion == rv) return;
+  // A version read again after others (a reload after a failed write) becomes current again.
+  for (auto it = versions_.begin(); it != versions_.end(); ++it) {
+    if (it->resourceVersion == rv) {
+      bytes_ -= it->text.size();
+      versions_.erase(it);
+      break;
+    }
+  }
+  std::string text = sharding::toJson(map).dump();
+  digest_ = sharding::textDigest(text);
+  bytes_ += text.size();
+  versions_.push_back({rv, std::move(text)});
+  while (versions_.size() > keep_ || (versions_.size() > 1 && bytes_ > maxBytes_)) {
+    bytes_ -= versions_.front().text.size();
+    versions_.pop_front();
+  }
+  deltas_.clear();
+}
+
+bool MapHistory::knows(const std::string& resourceVersion) const {
+  for (const Version& v : versions_) {
+    if (v.resourceVersion == resourceVersion) return true;
+  }
+  return false;
+}
+
+const std::string& MapHistory::currentVersion() const { return versions_.back().resourceVersion; }
+
+std::string MapHistory::header(const std::string& want) const {
+  const bool wantKnown = want.empty() || knows(want);
+  return R"({"kind":"ShardMapDelta","apiVersion":")" + std::string(sharding::kShardMapApiVersion) +
+         R"(","resourceVersion":)" + json(currentVersion()).dump() +
+         R"(,"wantKnown":)" + (wantKnown ? "true" : "false") + R"(,"digest":")" + digest_ + "\"";
+}
+
+const std::string& MapHistory::deltaFrom(const Version& base) {
+  auto it = deltas_.find(base.resourceVersion);
+  if (it != deltas_.end()) return it->second;
+  const json from = json::parse(base.text);
+  const json to = json::parse(versions_.back().text);
+  return deltas_.emplace(base.resourceVersion, sharding::diffJson(from, to).dump()).first->second;
+}
+
+std::string MapHistory::answer(const std::string& since, const std::string& want) {
+  const Version& current = versions_.back();
+  if (!since.empty()) {
+    for (const Version& v : versions_) {
+      if (v.resourceVersion != since) continue;
+      const std::string changes = &v == &current ? std::string("[]") : deltaFrom(v);
+      return header(want) + R"(,"from":)" + json(since).dump() + R"(,"changes":)" + changes + "}";
+    }
+  }
+  return header(want) + R"(,"map":)" + current.text + "}";
+}
+
+}  // namespace kshard::manager

@@ -1,0 +1,76 @@
+#include "operator/map_history.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sharding/json_delta.h"
+#include "sharding/shard_map_json.h"
+
+namespace kshard::manager {
+namespace {
+
+using nlohmann::json;
+
+sharding::ShardMap version(int rv, int epoch) {
+  sharding::ShardMap m;
+  m.metadata.name = "counter";
+  m.metadata.namespace_ = "demo";
+  m.metadata.resourceVersion = std::to_string(rv);
+  m.spec.shards = 100;
+  m.status.epoch = epoch;
+  for (int i = 0; i < 10; ++i) {
+    m.status.pods.push_back({"p" + std::to_string(i), "uid" + std::to_string(i), "10.0.0.1:7101",
+                             "1", 10, "inc", std::nullopt});
+  }
+  return m;
+}
+
+TEST(MapHistoryTest, AnswersChangesFromEveryKeptVersion) {
+  MapHistory h(3);
+  for (int rv = 1; rv <= 4; ++rv) h.record(version(rv, rv));
+  EXPECT_FALSE(h.knows("1")) << "only three versions are kept";
+  EXPECT_TRUE(h.knows("2"));
+  EXPECT_EQ(h.currentVersion(), "4");
+  const json current = sharding::toJson(version(4, 4));
+  for (const std::string since : {"2", "3", "4"}) {
+    const json body = json::parse(h.answer(since, "4"));
+    ASSERT_TRUE(body.contains("changes")) << body.dump();
+    auto rebuilt = sharding::applyJsonDelta(sharding::toJson(version(std::stoi(since),
+                                                                     std::stoi(since))),
+                                            body["changes"]);
+    ASSERT_TRUE(rebuilt.ok());
+    EXPECT_EQ(*rebuilt, current);
+    EXPECT_EQ(body["digest"], sharding::textDigest(current.dump()));
+  }
+  EXPECT_EQ(h.deltasComputed(), 2u) << "from 2 and from 3; none for the current version";
+  h.answer("2", "");
+  EXPECT_EQ(h.deltasComputed(), 2u) << "a delta is computed once";
+  EXPECT_TRUE(json::parse(h.answer("1", "4")).contains("map"));
+  EXPECT_EQ(json::parse(h.answer("1", "9"))["wantKnown"], false);
+}
+
+TEST(MapHistoryTest, AVersionReadAgainBecomesCurrent) {
+  MapHistory h(4);
+  h.record(version(1, 1));
+  h.record(version(2, 2));
+  h.record(version(1, 1));  // a reload found version 1 again
+  EXPECT_EQ(h.currentVersion(), "1");
+  const json body = json::parse(h.answer("2", ""));
+  auto rebuilt =
+      sharding::applyJsonDelta(sharding::toJson(version(2, 2)), body["changes"]);
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_EQ(*rebuilt, sharding::toJson(version(1, 1)));
+}
+
+TEST(MapHistoryTest, KeepsTheCurrentVersionWhateverItsSize) {
+  MapHistory h(16, 10);  // 10 bytes: less than any version
+  h.record(version(1, 1));
+  h.record(version(2, 2));
+  EXPECT_FALSE(h.knows("1"));
+  EXPECT_TRUE(h.knows("2"));
+  EXPECT_TRUE(json::parse(h.answer("2", "2")).contains("changes"));
+}
+
+}  // namespace
+}  // namespace kshard::manager

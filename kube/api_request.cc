@@ -131,6 +131,7 @@ ApiRequest listRequest(const ResourceRef& r, std::string_view ns, const ListOpti
   if (o.timeout.count() > 0) {
     req.query.emplace_back("timeoutSeconds", std::to_string(o.timeout.count()));
   }
+  if (o.metadataOnly) req.accept = kAcceptMetadataList;
   return req;
 }
 
@@ -143,6 +144,7 @@ ApiRequest watchRequest(const ResourceRef& r, std::string_view ns, const WatchOp
   if (o.timeout.count() > 0) {
     req.query.emplace_back("timeoutSeconds", std::to_string(o.timeout.count()));
   }
+  if (o.metadataOnly) req.accept = kAcceptMetadata;
   return req;
 }
 

@@ -59,6 +59,9 @@ struct ListOptions {
   std::string resourceVersion;
   std::string resourceVersionMatch;  // "NotOlderThan" | "Exact" | ""
   std::chrono::seconds timeout{0};   // server-side timeoutSeconds; 0 = none
+  // Only the items' metadata (PartialObjectMetadataList): what a reader that only needs to
+  // know that an object changed asks for.
+  bool metadataOnly = false;
 };
 
 struct WatchOptions {
@@ -67,7 +70,14 @@ struct WatchOptions {
   std::string resourceVersion;  // start after this version (the list's metadata.resourceVersion)
   bool allowWatchBookmarks = true;
   std::chrono::seconds timeout{0};  // timeoutSeconds: the server ends the watch after this
+  bool metadataOnly = false;        // events carry PartialObjectMetadata, not the objects
 };
+
+// The Accept values of metadata-only reads (client-go's metadata client).
+inline constexpr char kAcceptMetadataList[] =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+inline constexpr char kAcceptMetadata[] =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 struct WriteOptions {
   std::string subresource;   // "status", "binding", "token", "eviction"

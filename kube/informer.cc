@@ -138,6 +138,7 @@ std::optional<StatusOr<ListResult>> Informer::listInterruptibly() {
   o.labelSelector = options_.labelSelector;
   o.fieldSelector = options_.fieldSelector;
   o.limit = options_.pageSize;
+  o.metadataOnly = options_.metadataOnly;
   client_.listAllAsync(options_.resource, options_.ns, o,
                        lifetime_.guard([this, pending](StatusOr<ListResult> r) {
                          {
@@ -259,6 +260,7 @@ void Informer::runReflector() {
     wo.labelSelector = options_.labelSelector;
     wo.fieldSelector = options_.fieldSelector;
     wo.allowWatchBookmarks = true;
+    wo.metadataOnly = options_.metadataOnly;
     {
       std::lock_guard lock(mu_);
       wo.resourceVersion = stats_.resourceVersion;

@@ -73,6 +73,9 @@ struct InformerOptions {
   // (client-go's SetTransform): drop what the handlers never read, so a cache of many objects
   // stays small. It must keep metadata.name, namespace and resourceVersion. Empty: none.
   std::function<void(nlohmann::json& object)> transform;
+  // Lists and watches only the objects' metadata (PartialObjectMetadata): the handlers learn
+  // that an object changed, and its resourceVersion, for the bytes of its metadata.
+  bool metadataOnly = false;
   BackoffPolicy backoff{std::chrono::milliseconds(800), std::chrono::seconds(30), 2.0, 1.0};
   Duration backoffResetAfter = std::chrono::minutes(2);
 };

@@ -98,6 +98,31 @@ void ManagerClient::renew(Duration timeout, std::function<void(Status)> done) {
   attempt(call);
 }
 
+void ManagerClient::readChanges(const std::string& since, const std::string& want,
+                                Duration timeout,
+                                std::function<void(StatusOr<http::Response>)> done) {
+  http::Request req;
+  req.method = http::Method::kGet;
+  req.target = "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name +
+               "/assignments?since=" + http::percentEncode(since) +
+               "&want=" + http::percentEncode(want);
+  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
+    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
+  }
+  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  http::Client* client;
+  {
+    std::lock_guard lock(mu_);
+    const std::string address = managerAddress();
+    if (stopped_ || address.empty()) {
+      done(unavailable(stopped_ ? "the sidecar is shutting down" : "no manager is known yet"));
+      return;
+    }
+    client = &clientFor(address);
+  }
+  client->send(std::move(req), lifetime_.guard(std::move(done)));
+}
+
 std::string ManagerClient::managerAddress() const {
   if (!options_.managerOverride.empty()) return options_.managerOverride;
   const auto snapshot = table_.snapshot();

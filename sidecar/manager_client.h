@@ -54,6 +54,12 @@ class ManagerClient final : public UnhealthyReporter {
 
   // Registers this pod, retrying until it succeeds or stop(); `done` gets the epoch.
   void registerPod(std::function<void(StatusOr<std::uint64_t>)> done);
+  // One read of the map's changes since version `since` for a watch that announced `want`
+  // (GET .../assignments?since=&want=, operator/map_history.h): the manager's answer whatever
+  // its status, or the transport's error; Unavailable while no manager is known. Never retried,
+  // and it confirms nothing: any pod of the namespace may read the map.
+  void readChanges(const std::string& since, const std::string& want, Duration timeout,
+                   std::function<void(StatusOr<http::Response>)> done);
   // Unregisters, retrying until it succeeds or `timeout` passes (plus any hold the manager
   // announces). Each attempt may take `timeout`: the manager answers after it has unassigned the
   // pod's shards, which waits for their entities to stop. The answer says whether the API

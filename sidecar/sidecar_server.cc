@@ -279,7 +279,7 @@ Status SidecarServer::buildServers() {
 Status SidecarServer::buildMapSource() {
   if (cfg_.mapSource == "kube") {
     watcher_ = std::make_unique<MapWatcher>(*api_, scheduler_, random_, part("map-watch"), self_,
-                                            *applier_);
+                                            *applier_, *manager_);
     return Status();
   }
   http::ClientOptions o;

@@ -49,6 +49,18 @@ TEST(ApiRequestTest, WatchAsksForBookmarksAndATimeout) {
             "allowWatchBookmarks=true&timeoutSeconds=317");
 }
 
+TEST(ApiRequestTest, MetadataOnlyReadsAskForPartialObjectMetadata) {
+  ListOptions l;
+  EXPECT_EQ(listRequest(kShardMaps, "demo", l).accept, "application/json");
+  l.metadataOnly = true;
+  EXPECT_EQ(listRequest(kShardMaps, "demo", l).accept,
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+  WatchOptions w;
+  w.metadataOnly = true;
+  EXPECT_EQ(watchRequest(kShardMaps, "demo", w).accept,
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+}
+
 TEST(ApiRequestTest, UpdateTakesTheNameFromTheObjectAndWritesTheSubresource) {
   json sm = {{"metadata", {{"name", "counter"}, {"resourceVersion", "7"}}}, {"status", {}}};
   WriteOptions o;

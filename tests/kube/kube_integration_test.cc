@@ -272,6 +272,56 @@ TEST_F(KubeIntegrationTest, CrudOnACustomResourceWithItsStatusSubresource) {
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound) << gone.status().toString();
 }
 
+// What a sidecar's map watch asks for: only the metadata of a custom resource, with every write
+// of its status seen as a new resourceVersion.
+TEST_F(KubeIntegrationTest, AMetadataOnlyInformerSeesEveryStatusWriteButNoStatus) {
+  ensureCrd();
+  json obj = {{"apiVersion", "kube-test.kshard.io/v1"},
+              {"kind", "KubeTest"},
+              {"metadata", {{"name", "meta"}}},
+              {"spec", {{"shards", 3}}}};
+  auto created = api().create(kKubeTests, ns(), obj);
+  ASSERT_TRUE(created.ok()) << created.status().toString();
+  std::mutex mu;
+  std::vector<json> seen;
+  SeededRandom random(12);
+  InformerOptions o;
+  o.resource = kKubeTests;
+  o.ns = ns();
+  o.fieldSelector = "metadata.name=meta";
+  o.metadataOnly = true;
+  Informer informer(api(), *scheduler_, random, Logger("kube-integration", LogLevel::kWarn), o);
+  informer.addHandler({.onAdd = [&](const json& x, bool) {
+                         std::lock_guard lock(mu);
+                         seen.push_back(x);
+                       },
+                       .onUpdate =
+                           [&](const json&, const json& x) {
+                             std::lock_guard lock(mu);
+                             seen.push_back(x);
+                           },
+                       .onDelete = [](const json&, bool) {}});
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(seconds(30)));
+  json withStatus = *created;
+  withStatus["status"] = {{"epoch", 7}};
+  auto written = api().updateStatus(kKubeTests, ns(), withStatus);
+  ASSERT_TRUE(written.ok()) << written.status().toString();
+  const std::string rv = (*written)["metadata"]["resourceVersion"];
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        std::lock_guard lock(mu);
+        return !seen.empty() && seen.back()["metadata"].value("resourceVersion", "") == rv;
+      },
+      seconds(10), "the status write's version"));
+  std::lock_guard lock(mu);
+  for (const json& x : seen) {
+    EXPECT_EQ(x.value("kind", ""), "PartialObjectMetadata") << x.dump();
+    EXPECT_FALSE(x.contains("spec")) << x.dump();
+    EXPECT_FALSE(x.contains("status")) << x.dump();
+  }
+}
+
 TEST_F(KubeIntegrationTest, ListAllPagesThroughARealServer) {
   for (int i = 0; i < 7; ++i) {
     auto c = api().create(

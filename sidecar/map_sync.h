@@ -1,0 +1,98 @@
+// MapSync: brings this sidecar's view of the ShardMap to the version its watch announced, for
+// the bytes of what changed (docs/architecture.md, "How sidecars learn the map").
+//
+// The watch (MapWatcher) carries only the object's metadata. For each new resourceVersion,
+// MapSync asks the manager for the changes since the version it holds
+// (ManagerClient::readChanges, operator/map_history.h), applies them to its copy of that version
+// (sharding/json_delta.h), checks the result against the manager's digest, and hands the map to
+// the MapApplier. Whenever that does not give the announced version (no manager known, the
+// manager down or not leading, a digest that does not match, a manager behind the watch), it
+// reads the whole object from the API server instead, as the sidecar did before deltas: the
+// map keeps coming while the operator is down, and nothing but a version the API server stored
+// is ever applied.
+//
+// One read at a time; announcements that arrive meanwhile are served by one more read. A read
+// that fails everywhere is retried with backoff. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "base/logger.h"
+#include "base/scheduler.h"
+#include "kube/client.h"
+#include "kube/lifetime.h"
+#include "sidecar/identity.h"
+#include "sidecar/manager_client.h"
+#include "sidecar/map_applier.h"
+
+namespace kshard::sidecar {
+
+struct MapSyncStats {
+  std::uint64_t deltas = 0;        // versions reached by applying changes
+  std::uint64_t wholeMaps = 0;     // ... by a whole map from the manager
+  std::uint64_t apiReads = 0;      // ... by reading the object from the API server
+  std::uint64_t bytesManager = 0;  // answer bodies from the manager
+  std::uint64_t bytesApi = 0;      // answer bodies from the API server (approximate: re-encoded)
+};
+
+class MapSync {
+ public:
+  struct Options {
+    Duration readTimeout = std::chrono::seconds(5);
+    Duration retryMin = std::chrono::seconds(1);
+    Duration retryMax = std::chrono::seconds(30);
+  };
+  // `api` may be null (no API access): then only the manager is asked.
+  MapSync(Identity self, MapApplier& applier, ManagerClient& manager, kube::Client* api,
+          Scheduler& scheduler, Logger logger, Options options);
+  MapSync(Identity self, MapApplier& applier, ManagerClient& manager, kube::Client* api,
+          Scheduler& scheduler, Logger logger)
+      : MapSync(std::move(self), applier, manager, api, scheduler, std::move(logger), Options{}) {}
+  ~MapSync();
+
+  // The watch saw version `resourceVersion` of the object.
+  void announce(const std::string& resourceVersion);
+  // Applies the held version again (the watch's periodic resync), which repairs ownership if a
+  // direct call from the operator was lost.
+  void reapply();
+  void stop();
+
+  MapSyncStats stats() const;
+  // The version held ("" before the first).
+  std::string version() const;
+
+ private:
+  void readChanges();
+  void onChanges(const std::string& since, StatusOr<http::Response> answer);
+  void readObject(const std::string& why);
+  // Takes `map` (a decoded whole map) as the held version; false when it does not decode.
+  bool hold(const nlohmann::json& map);
+  // The read in progress is over: read again if the watch announced more meanwhile.
+  void done();
+  void retryLater();
+
+  const Identity self_;
+  MapApplier& applier_;
+  ManagerClient& manager_;
+  kube::Client* api_;
+  Scheduler& scheduler_;
+  Logger log_;
+  const Options options_;
+
+  mutable std::mutex mu_;
+  std::string held_;      // resourceVersion of the held copy
+  std::string heldText_;  // its canonical JSON (sharding::toJson(...).dump())
+  std::string wanted_;    // the last version the watch announced
+  std::uint64_t announced_ = 0;  // announcements so far
+  std::uint64_t readFor_ = 0;    // the announcement the read in progress serves
+  bool busy_ = false;
+  bool stopped_ = false;
+  Duration backoff_{};
+  Scheduler::TaskId retry_ = 0;
+  MapSyncStats stats_;
+  kube::Lifetime lifetime_;  // last: ended first
+};
+
+}  // namespace kshard::sidecar

@@ -1,0 +1,181 @@
+// MapSync on simulated time, with a scripted manager and a fake API server: versions arrive as
+// changes when the manager has them, and from the API server whenever the changes do not give
+// exactly the announced version.
+#include "sidecar/map_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/scheduler.h"
+#include "sharding/json_delta.h"
+#include "sharding/shard_map_json.h"
+#include "tests/kube/fake_transport.h"
+#include "tests/sidecar/held_host.h"
+#include "tests/sidecar/map_fixture.h"
+#include "tests/sidecar/scripted_client.h"
+
+namespace kshard::sidecar {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::makeMap;
+
+sharding::ShardMap versioned(sharding::ShardMap m, const std::string& rv) {
+  m.metadata.resourceVersion = rv;
+  return m;
+}
+
+Identity self() {
+  Identity s;
+  s.pod = "counter-0";
+  s.uid = "counter-0-uid";
+  s.incarnation = "counter-0-inc";
+  s.shardMap = {"demo", "counter"};
+  return s;
+}
+
+class MapSyncTest : public ::testing::Test {
+ protected:
+  MapSyncTest() {
+    transport_.setHandler([this](const http::Request& r) {
+      ++apiReads_;
+      EXPECT_NE(r.target.find("/shardmaps/counter"), std::string::npos) << r.target;
+      return std::optional<StatusOr<http::Response>>(
+          kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
+    });
+    manager_ = testing::scriptedManagerClient(script_, table_, scheduler_, random_, quiet_, {});
+    sync_ = std::make_unique<MapSync>(self(), applier_, *manager_, &api_, scheduler_, quiet_);
+  }
+  ~MapSyncTest() override {
+    sync_->stop();
+    manager_->stop();
+  }
+
+  // The manager's answer for a reader holding `from`, like operator/map_history.h's.
+  static http::Response changes(const sharding::ShardMap& from, const sharding::ShardMap& to,
+                                bool wantKnown = true) {
+    const std::string text = sharding::toJson(to).dump();
+    json body = {{"kind", "ShardMapDelta"},
+                 {"from", from.metadata.resourceVersion},
+                 {"resourceVersion", to.metadata.resourceVersion},
+                 {"wantKnown", wantKnown},
+                 {"digest", sharding::textDigest(text)},
+                 {"changes", sharding::diffJson(sharding::toJson(from), sharding::toJson(to))}};
+    return testing::answer(200, body.dump());
+  }
+  std::int64_t epochSeen() const { return table_.snapshot()->epoch; }
+
+  Logger quiet_{"t", LogLevel::kError, [](std::string_view) {}};
+  ManualScheduler scheduler_;
+  SeededRandom random_{1};
+  RoutingTable table_;
+  testing::HeldHost host_;
+  EntityRegistry registry_{host_, scheduler_, {}, quiet_};
+  MapApplier applier_{self(), table_, registry_, quiet_};
+  std::shared_ptr<testing::ScriptedManager> script_ =
+      std::make_shared<testing::ScriptedManager>();
+  kube::testing::FakeTransport transport_;
+  kube::Client api_{transport_, scheduler_, random_, quiet_, {.maxRetries = 0}};
+  std::unique_ptr<ManagerClient> manager_;
+  std::unique_ptr<MapSync> sync_;
+  sharding::ShardMap stored_ = versioned(makeMap(10, 1, {{"counter-0", "1-10"}}), "5");
+  int apiReads_ = 0;
+};
+
+TEST_F(MapSyncTest, TheFirstVersionComesFromTheApiWhenTheManagerHasNone) {
+  sync_->announce("5");  // the scripted manager has no answer: Unavailable
+  EXPECT_EQ(apiReads_, 1);
+  EXPECT_EQ(sync_->version(), "5");
+  EXPECT_EQ(epochSeen(), 1);
+  EXPECT_EQ(sync_->stats().apiReads, 1u);
+}
+
+TEST_F(MapSyncTest, ANewVersionArrivesAsChanges) {
+  const sharding::ShardMap v5 = stored_;
+  script_->answers.push_back(testing::answer(
+      200, json{{"kind", "ShardMapDelta"},
+                {"resourceVersion", "5"},
+                {"wantKnown", true},
+                {"digest", sharding::textDigest(sharding::toJson(v5).dump())},
+                {"map", sharding::toJson(v5)}}
+               .dump()));
+  sync_->announce("5");
+  ASSERT_EQ(sync_->version(), "5");
+  EXPECT_EQ(script_->seen.back().target.find("since=&want=5") != std::string::npos, true)
+      << script_->seen.back().target;
+
+  const sharding::ShardMap v6 =
+      versioned(makeMap(10, 2, {{"counter-0", "1-5"}, {"counter-1", "6-10"}}), "6");
+  script_->answers.push_back(changes(v5, v6));
+  sync_->announce("6");
+  EXPECT_NE(script_->seen.back().target.find("since=5&want=6"), std::string::npos)
+      << script_->seen.back().target;
+  EXPECT_EQ(sync_->version(), "6");
+  EXPECT_EQ(epochSeen(), 2);
+  EXPECT_EQ(table_.snapshot()->ownerOf(7)->pod, "counter-1");
+  EXPECT_EQ(apiReads_, 0) << "the changes sufficed";
+  EXPECT_EQ(sync_->stats().deltas, 1u);
+  EXPECT_EQ(sync_->stats().wholeMaps, 1u);
+}
+
+TEST_F(MapSyncTest, ChangesThatDoNotGiveTheDigestAreNotApplied) {
+  sync_->announce("5");  // from the API
+  sharding::ShardMap v6 =
+      versioned(makeMap(10, 2, {{"counter-0", "1-5"}, {"counter-1", "6-10"}}), "6");
+  v6.metadata.generation = 9;
+  // Changes computed from another base than the one held: they fit it, but leave the
+  // generation it has (0) where the manager's base had v6's (9).
+  sharding::ShardMap other = stored_;
+  other.metadata.generation = 9;
+  http::Response wrong = changes(other, v6);
+  script_->answers.push_back(wrong);
+  stored_ = v6;
+  sync_->announce("6");
+  EXPECT_EQ(apiReads_, 2) << "the API server was asked instead";
+  EXPECT_EQ(sync_->version(), "6");
+  EXPECT_EQ(table_.snapshot()->ownerOf(7)->pod, "counter-1");
+  EXPECT_EQ(sync_->stats().deltas, 0u);
+}
+
+TEST_F(MapSyncTest, AManagerBehindTheWatchSendsTheReaderToTheApi) {
+  sync_->announce("5");
+  const sharding::ShardMap v6 =
+      versioned(makeMap(10, 2, {{"counter-0", "1-5"}, {"counter-1", "6-10"}}), "6");
+  const sharding::ShardMap v7 = versioned(makeMap(10, 3, {{"counter-1", "1-10"}}), "7");
+  script_->answers.push_back(changes(stored_, v6, /*wantKnown=*/false));
+  stored_ = v7;
+  sync_->announce("7");
+  EXPECT_EQ(apiReads_, 2);
+  EXPECT_EQ(sync_->version(), "7");
+  EXPECT_EQ(epochSeen(), 3);
+}
+
+TEST_F(MapSyncTest, AReadThatFailsEverywhereIsRetriedWithBackoff) {
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
+  });
+  sync_->announce("5");
+  EXPECT_EQ(apiReads_, 1);
+  EXPECT_EQ(sync_->version(), "");
+  scheduler_.advance(999ms);
+  EXPECT_EQ(apiReads_, 1);
+  scheduler_.advance(1ms);
+  EXPECT_EQ(apiReads_, 2) << "retried after 1 s";
+  scheduler_.advance(2s);
+  EXPECT_EQ(apiReads_, 3) << "then after 2 s";
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(
+        kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
+  });
+  scheduler_.advance(4s);
+  EXPECT_EQ(sync_->version(), "5");
+  scheduler_.advance(60s);
+  EXPECT_EQ(apiReads_, 4) << "no read once the version is held";
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

@@ -16,6 +16,8 @@ constexpr std::string_view kUnregister = "unregister";
 constexpr std::string_view kNotifyUnhealthy = "notify-unhealthy";
 constexpr std::string_view kRenew = "renew";
 constexpr std::string_view kAssignments = "assignments";
+// The longest `since` or `want` of GET assignments (docs/openapi/manager.yaml).
+constexpr std::size_t kMaxVersionBytes = 64;
 // At most one log line and Event per map and refusal code in this time.
 constexpr auto kRefusalReportInterval = std::chrono::seconds(5);
 
@@ -91,6 +93,14 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
   if (verb == kAssignments) {
     // GET assignments reads no body: its query (a read of changes since a version) is passed
     // in its place.
+    for (std::string_view key : {"since", "want"}) {
+      if (request.queryParam(key).value_or("").size() > kMaxVersionBytes) {
+        reply(badRequest(invalidArgument(std::string(key) + ": longer than " +
+                                         std::to_string(kMaxVersionBytes) +
+                                         " bytes; a resourceVersion is far shorter")));
+        return;
+      }
+    }
     request.body = readQuery(request);
   }
   if (authenticator_ == nullptr) {

@@ -215,6 +215,13 @@ TEST_F(ManagerApiTest, AReadWaitsForTheVersionItsWatchAnnounced) {
   EXPECT_EQ(body["resourceVersion"], now.metadata.resourceVersion);
 }
 
+TEST_F(ManagerApiTest, AVersionLongerThanAnyResourceVersionIs400) {
+  http::Response r = readChanges(h_, api_, std::string(65, '1'), "");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("since"), std::string::npos) << r.body;
+  EXPECT_EQ(readChanges(h_, api_, "", std::string(65, '1')).status, 400);
+}
+
 TEST_F(ManagerApiTest, AWaitingReadIsAnsweredWhenItsVersionIsWritten) {
   const sharding::ShardMap before = h_.stored();
   // The fake store numbers versions one by one: the next write stores this one.

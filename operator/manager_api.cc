@@ -26,7 +26,14 @@ http::Response badRequest(const Status& s) {
 }
 
 // The query of GET assignments as JSON: {} for the whole map, {"since","want"} for changes.
-std::string readQuery(const http::Request& request) {
+StatusOr<std::string> readQuery(const http::Request& request) {
+  for (std::string_view key : {"since", "want"}) {
+    if (request.queryParam(key).value_or("").size() > kMaxVersionBytes) {
+      return invalidArgument(std::string(key) + ": longer than " +
+                             std::to_string(kMaxVersionBytes) +
+                             " bytes; a resourceVersion is far shorter");
+    }
+  }
   nlohmann::json q = nlohmann::json::object();
   if (auto since = request.queryParam("since")) {
     q["since"] = std::string(*since);
@@ -93,15 +100,12 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
   if (verb == kAssignments) {
     // GET assignments reads no body: its query (a read of changes since a version) is passed
     // in its place.
-    for (std::string_view key : {"since", "want"}) {
-      if (request.queryParam(key).value_or("").size() > kMaxVersionBytes) {
-        reply(badRequest(invalidArgument(std::string(key) + ": longer than " +
-                                         std::to_string(kMaxVersionBytes) +
-                                         " bytes; a resourceVersion is far shorter")));
-        return;
-      }
+    auto query = readQuery(request);
+    if (!query.ok()) {
+      reply(badRequest(query.status()));
+      return;
     }
-    request.body = readQuery(request);
+    request.body = std::move(*query);
   }
   if (authenticator_ == nullptr) {
     act(verb, request.body, request.remoteAddress, std::move(controller), *ref, std::move(reply),

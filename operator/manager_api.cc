@@ -72,13 +72,17 @@ void ManagerApi::addRoutes(http::Server& server) {
       bounded);
 }
 
-void ManagerApi::handle(std::string_view verb, http::Request request, http::Responder responder) {
+Reply ManagerApi::counted(std::string_view verb, http::Responder responder) {
   // The reply may come later, from the controller's strand; it is counted when it goes out.
   auto shared = std::make_shared<http::Responder>(std::move(responder));
-  Reply reply = [this, shared, verb = std::string(verb)](http::Response response) {
+  return [this, shared, verb = std::string(verb)](http::Response response) {
     metrics_.apiRequest(verb, response.status);
     shared->send(std::move(response));
   };
+}
+
+void ManagerApi::handle(std::string_view verb, http::Request request, http::Responder responder) {
+  Reply reply = counted(verb, std::move(responder));
   auto ref = protocol::parseShardMapRef(std::string(request.param("namespace")) + "/" +
                                         std::string(request.param("name")));
   if (!ref.ok()) {

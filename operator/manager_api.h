@@ -61,6 +61,8 @@ class ManagerApi {
   void act(std::string_view verb, const std::string& body, const std::string& remote,
            std::shared_ptr<ShardMapController> controller, const protocol::ShardMapRef& ref,
            Reply reply, const PodIdentity* caller);
+  // A reply to `responder` that counts the answer by verb and status.
+  Reply counted(std::string_view verb, http::Responder responder);
   // Answers `status` with `code`; logs and records a Warning Event (throttled).
   void refuse(const std::shared_ptr<ShardMapController>& controller,
               const protocol::ShardMapRef& ref, std::string_view verb, const Reply& reply,

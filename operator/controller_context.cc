@@ -178,8 +178,10 @@ void ControllerContext::ensureFresh(std::function<void(Status)> then) {
 
 void ControllerContext::adopt(ShardMap map) {
   current = std::move(map);
-  history.record(current);
-  answerWaitingReads();
+  if (leading) {
+    history.record(current);
+    answerWaitingReads();
+  }
   storedManager = current.status.manager;
   // Runtime state of pods no longer registered is dropped; new pods start reachable (they
   // registered, or answered the previous leader).
@@ -201,6 +203,10 @@ constexpr std::size_t kMaxWaitingReads = 20000;
 }  // namespace
 
 void ControllerContext::answerChanges(std::string since, std::string want, Reply reply) {
+  if (!leading) {
+    reply(notLeaderResponse(""));
+    return;
+  }
   if (history.empty()) history.record(current);
   if (!want.empty() && !history.knows(want) && waitingReads.size() < kMaxWaitingReads) {
     waitingReads.push_back({std::move(since), std::move(want), std::move(reply),

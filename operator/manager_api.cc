@@ -72,6 +72,26 @@ void ManagerApi::addRoutes(http::Server& server) {
       bounded);
 }
 
+Reply ManagerApi::signedReply(const std::string& shardMap, Reply reply) const {
+  if (!answerCredentials_) return reply;
+  return [credentials = answerCredentials_, shardMap, reply](http::Response response) {
+    if (response.status != 200) return reply(std::move(response));
+    credentials(shardMap, [reply, response = std::move(response)](
+                              StatusOr<std::string> authorization) mutable {
+      if (!authorization.ok()) {
+        // Unsigned, the sidecar would read the API server anyway: say why instead.
+        return reply(http::Response::error(
+            503, "Unavailable", "cannot sign the answer: " + authorization.status().message()));
+      }
+      if (!authorization->empty()) {
+        response.headers.set(std::string(protocol::kManagerAuthorizationHeader),
+                             std::move(*authorization));
+      }
+      reply(std::move(response));
+    });
+  };
+}
+
 Reply ManagerApi::counted(std::string_view verb, http::Responder responder) {
   // The reply may come later, from the controller's strand; it is counted when it goes out.
   auto shared = std::make_shared<http::Responder>(std::move(responder));
@@ -169,7 +189,8 @@ void ManagerApi::act(std::string_view verb, const std::string& body, const std::
     if (!query.is_object() || !query.contains("since")) {
       controller->assignments(std::move(reply));
     } else {
-      controller->changes(query.value("since", ""), query.value("want", ""), std::move(reply));
+      controller->changes(query.value("since", ""), query.value("want", ""),
+                          signedReply(ref.toString(), std::move(reply)));
     }
     return;
   }

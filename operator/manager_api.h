@@ -52,6 +52,16 @@ class ManagerApi {
 
   void addRoutes(http::Server& server);
 
+  // How the answers sidecars act on are signed: `done` gets the Authorization value of the
+  // operator's token for the map's sidecars ("" for none), as HttpPodClient::Credentials. The
+  // answer to a read of changes carries it in Kshard-Manager-Authorization; without credentials
+  // (--sidecar-auth=none), none. Before addRoutes.
+  using AnswerCredentials = std::function<void(const std::string& shardMap,
+                                               std::function<void(StatusOr<std::string>)> done)>;
+  void setAnswerCredentials(AnswerCredentials credentials) {
+    answerCredentials_ = std::move(credentials);
+  }
+
   // The handler of one verb, exposed so tests can call it without a socket.
   void handle(std::string_view verb, http::Request request, http::Responder responder);
 
@@ -61,6 +71,8 @@ class ManagerApi {
   void act(std::string_view verb, const std::string& body, const std::string& remote,
            std::shared_ptr<ShardMapController> controller, const protocol::ShardMapRef& ref,
            Reply reply, const PodIdentity* caller);
+  // `reply` with the answer signed for the sidecars of `shardMap` (setAnswerCredentials).
+  Reply signedReply(const std::string& shardMap, Reply reply) const;
   // A reply to `responder` that counts the answer by verb and status.
   Reply counted(std::string_view verb, http::Responder responder);
   // Answers `status` with `code`; logs and records a Warning Event (throttled).
@@ -74,6 +86,7 @@ class ManagerApi {
   const Clock& clock_;
   Logger log_;
   PodAuthenticator* authenticator_;
+  AnswerCredentials answerCredentials_;
   std::mutex refusalsMu_;
   std::map<std::string, LogThrottle> refusals_;  // "<ns>/<name> <code>"
 };

@@ -14,15 +14,10 @@ MapHistory::MapHistory(std::size_t versions, std::size_t maxBytes)
 
 void MapHistory::record(const sharding::ShardMap& map) {
   const std::string& rv = map.metadata.resourceVersion;
-  if (!versions_.empty() && versions_.back().resourceVersion == rv) return;
-  // A version read again after others (a reload after a failed write) becomes current again.
-  for (auto it = versions_.begin(); it != versions_.end(); ++it) {
-    if (it->resourceVersion == rv) {
-      bytes_ -= it->text.size();
-      versions_.erase(it);
-      break;
-    }
-  }
+  // Versions are recorded in the order the API server stored them (answers of this replica's
+  // writes and quorum reads); one seen again is older than or equal to the current one, and
+  // never becomes current again: an answer is never older than a version it says it knows.
+  if (knows(rv)) return;
   std::string text = sharding::toJson(map).dump();
   digest_ = sharding::textDigest(text);
   bytes_ += text.size();
@@ -32,6 +27,13 @@ void MapHistory::record(const sharding::ShardMap& map) {
     versions_.pop_front();
   }
   deltas_.clear();
+}
+
+void MapHistory::clear() {
+  versions_.clear();
+  deltas_.clear();
+  bytes_ = 0;
+  digest_.clear();
 }
 
 bool MapHistory::knows(const std::string& resourceVersion) const {

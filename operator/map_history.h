@@ -11,7 +11,8 @@
 //    "resourceVersion":"<current>","wantKnown":true,"digest":"<16 hex>","changes":[...]}
 //   {"kind":"ShardMapDelta",...,"resourceVersion":"<current>","digest":...,"map":{<the map>}}
 //
-// the second when `since` is not a version this replica holds. `digest` is textDigest of the
+// the second when `since` is not a version this replica holds. Only the leader records versions
+// (a follower answers no read) and it forgets them when it stops leading. `digest` is textDigest of the
 // current version's canonical text (sharding::toJson(map).dump()), which the sidecar checks
 // after applying the changes. `wantKnown` says whether `want` is a version this replica has
 // seen: when it has not, the sidecar's watch is ahead of this replica, and the sidecar reads the
@@ -35,10 +36,13 @@ class MapHistory {
  public:
   // Keeps the last `versions` versions, and at most `maxBytes` of their text (the current one
   // is kept whatever its size).
-  explicit MapHistory(std::size_t versions = 16, std::size_t maxBytes = 64u << 20);
+  explicit MapHistory(std::size_t versions = 8, std::size_t maxBytes = 32u << 20);
 
-  // `map` is now the current version (nothing changes when it already is).
+  // `map`, stored after every version recorded so far, is now the current one. A version
+  // already recorded changes nothing (it is not newer than the current one).
   void record(const sharding::ShardMap& map);
+  // Forgets every version (this replica stopped leading).
+  void clear();
   bool knows(const std::string& resourceVersion) const;
   bool empty() const { return versions_.empty(); }
   const std::string& currentVersion() const;

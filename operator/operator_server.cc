@@ -282,6 +282,9 @@ void OperatorServer::wireServers() {
   if (!podAuthenticator_) {
     log_.warn("the manager API does not authenticate its callers (--pod-auth=none)");
   }
+  if (cfg_.sidecarAuth == "tokenrequest") {
+    managerApi_.setAnswerCredentials(sidecarTokenCredentials(sidecarTokens_));
+  }
   managerApi_.addRoutes(*managerServer_);
 }
 

@@ -70,6 +70,10 @@ void ShardMapController::stopLeading() {
     health_.forgetReleases();
     registration_.closeBatch();
     queue_.cancelAll(notLeaderResponse(""));
+    // A read waiting for a version is not answered from this replica's view any more.
+    for (auto& read : c_.waitingReads) read.reply(notLeaderResponse(""));
+    c_.waitingReads.clear();
+    c_.history.clear();
     health_.dropQueuedRemovals();
     c_.log.info("leadership lost; stopping");
   });

@@ -44,6 +44,10 @@ inline constexpr std::string_view kIdempotencyKeyHeader = "Idempotency-Key";
 inline constexpr std::string_view kErrorHeader = "Kshard-Error";
 // Bearer tokens of the callers (operator → sidecar, sidecar → sidecar, sidecar → operator).
 inline constexpr std::string_view kAuthorizationHeader = "Authorization";
+// On the manager's answers a sidecar acts on (GET .../assignments?since=): the operator's token
+// for the map's sidecars, as on its calls to them, so that a sidecar takes the map's changes
+// only from the operator (docs/decisions/0017-map-changes-not-copies.md).
+inline constexpr std::string_view kManagerAuthorizationHeader = "Kshard-Manager-Authorization";
 // The per-pod secret of the preStop drain hook (the injector puts it in the hook and in the
 // sidecar's KSHARD_DRAIN_TOKEN): only the kubelet, which runs the hook, knows it.
 inline constexpr std::string_view kDrainTokenHeader = "Kshard-Drain-Token";

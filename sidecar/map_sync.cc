@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/api_request.h"
+#include "protocol/wire.h"
 #include "sharding/json_delta.h"
 #include "sharding/shard_map_json.h"
 
@@ -12,12 +13,15 @@ namespace kshard::sidecar {
 using nlohmann::json;
 
 MapSync::MapSync(Identity self, MapApplier& applier, ManagerClient& manager, kube::Client* api,
-                 Scheduler& scheduler, Logger logger, Options options)
+                 RequestAuthorizer* operatorCheck, Scheduler& scheduler, Random& random,
+                 Logger logger, Options options)
     : self_(std::move(self)),
       applier_(applier),
       manager_(manager),
       api_(api),
+      operatorCheck_(operatorCheck),
       scheduler_(scheduler),
+      random_(random),
       log_(std::move(logger)),
       options_(options),
       backoff_(options.retryMin) {}
@@ -46,19 +50,28 @@ std::string MapSync::version() const {
 }
 
 void MapSync::announce(const std::string& resourceVersion) {
+  Scheduler::TaskId waiting = 0;
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
     wanted_ = resourceVersion;
     ++announced_;
-    if (busy_ || resourceVersion == held_) return;
+    if (resourceVersion == held_) return;
+    if (busy_ && retry_ == 0) return;  // the read in flight reads again when it ends
+    // Idle, or waiting out a failure: a new version is read at once, with a fresh backoff
+    // (the retry, should it be starting already, finds itself superseded).
+    std::swap(waiting, retry_);
+    ++retryGeneration_;
     busy_ = true;
     readFor_ = announced_;
+    backoff_ = options_.retryMin;
   }
+  if (waiting != 0) scheduler_.cancel(waiting);
   readChanges();
 }
 
 void MapSync::reapply() {
+  std::lock_guard apply(applyMu_);
   std::string text;
   {
     std::lock_guard lock(mu_);
@@ -83,52 +96,64 @@ void MapSync::readChanges() {
                        }));
 }
 
-void MapSync::onChanges(const std::string& since, StatusOr<http::Response> answer) {
-  if (!answer.ok()) return readObject("the manager did not answer: " + answer.status().toString());
-  if (answer->status != 200) {
-    return readObject("the manager answered " + std::to_string(answer->status));
+std::string MapSync::judge(const std::string& since, const http::Response& answer, json& map) {
+  if (answer.status != 200) return "the manager answered " + std::to_string(answer.status);
+  if (operatorCheck_ != nullptr) {
+    http::Request signature;
+    if (auto value = answer.headers.get(protocol::kManagerAuthorizationHeader)) {
+      signature.headers.set(std::string(protocol::kAuthorizationHeader), std::string(*value));
+    }
+    if (Status s = operatorCheck_->authorizeOperator(signature); !s.ok()) {
+      return "the answer is not the operator's: " + s.toString();
+    }
   }
-  const json body = json::parse(answer->body, nullptr, false);
-  if (!body.is_object() || !body.contains("resourceVersion") || !body.contains("digest")) {
-    return readObject("the manager's answer is not a ShardMapDelta");
+  const json body = json::parse(answer.body, nullptr, false);
+  const auto text = [&](const char* key) {
+    const auto it = body.is_object() ? body.find(key) : body.end();
+    return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const auto wantKnown = body.is_object() ? body.find("wantKnown") : body.end();
+  if (text("resourceVersion").empty() || text("digest").empty() || wantKnown == body.end() ||
+      !wantKnown->is_boolean()) {
+    return "the manager's answer is not a ShardMapDelta";
   }
-  std::string text;
-  json map;
+  {
+    std::lock_guard lock(mu_);
+    // Only the announced version, or one the manager stored after it.
+    if (!wantKnown->get<bool>() && text("resourceVersion") != wanted_) {
+      return "the manager has not seen the version the watch announced";
+    }
+  }
   if (body.contains("map")) {
     map = body["map"];
-    text = map.dump();
-  } else if (body.value("from", std::string()) == since && body.contains("changes")) {
+  } else if (body.contains("changes") && !text("from").empty() && text("from") == since) {
     std::string base;
     {
       std::lock_guard lock(mu_);
       base = heldText_;
     }
     auto applied = sharding::applyJsonDelta(json::parse(base, nullptr, false), body["changes"]);
-    if (!applied.ok()) return readObject("the changes do not fit: " + applied.status().message());
+    if (!applied.ok()) return "the changes do not fit: " + applied.status().message();
     map = std::move(*applied);
-    text = map.dump();
   } else {
-    return readObject("the manager's answer is from another version");
+    return "the manager's answer is from another version";
   }
   // Only the version the manager describes is taken: a copy that differs from it in any byte
   // (a base that was not what the manager had) is not.
-  if (sharding::textDigest(text) != body["digest"].get<std::string>()) {
-    return readObject("the result does not match the manager's digest");
+  if (sharding::textDigest(map.dump()) != text("digest")) {
+    return "the result does not match the manager's digest";
   }
-  {
-    std::lock_guard lock(mu_);
-    stats_.bytesManager += answer->body.size();
-    ++(body.contains("map") ? stats_.wholeMaps : stats_.deltas);
-  }
-  if (!hold(map)) return readObject("the manager's map does not decode");
-  std::string wanted;
-  {
-    std::lock_guard lock(mu_);
-    wanted = wanted_;
-  }
-  if (!body.value("wantKnown", true) && body["resourceVersion"] != wanted) {
-    return readObject("the manager has not seen the version the watch announced");
-  }
+  std::lock_guard lock(mu_);
+  stats_.bytesManager += answer.body.size();
+  ++(body.contains("map") ? stats_.wholeMaps : stats_.deltas);
+  return {};
+}
+
+void MapSync::onChanges(const std::string& since, StatusOr<http::Response> answer) {
+  if (!answer.ok()) return readObject("the manager did not answer: " + answer.status().toString());
+  json map;
+  if (std::string why = judge(since, *answer, map); !why.empty()) return readObject(why);
+  if (!hold(map, false)) return readObject("the manager's map is not one to take");
   done();
 }
 
@@ -138,8 +163,15 @@ void MapSync::readObject(const std::string& why) {
     return retryLater();
   }
   log_.debug("reading the ShardMap from the API server", {{"reason", why}});
-  api_->callAsync(kube::getRequest(kube::resources::kShardMaps, self_.shardMap.ns, self_.shardMap.name),
-                  lifetime_.guard([this](StatusOr<json> object) {
+  kube::ApiRequest get =
+      kube::getRequest(kube::resources::kShardMaps, self_.shardMap.ns, self_.shardMap.name);
+  {
+    // At least the announced version, from the API server's cache rather than from etcd: when
+    // every sidecar reads at once (the operator changed hands), the cache serves them.
+    std::lock_guard lock(mu_);
+    if (!wanted_.empty()) get.query.emplace_back("resourceVersion", wanted_);
+  }
+  api_->callAsync(std::move(get), lifetime_.guard([this](StatusOr<json> object) {
                     if (!object.ok()) {
                       log_.warn("cannot read the ShardMap from the API server",
                                 {{"error", object.status().toString()}});
@@ -150,12 +182,12 @@ void MapSync::readObject(const std::string& why) {
                       ++stats_.apiReads;
                       stats_.bytesApi += object->dump().size();
                     }
-                    if (!hold(*object)) return retryLater();
+                    if (!hold(*object, true)) return retryLater();
                     done();
                   }));
 }
 
-bool MapSync::hold(const json& object) {
+bool MapSync::hold(const json& object, bool fromApi) {
   auto map = sharding::shardMapFromJson(object);
   if (!map.ok()) {
     log_.error("ShardMap does not decode; keeping the previous view",
@@ -164,10 +196,15 @@ bool MapSync::hold(const json& object) {
   }
   // The canonical form: what the manager diffs against (operator/map_history.h).
   json canonical = sharding::toJson(*map);
+  std::lock_guard apply(applyMu_);
   {
     std::lock_guard lock(mu_);
+    // The API server's answer is the newest it stored; a manager's that goes back in epoch is
+    // not taken.
+    if (!fromApi && !held_.empty() && map->status.epoch < heldEpoch_) return false;
     held_ = map->metadata.resourceVersion;
     heldText_ = canonical.dump();
+    heldEpoch_ = map->status.epoch;
   }
   applier_.apply(canonical);
   return true;
@@ -189,11 +226,16 @@ void MapSync::done() {
 void MapSync::retryLater() {
   std::lock_guard lock(mu_);
   if (stopped_) return;
-  const Duration wait = backoff_;
+  // Full jitter: the sidecars of a map that failed together do not retry together.
+  const Duration half = backoff_ / 2;
+  const Duration wait =
+      half + Duration(static_cast<Duration::rep>(
+                 random_.uniform(static_cast<std::uint64_t>(half.count()) + 1)));
   backoff_ = std::min(backoff_ * 2, options_.retryMax);
-  retry_ = scheduler_.runAfter(wait, lifetime_.guard([this] {
+  retry_ = scheduler_.runAfter(wait, lifetime_.guard([this, generation = ++retryGeneration_] {
     {
       std::lock_guard inner(mu_);
+      if (generation != retryGeneration_) return;
       retry_ = 0;
       readFor_ = announced_;
     }

@@ -5,14 +5,18 @@
 // MapSync asks the manager for the changes since the version it holds
 // (ManagerClient::readChanges, operator/map_history.h), applies them to its copy of that version
 // (sharding/json_delta.h), checks the result against the manager's digest, and hands the map to
-// the MapApplier. Whenever that does not give the announced version (no manager known, the
-// manager down or not leading, a digest that does not match, a manager behind the watch), it
-// reads the whole object from the API server instead, as the sidecar did before deltas: the
-// map keeps coming while the operator is down, and nothing but a version the API server stored
-// is ever applied.
+// the MapApplier. It takes an answer only when it is the operator's (signed with the operator's
+// token for this map's sidecars, checked like the operator's calls to the peer API), describes
+// the announced version or one the manager stored after it, and does not go back in epoch.
+// Whenever that is not so (no manager known, the manager down or not leading, an unsigned
+// answer, a digest that does not match, a manager behind the watch), it reads the object from
+// the API server instead (at least the announced version, from the API server's cache), as the
+// sidecar did before deltas: the map keeps coming while the operator is down, and nothing but a
+// version the API server stored is ever applied.
 //
 // One read at a time; announcements that arrive meanwhile are served by one more read. A read
-// that fails everywhere is retried with backoff. Thread-safe.
+// that fails everywhere is retried with backoff and jitter; a new announcement reads at once.
+// Versions reach the applier one at a time, in the order they are held. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +24,14 @@
 #include <string>
 
 #include "base/logger.h"
+#include "base/random.h"
 #include "base/scheduler.h"
 #include "kube/client.h"
 #include "kube/lifetime.h"
 #include "sidecar/identity.h"
 #include "sidecar/manager_client.h"
 #include "sidecar/map_applier.h"
+#include "sidecar/request_authorizer.h"
 
 namespace kshard::sidecar {
 
@@ -37,19 +43,21 @@ struct MapSyncStats {
   std::uint64_t bytesApi = 0;      // answer bodies from the API server (approximate: re-encoded)
 };
 
+struct MapSyncOptions {
+  Duration readTimeout = std::chrono::seconds(5);
+  Duration retryMin = std::chrono::seconds(1);
+  Duration retryMax = std::chrono::seconds(30);
+};
+
 class MapSync {
  public:
-  struct Options {
-    Duration readTimeout = std::chrono::seconds(5);
-    Duration retryMin = std::chrono::seconds(1);
-    Duration retryMax = std::chrono::seconds(30);
-  };
-  // `api` may be null (no API access): then only the manager is asked.
+  using Options = MapSyncOptions;
+  // `api` may be null (no API access): then only the manager is asked. `operatorCheck` proves
+  // the manager's answers are the operator's (its authorizeOperator, on the answer's
+  // Kshard-Manager-Authorization); null: not checked.
   MapSync(Identity self, MapApplier& applier, ManagerClient& manager, kube::Client* api,
-          Scheduler& scheduler, Logger logger, Options options);
-  MapSync(Identity self, MapApplier& applier, ManagerClient& manager, kube::Client* api,
-          Scheduler& scheduler, Logger logger)
-      : MapSync(std::move(self), applier, manager, api, scheduler, std::move(logger), Options{}) {}
+          RequestAuthorizer* operatorCheck, Scheduler& scheduler, Random& random, Logger logger,
+          Options options = {});
   ~MapSync();
 
   // The watch saw version `resourceVersion` of the object.
@@ -67,8 +75,12 @@ class MapSync {
   void readChanges();
   void onChanges(const std::string& since, StatusOr<http::Response> answer);
   void readObject(const std::string& why);
-  // Takes `map` (a decoded whole map) as the held version; false when it does not decode.
-  bool hold(const nlohmann::json& map);
+  // Why the manager's answer is not taken ("" when it is); fills `map` with the version it
+  // describes.
+  std::string judge(const std::string& since, const http::Response& answer, nlohmann::json& map);
+  // Takes `map` (a decoded whole map) as the held version and applies it; false when it does
+  // not decode, or (unless `fromApi`) goes back in epoch.
+  bool hold(const nlohmann::json& map, bool fromApi);
   // The read in progress is over: read again if the watch announced more meanwhile.
   void done();
   void retryLater();
@@ -77,13 +89,17 @@ class MapSync {
   MapApplier& applier_;
   ManagerClient& manager_;
   kube::Client* api_;
+  RequestAuthorizer* operatorCheck_;
   Scheduler& scheduler_;
+  Random& random_;  // under mu_
   Logger log_;
   const Options options_;
 
+  std::mutex applyMu_;  // taken before mu_: one version at a time reaches the applier
   mutable std::mutex mu_;
   std::string held_;      // resourceVersion of the held copy
   std::string heldText_;  // its canonical JSON (sharding::toJson(...).dump())
+  std::int64_t heldEpoch_ = 0;
   std::string wanted_;    // the last version the watch announced
   std::uint64_t announced_ = 0;  // announcements so far
   std::uint64_t readFor_ = 0;    // the announcement the read in progress serves
@@ -91,6 +107,7 @@ class MapSync {
   bool stopped_ = false;
   Duration backoff_{};
   Scheduler::TaskId retry_ = 0;
+  std::uint64_t retryGeneration_ = 0;  // of the retry that may run
   MapSyncStats stats_;
   kube::Lifetime lifetime_;  // last: ended first
 };

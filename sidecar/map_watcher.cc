@@ -3,8 +3,10 @@
 namespace kshard::sidecar {
 
 MapWatcher::MapWatcher(kube::Client& api, Scheduler& scheduler, Random& random, Logger logger,
-                       const Identity& self, MapApplier& applier, ManagerClient& manager)
-    : log_(std::move(logger)), sync_(self, applier, manager, &api, scheduler, log_) {
+                       const Identity& self, MapApplier& applier, ManagerClient& manager,
+                       RequestAuthorizer* operatorCheck)
+    : log_(std::move(logger)),
+      sync_(self, applier, manager, &api, operatorCheck, scheduler, random, log_) {
   kube::InformerOptions options;
   options.resource = kShardMapResource;
   options.ns = self.shardMap.ns;

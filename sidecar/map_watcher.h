@@ -23,7 +23,8 @@ inline const kube::ResourceRef& kShardMapResource = kube::resources::kShardMaps;
 class MapWatcher {
  public:
   MapWatcher(kube::Client& api, Scheduler& scheduler, Random& random, Logger logger,
-             const Identity& self, MapApplier& applier, ManagerClient& manager);
+             const Identity& self, MapApplier& applier, ManagerClient& manager,
+             RequestAuthorizer* operatorCheck);
   ~MapWatcher();
 
   void start();

@@ -279,7 +279,7 @@ Status SidecarServer::buildServers() {
 Status SidecarServer::buildMapSource() {
   if (cfg_.mapSource == "kube") {
     watcher_ = std::make_unique<MapWatcher>(*api_, scheduler_, random_, part("map-watch"), self_,
-                                            *applier_, *manager_);
+                                            *applier_, *manager_, authorizer_.get());
     return Status();
   }
   http::ClientOptions o;

@@ -215,6 +215,47 @@ TEST_F(ManagerApiTest, AReadWaitsForTheVersionItsWatchAnnounced) {
   EXPECT_EQ(body["resourceVersion"], now.metadata.resourceVersion);
 }
 
+// The sidecar takes the map's changes only from the operator: the answer carries the operator's
+// token for the map's sidecars, as its calls to them do.
+TEST_F(ManagerApiTest, AnswersToReadsOfChangesAreSignedForTheMapsSidecars) {
+  const std::string rv = h_.stored().metadata.resourceVersion;
+  EXPECT_FALSE(readChanges(h_, api_, rv, rv).headers.get("Kshard-Manager-Authorization"))
+      << "unsigned without credentials";
+  std::vector<std::string> asked;
+  api_.setAnswerCredentials(
+      [&](const std::string& map, std::function<void(StatusOr<std::string>)> done) {
+        asked.push_back(map);
+        done(std::string("Bearer operator-token-for-demo/counter"));
+      });
+  http::Response r = readChanges(h_, api_, rv, rv);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.get("Kshard-Manager-Authorization").value_or(""),
+            "Bearer operator-token-for-demo/counter");
+  EXPECT_EQ(asked, std::vector<std::string>{"demo/counter"});
+
+  api_.setAnswerCredentials([](const std::string&, std::function<void(StatusOr<std::string>)> done) {
+    done(unavailable("TokenRequest refused"));
+  });
+  r = readChanges(h_, api_, rv, rv);
+  EXPECT_EQ(r.status, 503) << "an unsigned answer would only send the sidecar to the API server";
+  EXPECT_NE(r.body.find("TokenRequest refused"), std::string::npos) << r.body;
+}
+
+TEST_F(ManagerApiTest, AReadWaitingWhenLeadershipEndsIsAnsweredNotLeader) {
+  http::Request req;
+  req.method = http::Method::kGet;
+  req.params = {{"namespace", "demo"}, {"name", "counter"}};
+  req.query = {{"since", ""}, {"want", "future-version"}};
+  auto out = std::make_shared<std::optional<http::Response>>();
+  api_.handle("assignments", std::move(req),
+              http::Responder([out](http::Response r) { *out = std::move(r); }));
+  h_.scheduler.runDue();
+  ASSERT_FALSE(out->has_value());
+  manager_.stopLeading();
+  ASSERT_TRUE(h_.runUntil([&] { return out->has_value(); }, 1s));
+  EXPECT_EQ((*out)->status, 503) << (*out)->body;
+}
+
 TEST_F(ManagerApiTest, AVersionLongerThanAnyResourceVersionIs400) {
   http::Response r = readChanges(h_, api_, std::string(65, '1'), "");
   EXPECT_EQ(r.status, 400) << r.body;

@@ -27,6 +27,17 @@ sharding::ShardMap versioned(sharding::ShardMap m, const std::string& rv) {
   return m;
 }
 
+// The operator's signature: its token for this map's sidecars, as TokenAuthorizer checks it.
+class OperatorCheck final : public RequestAuthorizer {
+ public:
+  Status authorizeOperator(const http::Request& r) override {
+    return r.headers.get("Authorization").value_or("") == "Bearer operator"
+               ? Status()
+               : Status(StatusCode::kUnauthenticated, "not the operator's token");
+  }
+  Status authorizePeer(const http::Request&) override { return {}; }
+};
+
 Identity self() {
   Identity s;
   s.pod = "counter-0";
@@ -46,7 +57,8 @@ class MapSyncTest : public ::testing::Test {
           kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
     });
     manager_ = testing::scriptedManagerClient(script_, table_, scheduler_, random_, quiet_, {});
-    sync_ = std::make_unique<MapSync>(self(), applier_, *manager_, &api_, scheduler_, quiet_);
+    sync_ = std::make_unique<MapSync>(self(), applier_, *manager_, &api_, &operatorCheck_,
+                                      scheduler_, random_, quiet_);
   }
   ~MapSyncTest() override {
     sync_->stop();
@@ -63,7 +75,11 @@ class MapSyncTest : public ::testing::Test {
                  {"wantKnown", wantKnown},
                  {"digest", sharding::textDigest(text)},
                  {"changes", sharding::diffJson(sharding::toJson(from), sharding::toJson(to))}};
-    return testing::answer(200, body.dump());
+    return signed_(testing::answer(200, body.dump()));
+  }
+  static http::Response signed_(http::Response r) {
+    r.headers.set("Kshard-Manager-Authorization", "Bearer operator");
+    return r;
   }
   std::int64_t epochSeen() const { return table_.snapshot()->epoch; }
 
@@ -78,6 +94,7 @@ class MapSyncTest : public ::testing::Test {
       std::make_shared<testing::ScriptedManager>();
   kube::testing::FakeTransport transport_;
   kube::Client api_{transport_, scheduler_, random_, quiet_, {.maxRetries = 0}};
+  OperatorCheck operatorCheck_;
   std::unique_ptr<ManagerClient> manager_;
   std::unique_ptr<MapSync> sync_;
   sharding::ShardMap stored_ = versioned(makeMap(10, 1, {{"counter-0", "1-10"}}), "5");
@@ -94,13 +111,13 @@ TEST_F(MapSyncTest, TheFirstVersionComesFromTheApiWhenTheManagerHasNone) {
 
 TEST_F(MapSyncTest, ANewVersionArrivesAsChanges) {
   const sharding::ShardMap v5 = stored_;
-  script_->answers.push_back(testing::answer(
+  script_->answers.push_back(signed_(testing::answer(
       200, json{{"kind", "ShardMapDelta"},
                 {"resourceVersion", "5"},
                 {"wantKnown", true},
                 {"digest", sharding::textDigest(sharding::toJson(v5).dump())},
                 {"map", sharding::toJson(v5)}}
-               .dump()));
+               .dump())));
   sync_->announce("5");
   ASSERT_EQ(sync_->version(), "5");
   EXPECT_EQ(script_->seen.back().target.find("since=&want=5") != std::string::npos, true)
@@ -152,7 +169,7 @@ TEST_F(MapSyncTest, AManagerBehindTheWatchSendsTheReaderToTheApi) {
   EXPECT_EQ(epochSeen(), 3);
 }
 
-TEST_F(MapSyncTest, AReadThatFailsEverywhereIsRetriedWithBackoff) {
+TEST_F(MapSyncTest, AReadThatFailsEverywhereIsRetriedWithBackoffAndJitter) {
   transport_.setHandler([this](const http::Request&) {
     ++apiReads_;
     return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
@@ -160,14 +177,16 @@ TEST_F(MapSyncTest, AReadThatFailsEverywhereIsRetriedWithBackoff) {
   sync_->announce("5");
   EXPECT_EQ(apiReads_, 1);
   EXPECT_EQ(sync_->version(), "");
-  scheduler_.advance(999ms);
-  EXPECT_EQ(apiReads_, 1);
-  scheduler_.advance(1ms);
-  EXPECT_EQ(apiReads_, 2) << "retried after 1 s";
+  scheduler_.advance(499ms);
+  EXPECT_EQ(apiReads_, 1) << "not before half the first backoff (1 s)";
+  scheduler_.advance(501ms);
+  EXPECT_EQ(apiReads_, 2) << "within the first backoff";
   scheduler_.advance(2s);
-  EXPECT_EQ(apiReads_, 3) << "then after 2 s";
-  transport_.setHandler([this](const http::Request&) {
+  EXPECT_EQ(apiReads_, 3) << "then within 2 s";
+  transport_.setHandler([this](const http::Request& r) {
     ++apiReads_;
+    EXPECT_NE(r.target.find("resourceVersion=5"), std::string::npos)
+        << "at least the announced version, from the cache: " << r.target;
     return std::optional<StatusOr<http::Response>>(
         kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
   });
@@ -175,6 +194,95 @@ TEST_F(MapSyncTest, AReadThatFailsEverywhereIsRetriedWithBackoff) {
   EXPECT_EQ(sync_->version(), "5");
   scheduler_.advance(60s);
   EXPECT_EQ(apiReads_, 4) << "no read once the version is held";
+}
+
+// A pod that took the leader's address (it died, its IP was given to another pod) answers
+// reads: what it says is not taken, and the sidecar reads the API server.
+TEST_F(MapSyncTest, AnAnswerNotSignedByTheOperatorIsNotTaken) {
+  sync_->announce("5");
+  ASSERT_TRUE(registry_.owns(7));
+  const sharding::ShardMap v5 = stored_;
+  stored_ = versioned(makeMap(10, 2, {{"counter-1", "1-10"}}), "6");  // the revocation
+  const sharding::ShardMap forged =
+      versioned(makeMap(10, 1000000, {{"counter-0", "1-10"}, {"counter-1", ""}}), "6");
+  http::Response answer = changes(v5, forged);
+  answer.headers.set("Kshard-Manager-Authorization", "Bearer forged");
+  script_->answers.push_back(answer);
+  sync_->announce("6");
+  EXPECT_EQ(apiReads_, 2);
+  EXPECT_EQ(epochSeen(), 2);
+  EXPECT_EQ(table_.snapshot()->ownerOf(7)->pod, "counter-1");
+  EXPECT_FALSE(registry_.owns(7));
+}
+
+TEST_F(MapSyncTest, AMalformedAnswerSendsTheReaderToTheApi) {
+  sync_->announce("5");
+  stored_ = versioned(makeMap(10, 2, {{"counter-1", "1-10"}}), "6");
+  for (const char* body : {R"({"resourceVersion":6,"digest":"x","wantKnown":true})",
+                           R"({"resourceVersion":"6","digest":"x","wantKnown":"yes"})",
+                           R"({"resourceVersion":"6","digest":"x","wantKnown":true,"from":5,
+                               "changes":[]})",
+                           R"([1,2])", "not json"}) {
+    script_->answers.push_back(signed_(testing::answer(200, body)));
+  }
+  for (int i = 0; i < 5; ++i) {
+    stored_.metadata.resourceVersion = std::to_string(6 + i);
+    sync_->announce(stored_.metadata.resourceVersion);
+  }
+  EXPECT_EQ(apiReads_, 6);
+  EXPECT_EQ(sync_->version(), "10");
+}
+
+TEST_F(MapSyncTest, TheHeldVersionNeverGoesBackwards) {
+  stored_ = versioned(makeMap(10, 3, {{"counter-0", "1-10"}, {"counter-1", ""}}), "7");
+  sync_->announce("7");
+  ASSERT_EQ(sync_->version(), "7");
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
+  });
+  const auto wholeMap = [](const sharding::ShardMap& m, bool wantKnown) {
+    return signed_(testing::answer(
+        200, json{{"kind", "ShardMapDelta"},
+                  {"resourceVersion", m.metadata.resourceVersion},
+                  {"wantKnown", wantKnown},
+                  {"digest", sharding::textDigest(sharding::toJson(m).dump())},
+                  {"map", sharding::toJson(m)}}
+                 .dump()));
+  };
+  // A manager behind the watch answers its older map: not taken.
+  script_->answers.push_back(
+      wholeMap(versioned(makeMap(10, 3, {{"counter-0", "1-10"}}), "6"), false));
+  sync_->announce("8");
+  EXPECT_EQ(sync_->version(), "7");
+  EXPECT_EQ(table_.snapshot()->pods.size(), 2u);
+  // One that knows the version but answers an older epoch: not taken either.
+  script_->answers.push_back(
+      wholeMap(versioned(makeMap(10, 2, {{"counter-0", "1-10"}}), "9"), true));
+  sync_->announce("9");
+  EXPECT_EQ(sync_->version(), "7");
+  EXPECT_EQ(epochSeen(), 3);
+}
+
+TEST_F(MapSyncTest, ANewVersionIsReadAtOnceAfterEarlierFailures) {
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
+  });
+  sync_->announce("5");
+  for (int i = 0; i < 6; ++i) scheduler_.advance(32s);
+  const int failed = apiReads_;
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(
+        kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
+  });
+  stored_ = versioned(makeMap(10, 2, {{"counter-1", "1-10"}}), "6");
+  sync_->announce("6");
+  EXPECT_EQ(apiReads_, failed + 1) << "read at once, not after the backoff";
+  EXPECT_EQ(sync_->version(), "6");
+  scheduler_.advance(60s);
+  EXPECT_EQ(apiReads_, failed + 1) << "the superseded retry does not read again";
 }
 
 }  // namespace

@@ -31,17 +31,11 @@
 #include "sidecar/identity.h"
 #include "sidecar/manager_client.h"
 #include "sidecar/map_applier.h"
+#include "sidecar/map_sync_stats.h"
 #include "sidecar/request_authorizer.h"
 
 namespace kshard::sidecar {
 
-struct MapSyncStats {
-  std::uint64_t deltas = 0;        // versions reached by applying changes
-  std::uint64_t wholeMaps = 0;     // ... by a whole map from the manager
-  std::uint64_t apiReads = 0;      // ... by reading the object from the API server
-  std::uint64_t bytesManager = 0;  // answer bodies from the manager
-  std::uint64_t bytesApi = 0;      // answer bodies from the API server (approximate: re-encoded)
-};
 
 struct MapSyncOptions {
   Duration readTimeout = std::chrono::seconds(5);

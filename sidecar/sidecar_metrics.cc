@@ -51,7 +51,21 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                            "Seconds a second the app spends on this pod's shards' messages.")
                     .with({})),
       shardLoad_(registry.gauge("kshard_sidecar_shard_load_busy_ratio",
-                                "The busy ratio of this pod's busiest shards, by shard.")) {
+                                "The busy ratio of this pod's busiest shards, by shard.")),
+      mapChanges_(registry
+                      .counter("kshard_sidecar_map_versions_total",
+                               "ShardMap versions taken, by how they came: changes or a whole "
+                               "map from the manager, or the object from the API server.")
+                      .with({{"source", "changes"}})),
+      mapWhole_(registry.counter("kshard_sidecar_map_versions_total", "")
+                    .with({{"source", "manager_map"}})),
+      mapApi_(registry.counter("kshard_sidecar_map_versions_total", "").with({{"source", "api"}})),
+      mapBytesManager_(registry
+                           .counter("kshard_sidecar_map_bytes_total",
+                                    "Bytes of the ShardMap's versions read, by source.")
+                           .with({{"source", "manager"}})),
+      mapBytesApi_(
+          registry.counter("kshard_sidecar_map_bytes_total", "").with({{"source", "api"}})) {
   auto& messages = registry.counter(
       "kshard_sidecar_messages_total",
       "Entity messages by path (local: delivered here for this pod's app; forwarded: sent to "
@@ -69,6 +83,19 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
   }
   for (std::size_t r = 0; r < kReasons; ++r)
     retries_[r] = &retries.with({{"reason", kReasonNames[r]}});
+}
+
+void SidecarMetrics::showMapSync(const MapSyncStats& stats) {
+  std::lock_guard lock(refreshMu_);
+  const auto add = [](metrics::Counter& c, std::uint64_t now, std::uint64_t& shown) {
+    if (now > shown) c.inc(static_cast<double>(now - shown));
+    shown = now;
+  };
+  add(mapChanges_, stats.deltas, mapShown_.deltas);
+  add(mapWhole_, stats.wholeMaps, mapShown_.wholeMaps);
+  add(mapApi_, stats.apiReads, mapShown_.apiReads);
+  add(mapBytesManager_, stats.bytesManager, mapShown_.bytesManager);
+  add(mapBytesApi_, stats.bytesApi, mapShown_.bytesApi);
 }
 
 void SidecarMetrics::countMessage(MessagePath path, MessageResult result) {

@@ -12,6 +12,8 @@
 //   kshard_sidecar_load_busy_ratio                    app seconds a second on their turns
 //   kshard_sidecar_shard_load_busy_ratio{shard}       the same, for the busiest shards only
 //                                                     (kTopShards: bounded cardinality)
+//   kshard_sidecar_map_versions_total{source}         changes | manager_map | api
+//   kshard_sidecar_map_bytes_total{source}            manager | api
 #pragma once
 
 #include <array>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "metrics/metrics.h"
+#include "sidecar/map_sync_stats.h"
 #include "sidecar/shard_load.h"
 
 namespace kshard::sidecar {
@@ -48,6 +51,10 @@ class SidecarMetrics {
   // kTopShards shards (by busy time, then messages; a shard that leaves the top loses its series).
   void showLoad(const std::vector<ShardLoad>& load);
   static constexpr std::size_t kTopShards = 5;
+  // Brings the map counters up to `stats` (the map watch's running totals):
+  //   kshard_sidecar_map_versions_total{source}   changes | manager_map | api
+  //   kshard_sidecar_map_bytes_total{source}      manager | api
+  void showMapSync(const MapSyncStats& stats);
 
  private:
   static constexpr std::size_t kPaths = 3;
@@ -67,6 +74,12 @@ class SidecarMetrics {
   std::mutex refreshMu_;
   std::set<std::string> typesShown_;   // under refreshMu_
   std::set<std::string> shardsShown_;  // under refreshMu_
+  metrics::Counter& mapChanges_;
+  metrics::Counter& mapWhole_;
+  metrics::Counter& mapApi_;
+  metrics::Counter& mapBytesManager_;
+  metrics::Counter& mapBytesApi_;
+  MapSyncStats mapShown_;  // under refreshMu_
 };
 
 }  // namespace kshard::sidecar

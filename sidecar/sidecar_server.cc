@@ -257,6 +257,7 @@ Status SidecarServer::buildServers() {
       [this] {
         metrics_.refresh(entities_->activeEntitiesByType(), entities_->ownedShards().size());
         metrics_.showLoad(entities_->sampleLoad(kLoadHalfLife));
+        if (watcher_) metrics_.showMapSync(watcher_->stats());
       });
 
   // The preStop drain (sidecar/drain_endpoint.h), and the app's own hook the injector moved here.

@@ -51,9 +51,11 @@ Status podErrorStatus(const http::Response& response) {
   return failedPrecondition(std::move(text));
 }
 
-HttpPodClient::Credentials sidecarTokenCredentials(kube::ServiceAccountTokens& tokens) {
-  return [&tokens](const std::string& shardMap, std::function<void(StatusOr<std::string>)> done) {
-    tokens.get(protocol::sidecarAudience(shardMap),
+HttpPodClient::Credentials sidecarTokenCredentials(kube::ServiceAccountTokens& tokens,
+                                                   Audience audience) {
+  return [&tokens, audience](const std::string& shardMap,
+                             std::function<void(StatusOr<std::string>)> done) {
+    tokens.get(audience(shardMap),
                [done = std::move(done)](StatusOr<std::string> token) {
                  if (!token.ok()) {
                    done(token.status());

@@ -16,11 +16,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "http/client.h"
 #include "kube/service_account_tokens.h"
 #include "operator/pod_client.h"
+#include "protocol/audiences.h"
 
 namespace kshard::manager {
 
@@ -78,6 +80,10 @@ Status podErrorStatus(const http::Response& response);
 
 // Credentials from `tokens`: "Bearer <token>", the ServiceAccount's token for the audience of the
 // map's sidecars (protocol::sidecarAudience). `tokens` must outlive the client.
-HttpPodClient::Credentials sidecarTokenCredentials(kube::ServiceAccountTokens& tokens);
+// `audience` names the token's audience for a map: the sidecars' commands by default, or
+// protocol::mapAnswerAudience for the manager's answers to reads of the map's changes.
+using Audience = std::string (*)(std::string_view shardMap);
+HttpPodClient::Credentials sidecarTokenCredentials(kube::ServiceAccountTokens& tokens,
+                                                   Audience audience = &protocol::sidecarAudience);
 
 }  // namespace kshard::manager

@@ -189,8 +189,11 @@ void ManagerApi::act(std::string_view verb, const std::string& body, const std::
     if (!query.is_object() || !query.contains("since")) {
       controller->assignments(std::move(reply));
     } else {
+      // Signed only for a registered pod of this map: the signature is what the map's sidecars
+      // take its changes on, and no one else gets one to show them.
+      const bool member = caller != nullptr && controller->lists(caller->pod, caller->uid);
       controller->changes(query.value("since", ""), query.value("want", ""),
-                          signedReply(ref.toString(), std::move(reply)));
+                          member ? signedReply(ref.toString(), std::move(reply)) : reply);
     }
     return;
   }

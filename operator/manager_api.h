@@ -53,9 +53,11 @@ class ManagerApi {
   void addRoutes(http::Server& server);
 
   // How the answers sidecars act on are signed: `done` gets the Authorization value of the
-  // operator's token for the map's sidecars ("" for none), as HttpPodClient::Credentials. The
-  // answer to a read of changes carries it in Kshard-Manager-Authorization; without credentials
-  // (--sidecar-auth=none), none. Before addRoutes.
+  // operator's token for the audience of the map's answers (protocol::mapAnswerAudience; "" for
+  // none), as HttpPodClient::Credentials. The answer to a read of changes by a registered pod of
+  // the map (authenticated) carries it in Kshard-Manager-Authorization; any other answer, and
+  // every answer without credentials (--sidecar-auth=none) or without authentication
+  // (--pod-auth=none), is unsigned. Before addRoutes.
   using AnswerCredentials = std::function<void(const std::string& shardMap,
                                                std::function<void(StatusOr<std::string>)> done)>;
   void setAnswerCredentials(AnswerCredentials credentials) {

@@ -283,7 +283,8 @@ void OperatorServer::wireServers() {
     log_.warn("the manager API does not authenticate its callers (--pod-auth=none)");
   }
   if (cfg_.sidecarAuth == "tokenrequest") {
-    managerApi_.setAnswerCredentials(sidecarTokenCredentials(sidecarTokens_));
+    managerApi_.setAnswerCredentials(
+        sidecarTokenCredentials(sidecarTokens_, &protocol::mapAnswerAudience));
   }
   managerApi_.addRoutes(*managerServer_);
 }

@@ -141,6 +141,12 @@ void ShardMapController::changes(std::string since, std::string want, Reply repl
   });
 }
 
+bool ShardMapController::lists(const std::string& pod, const std::string& uid) const {
+  std::lock_guard lock(c_.mu);
+  const auto i = c_.indexOf(pod);
+  return i && c_.pod(*i).uid == uid;
+}
+
 std::optional<sharding::ManagerRef> ShardMapController::storedManager() const {
   std::lock_guard lock(c_.mu);
   return c_.storedManager;

@@ -113,6 +113,8 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
   // ShardMap with `reason`.
   void reportRefusedCaller(std::string reason, std::string message);
 
+  // Whether the map as this replica holds it lists that pod (name and uid). Thread-safe.
+  bool lists(const std::string& pod, const std::string& uid) const;
   // status.manager as this replica last read it, for followers' NotLeader answers. Thread-safe.
   std::optional<sharding::ManagerRef> storedManager() const;
 

@@ -9,6 +9,10 @@
 //                         sidecar takes ping, assign and unassign only with its own map's.
 //   sidecar -> sidecar    peerAudience(map) ("kshard.io/peer/<ns>/<name>"): the pod's projected
 //                         token, sent with forwarded messages; a sidecar takes only its own map's.
+//   operator => sidecar   mapAnswerAudience(map) ("kshard.io/map-answer/<ns>/<name>"): minted
+//                         like the sidecar audience's, on the manager's answers to reads of the
+//                         map's changes, and only to the map's registered pods; a sidecar takes
+//                         those answers only with its own map's, and nothing else with it.
 //
 // A pod of one ShardMap therefore holds nothing that another map's sidecars or the manager API
 // would take from anyone but that pod: the operator's token it receives names its own map, and
@@ -28,6 +32,9 @@ inline std::string sidecarAudience(std::string_view shardMap) {
 }
 inline std::string peerAudience(std::string_view shardMap) {
   return "kshard.io/peer/" + std::string(shardMap);
+}
+inline std::string mapAnswerAudience(std::string_view shardMap) {
+  return "kshard.io/map-answer/" + std::string(shardMap);
 }
 
 }  // namespace kshard::protocol

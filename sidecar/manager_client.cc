@@ -110,16 +110,19 @@ void ManagerClient::readChanges(const std::string& since, const std::string& wan
     req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
   }
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-  http::Client* client;
+  http::Client* client = nullptr;
+  std::string why;
   {
     std::lock_guard lock(mu_);
     const std::string address = managerAddress();
     if (stopped_ || address.empty()) {
-      done(unavailable(stopped_ ? "the sidecar is shutting down" : "no manager is known yet"));
-      return;
+      why = stopped_ ? "the sidecar is shutting down" : "no manager is known yet";
+    } else {
+      client = &clientFor(address);
     }
-    client = &clientFor(address);
   }
+  // Not under mu_: `done` may start other calls.
+  if (client == nullptr) return done(unavailable(why));
   client->send(std::move(req), lifetime_.guard(std::move(done)));
 }
 

@@ -56,7 +56,8 @@ void MapSync::announce(const std::string& resourceVersion) {
     if (stopped_) return;
     wanted_ = resourceVersion;
     ++announced_;
-    if (resourceVersion == held_) return;
+    // Held already, or older than what is held (an answer newer than it was taken).
+    if (resourceVersion == held_ || resourceVersion == covered_) return;
     if (busy_ && retry_ == 0) return;  // the read in flight reads again when it ends
     // Idle, or waiting out a failure: a new version is read at once, with a fresh backoff
     // (the retry, should it be starting already, finds itself superseded).
@@ -91,8 +92,8 @@ void MapSync::readChanges() {
     want = wanted_;
   }
   manager_.readChanges(since, want, options_.readTimeout,
-                       lifetime_.guard([this, since](StatusOr<http::Response> answer) {
-                         onChanges(since, std::move(answer));
+                       lifetime_.guard([this, since, want](StatusOr<http::Response> answer) {
+                         onChanges(since, want, std::move(answer));
                        }));
 }
 
@@ -103,7 +104,7 @@ std::string MapSync::judge(const std::string& since, const http::Response& answe
     if (auto value = answer.headers.get(protocol::kManagerAuthorizationHeader)) {
       signature.headers.set(std::string(protocol::kAuthorizationHeader), std::string(*value));
     }
-    if (Status s = operatorCheck_->authorizeOperator(signature); !s.ok()) {
+    if (Status s = operatorCheck_->authorizeManagerAnswer(signature); !s.ok()) {
       return "the answer is not the operator's: " + s.toString();
     }
   }
@@ -149,11 +150,12 @@ std::string MapSync::judge(const std::string& since, const http::Response& answe
   return {};
 }
 
-void MapSync::onChanges(const std::string& since, StatusOr<http::Response> answer) {
+void MapSync::onChanges(const std::string& since, const std::string& want,
+                        StatusOr<http::Response> answer) {
   if (!answer.ok()) return readObject("the manager did not answer: " + answer.status().toString());
   json map;
   if (std::string why = judge(since, *answer, map); !why.empty()) return readObject(why);
-  if (!hold(map, false)) return readObject("the manager's map is not one to take");
+  if (!hold(map, false, want)) return readObject("the manager's map is not one to take");
   done();
 }
 
@@ -165,13 +167,15 @@ void MapSync::readObject(const std::string& why) {
   log_.debug("reading the ShardMap from the API server", {{"reason", why}});
   kube::ApiRequest get =
       kube::getRequest(kube::resources::kShardMaps, self_.shardMap.ns, self_.shardMap.name);
+  std::string want;
   {
     // At least the announced version, from the API server's cache rather than from etcd: when
     // every sidecar reads at once (the operator changed hands), the cache serves them.
     std::lock_guard lock(mu_);
-    if (!wanted_.empty()) get.query.emplace_back("resourceVersion", wanted_);
+    want = wanted_;
   }
-  api_->callAsync(std::move(get), lifetime_.guard([this](StatusOr<json> object) {
+  if (!want.empty()) get.query.emplace_back("resourceVersion", want);
+  api_->callAsync(std::move(get), lifetime_.guard([this, want](StatusOr<json> object) {
                     if (!object.ok()) {
                       log_.warn("cannot read the ShardMap from the API server",
                                 {{"error", object.status().toString()}});
@@ -182,12 +186,12 @@ void MapSync::readObject(const std::string& why) {
                       ++stats_.apiReads;
                       stats_.bytesApi += object->dump().size();
                     }
-                    if (!hold(*object, true)) return retryLater();
+                    if (!hold(*object, true, want)) return retryLater();
                     done();
                   }));
 }
 
-bool MapSync::hold(const json& object, bool fromApi) {
+bool MapSync::hold(const json& object, bool fromApi, const std::string& covers) {
   auto map = sharding::shardMapFromJson(object);
   if (!map.ok()) {
     log_.error("ShardMap does not decode; keeping the previous view",
@@ -199,12 +203,17 @@ bool MapSync::hold(const json& object, bool fromApi) {
   std::lock_guard apply(applyMu_);
   {
     std::lock_guard lock(mu_);
-    // The API server's answer is the newest it stored; a manager's that goes back in epoch is
-    // not taken.
-    if (!fromApi && !held_.empty() && map->status.epoch < heldEpoch_) return false;
+    // Never back in epoch, from any source, but for a ShardMap deleted and created again (the
+    // API server's answer, another uid).
+    const bool sameObject = heldUid_ == map->metadata.uid;
+    if (!held_.empty() && map->status.epoch < heldEpoch_ && (sameObject || !fromApi)) {
+      return false;
+    }
     held_ = map->metadata.resourceVersion;
     heldText_ = canonical.dump();
     heldEpoch_ = map->status.epoch;
+    heldUid_ = map->metadata.uid;
+    covered_ = covers;
   }
   applier_.apply(canonical);
   return true;
@@ -224,8 +233,18 @@ void MapSync::done() {
 }
 
 void MapSync::retryLater() {
-  std::lock_guard lock(mu_);
-  if (stopped_) return;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    if (readFor_ == announced_) return scheduleRetry();
+    // A newer version was announced while this read failed: read it at once.
+    readFor_ = announced_;
+    backoff_ = options_.retryMin;
+  }
+  readChanges();
+}
+
+void MapSync::scheduleRetry() {
   // Full jitter: the sidecars of a map that failed together do not retry together.
   const Duration half = backoff_ / 2;
   const Duration wait =

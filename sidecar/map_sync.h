@@ -47,7 +47,7 @@ class MapSync {
  public:
   using Options = MapSyncOptions;
   // `api` may be null (no API access): then only the manager is asked. `operatorCheck` proves
-  // the manager's answers are the operator's (its authorizeOperator, on the answer's
+  // the manager's answers are the operator's (its authorizeManagerAnswer, on the answer's
   // Kshard-Manager-Authorization); null: not checked.
   MapSync(Identity self, MapApplier& applier, ManagerClient& manager, kube::Client* api,
           RequestAuthorizer* operatorCheck, Scheduler& scheduler, Random& random, Logger logger,
@@ -67,17 +67,22 @@ class MapSync {
 
  private:
   void readChanges();
-  void onChanges(const std::string& since, StatusOr<http::Response> answer);
+  void onChanges(const std::string& since, const std::string& want,
+                 StatusOr<http::Response> answer);
   void readObject(const std::string& why);
   // Why the manager's answer is not taken ("" when it is); fills `map` with the version it
   // describes.
   std::string judge(const std::string& since, const http::Response& answer, nlohmann::json& map);
-  // Takes `map` (a decoded whole map) as the held version and applies it; false when it does
-  // not decode, or (unless `fromApi`) goes back in epoch.
-  bool hold(const nlohmann::json& map, bool fromApi);
+  // Takes `map` (a decoded whole map), read for announced version `covers`, as the held version
+  // and applies it; false when it does not decode, or goes back in epoch (but for the API
+  // server's answer for a ShardMap created again).
+  bool hold(const nlohmann::json& map, bool fromApi, const std::string& covers);
   // The read in progress is over: read again if the watch announced more meanwhile.
   void done();
+  // The read in progress failed: read at once if a newer version was announced meanwhile,
+  // otherwise after a backoff.
   void retryLater();
+  void scheduleRetry();  // under mu_
 
   const Identity self_;
   MapApplier& applier_;
@@ -94,6 +99,8 @@ class MapSync {
   std::string held_;      // resourceVersion of the held copy
   std::string heldText_;  // its canonical JSON (sharding::toJson(...).dump())
   std::int64_t heldEpoch_ = 0;
+  std::string heldUid_;
+  std::string covered_;  // the announced version the held one was read for (it is not older)
   std::string wanted_;    // the last version the watch announced
   std::uint64_t announced_ = 0;  // announcements so far
   std::uint64_t readFor_ = 0;    // the announcement the read in progress serves

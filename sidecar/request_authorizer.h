@@ -14,6 +14,9 @@ class RequestAuthorizer {
   // OK, Unauthenticated (no or invalid credentials) or PermissionDenied (valid, wrong caller).
   virtual Status authorizeOperator(const http::Request& request) = 0;
   virtual Status authorizePeer(const http::Request& request) = 0;
+  // That an answer of the manager (its Authorization header: the answer's signature) is the
+  // operator's, for this map (protocol::mapAnswerAudience).
+  virtual Status authorizeManagerAnswer(const http::Request& answer) = 0;
   // What the peer server checks from a request's head, before it reads the body (PeerApi::admit):
   // that the caller holds a peer credential of this map at all. Whether its pod is registered
   // (authorizePeer's Unavailable: a pod registered a moment ago) is left to the route. OK,
@@ -26,6 +29,7 @@ class AllowAllAuthorizer final : public RequestAuthorizer {
  public:
   Status authorizeOperator(const http::Request&) override { return {}; }
   Status authorizePeer(const http::Request&) override { return {}; }
+  Status authorizeManagerAnswer(const http::Request&) override { return {}; }
 };
 
 }  // namespace kshard::sidecar

@@ -15,7 +15,9 @@ TokenAuthorizer::TokenAuthorizer(IssuerKeys& keys, const RoutingTable& table, co
       operatorTokens_(keys, clock,
                       {protocol::sidecarAudience(options_.shardMap), options_.maxCachedTokens}),
       peerTokens_(keys, clock,
-                  {protocol::peerAudience(options_.shardMap), options_.maxCachedTokens}) {}
+                  {protocol::peerAudience(options_.shardMap), options_.maxCachedTokens}),
+      answerTokens_(keys, clock,
+                    {protocol::mapAnswerAudience(options_.shardMap), options_.maxCachedTokens}) {}
 
 StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request,
                                                   kube::TokenVerifier& verifier) {
@@ -30,7 +32,16 @@ StatusOr<kube::JwtClaims> TokenAuthorizer::verify(const http::Request& request,
 }
 
 Status TokenAuthorizer::authorizeOperator(const http::Request& request) {
-  auto claims = verify(request, operatorTokens_);
+  return operatorClaims(request, operatorTokens_);
+}
+
+Status TokenAuthorizer::authorizeManagerAnswer(const http::Request& answer) {
+  return operatorClaims(answer, answerTokens_);
+}
+
+Status TokenAuthorizer::operatorClaims(const http::Request& request,
+                                       kube::TokenVerifier& verifier) {
+  auto claims = verify(request, verifier);
   if (!claims.ok()) return claims.status();
   if (claims->subject != options_.operatorSubject) {
     return permissionDenied("only " + options_.operatorSubject + " may call this; the token is " +

@@ -6,6 +6,9 @@
 //     "system:serviceaccount:kshard-system:kshard"), with audience
 //     "kshard.io/sidecar/<ns>/<map>", which the operator mints for this map alone. The operator's
 //     token that a pod of another map receives does not open this one.
+//   - the manager's answers to reads of the map's changes (sidecar/map_sync.h): only the
+//     operator's ServiceAccount, with audience "kshard.io/map-answer/<ns>/<map>", which it gives
+//     only to this map's pods; it opens nothing else.
 //   - forwarded messages: only pods of this sidecar's ShardMap, i.e. a token with audience
 //     "kshard.io/peer/<ns>/<map>" bound to a pod of this namespace that is registered in the
 //     cached ShardMap status (name and uid). A token of another audience (the one a pod sends the
@@ -59,6 +62,7 @@ class TokenAuthorizer final : public RequestAuthorizer {
 
   Status authorizeOperator(const http::Request& request) override;
   Status authorizePeer(const http::Request& request) override;
+  Status authorizeManagerAnswer(const http::Request& answer) override;
   Status admitPeer(const http::Request& head) override;
 
   // Verified tokens in the cache, for tests.
@@ -69,6 +73,8 @@ class TokenAuthorizer final : public RequestAuthorizer {
  private:
   // The claims of the request's token, checked by `verifier` (one audience).
   StatusOr<kube::JwtClaims> verify(const http::Request& request, kube::TokenVerifier& verifier);
+  // OK when the request's token, checked by `verifier`, is the operator's.
+  Status operatorClaims(const http::Request& request, kube::TokenVerifier& verifier);
   // The claims of a peer token of this map bound to a pod of this namespace.
   StatusOr<kube::JwtClaims> peerClaims(const http::Request& request);
 
@@ -78,6 +84,7 @@ class TokenAuthorizer final : public RequestAuthorizer {
   // Each with its audience and its cache of verified tokens (kube/token_verifier.h).
   kube::TokenVerifier operatorTokens_;  // "kshard.io/sidecar/<ns>/<map>"
   kube::TokenVerifier peerTokens_;      // "kshard.io/peer/<ns>/<map>"
+  kube::TokenVerifier answerTokens_;    // "kshard.io/map-answer/<ns>/<map>"
 };
 
 }  // namespace kshard::sidecar

@@ -217,28 +217,17 @@ TEST_F(ManagerApiTest, AReadWaitsForTheVersionItsWatchAnnounced) {
 
 // The sidecar takes the map's changes only from the operator: the answer carries the operator's
 // token for the map's sidecars, as its calls to them do.
-TEST_F(ManagerApiTest, AnswersToReadsOfChangesAreSignedForTheMapsSidecars) {
-  const std::string rv = h_.stored().metadata.resourceVersion;
-  EXPECT_FALSE(readChanges(h_, api_, rv, rv).headers.get("Kshard-Manager-Authorization"))
-      << "unsigned without credentials";
-  std::vector<std::string> asked;
+// Without authentication (--pod-auth=none) no caller is known to be a pod of the map: nothing
+// is signed, and the sidecars read the API server.
+TEST_F(ManagerApiTest, AnUnauthenticatedCallerGetsNoSignature) {
   api_.setAnswerCredentials(
-      [&](const std::string& map, std::function<void(StatusOr<std::string>)> done) {
-        asked.push_back(map);
-        done(std::string("Bearer operator-token-for-demo/counter"));
+      [](const std::string& map, std::function<void(StatusOr<std::string>)> done) {
+        done("Bearer answer-token-for-" + map);
       });
+  const std::string rv = h_.stored().metadata.resourceVersion;
   http::Response r = readChanges(h_, api_, rv, rv);
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.headers.get("Kshard-Manager-Authorization").value_or(""),
-            "Bearer operator-token-for-demo/counter");
-  EXPECT_EQ(asked, std::vector<std::string>{"demo/counter"});
-
-  api_.setAnswerCredentials([](const std::string&, std::function<void(StatusOr<std::string>)> done) {
-    done(unavailable("TokenRequest refused"));
-  });
-  r = readChanges(h_, api_, rv, rv);
-  EXPECT_EQ(r.status, 503) << "an unsigned answer would only send the sidecar to the API server";
-  EXPECT_NE(r.body.find("TokenRequest refused"), std::string::npos) << r.body;
+  EXPECT_FALSE(r.headers.get("Kshard-Manager-Authorization")) << "signed for anyone";
 }
 
 TEST_F(ManagerApiTest, AReadWaitingWhenLeadershipEndsIsAnsweredNotLeader) {
@@ -339,6 +328,50 @@ class AuthenticatedManagerApiTest : public ManagerApiTest {
   StubPod* a_ = nullptr;
   StubPod* b_ = nullptr;
 };
+
+// The answers to reads of the map's changes are signed for the map's registered pods only: the
+// signature is what their sidecars take the changes on, and a pod of another app of the
+// namespace, which may read the map, gets none to show them.
+TEST_F(AuthenticatedManagerApiTest, OnlyTheMapsRegisteredPodsGetSignedAnswers) {
+  std::vector<std::string> asked;
+  authed_.setAnswerCredentials(
+      [&](const std::string& map, std::function<void(StatusOr<std::string>)> done) {
+        asked.push_back(map);
+        done("Bearer answer-token-for-" + map);
+      });
+  auth_.identities["token-intruder"] = {"demo", "other-app", "intruder-0", "intruder-uid"};
+  ASSERT_EQ(registerA("Bearer token-a").status, 200);
+  const std::string rv = h_.stored().metadata.resourceVersion;
+  const auto read = [&](const std::string& authorization) {
+    http::Request req;
+    req.method = http::Method::kGet;
+    req.params = {{"namespace", "demo"}, {"name", "counter"}};
+    req.query = {{"since", rv}, {"want", rv}};
+    req.headers.set("Authorization", authorization);
+    auto out = std::make_shared<std::optional<http::Response>>();
+    authed_.handle("assignments", std::move(req),
+                   http::Responder([out](http::Response r) { *out = std::move(r); }));
+    EXPECT_TRUE(h_.runUntil([&] { return out->has_value(); }, 30s));
+    return out->value_or(http::Response{0, {}, ""});
+  };
+  http::Response r = read("Bearer token-a");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.get("Kshard-Manager-Authorization").value_or(""),
+            "Bearer answer-token-for-demo/counter");
+  EXPECT_EQ(asked, std::vector<std::string>{"demo/counter"});
+  for (const char* other : {"Bearer token-intruder", "Bearer token-b"}) {  // b never registered
+    r = read(other);
+    ASSERT_EQ(r.status, 200) << other << ": " << r.body;
+    EXPECT_FALSE(r.headers.get("Kshard-Manager-Authorization")) << other;
+  }
+  authed_.setAnswerCredentials(
+      [](const std::string&, std::function<void(StatusOr<std::string>)> done) {
+        done(unavailable("TokenRequest refused"));
+      });
+  r = read("Bearer token-a");
+  EXPECT_EQ(r.status, 503) << "an unsigned answer would only send the sidecar to the API server";
+  EXPECT_NE(r.body.find("TokenRequest refused"), std::string::npos) << r.body;
+}
 
 TEST_F(AuthenticatedManagerApiTest, APodRegistersWithItsOwnToken) {
   http::Response r = registerA("Bearer token-a");

@@ -30,10 +30,13 @@ sharding::ShardMap versioned(sharding::ShardMap m, const std::string& rv) {
 // The operator's signature: its token for this map's sidecars, as TokenAuthorizer checks it.
 class OperatorCheck final : public RequestAuthorizer {
  public:
-  Status authorizeOperator(const http::Request& r) override {
+  Status authorizeManagerAnswer(const http::Request& r) override {
     return r.headers.get("Authorization").value_or("") == "Bearer operator"
                ? Status()
                : Status(StatusCode::kUnauthenticated, "not the operator's token");
+  }
+  Status authorizeOperator(const http::Request&) override {
+    return Status(StatusCode::kUnauthenticated, "not a command");
   }
   Status authorizePeer(const http::Request&) override { return {}; }
 };
@@ -283,6 +286,54 @@ TEST_F(MapSyncTest, ANewVersionIsReadAtOnceAfterEarlierFailures) {
   EXPECT_EQ(sync_->version(), "6");
   scheduler_.advance(60s);
   EXPECT_EQ(apiReads_, failed + 1) << "the superseded retry does not read again";
+}
+
+// A revocation announced while a read fails is read as soon as that read ends, not after the
+// backoff.
+TEST_F(MapSyncTest, AnAnnouncementDuringAFailingReadIsReadAtOnce) {
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
+  });
+  sync_->announce("5");
+  for (int i = 0; i < 6; ++i) scheduler_.advance(32s);
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>();  // parked: the read in flight
+  });
+  scheduler_.advance(32s);
+  ASSERT_EQ(transport_.parked(), 1u);
+  stored_ = versioned(makeMap(10, 2, {{"counter-1", "1-10"}}), "6");
+  sync_->announce("6");
+  const int before = apiReads_;
+  transport_.setHandler([this](const http::Request&) {
+    ++apiReads_;
+    return std::optional<StatusOr<http::Response>>(
+        kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
+  });
+  transport_.answer(unavailable("Too large resource version"));
+  EXPECT_GT(apiReads_, before);
+  EXPECT_EQ(sync_->version(), "6");
+}
+
+// The watch's resync announces a version older than the one a manager's answer brought: it is
+// not read again, and the held map does not go back to it.
+TEST_F(MapSyncTest, AResyncOfAnOlderVersionDoesNotGoBack) {
+  stored_ = versioned(makeMap(10, 3, {{"counter-0", "1-10"}}), "5");
+  sync_->announce("5");
+  const sharding::ShardMap v5 = stored_;
+  const sharding::ShardMap v7 =
+      versioned(makeMap(10, 3, {{"counter-0", "1-10"}, {"counter-1", ""}}), "7");
+  script_->answers.push_back(changes(v5, v7, /*wantKnown=*/true));
+  sync_->announce("6");
+  ASSERT_EQ(sync_->version(), "7");
+  ASSERT_EQ(table_.snapshot()->pods.size(), 2u);
+  stored_ = versioned(makeMap(10, 3, {{"counter-0", "1-10"}}), "6");
+  const int before = apiReads_;
+  sync_->announce("6");  // the resync; the manager is unreachable now
+  EXPECT_EQ(apiReads_, before);
+  EXPECT_EQ(sync_->version(), "7");
+  EXPECT_EQ(table_.snapshot()->pods.size(), 2u);
 }
 
 }  // namespace

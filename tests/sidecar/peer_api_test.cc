@@ -25,6 +25,9 @@ class RecordingAuthorizer final : public RequestAuthorizer {
     checks.push_back("peer " + request.target);
     return check(request, "Bearer peer");
   }
+  Status authorizeManagerAnswer(const http::Request&) override {
+    return Status(StatusCode::kUnauthenticated, "no answers here");
+  }
   // "Bearer later": a peer token whose pod is not registered yet, good enough to be admitted.
   Status admitPeer(const http::Request& head) override {
     checks.push_back("admit peer " + head.target);

@@ -115,6 +115,27 @@ TEST_F(TokenAuthorizerTest, EachDirectionNeedsItsOwnAudienceEvenFromTheCache) {
   EXPECT_EQ(auth_.authorizePeer(withToken(otherMap)).code(), StatusCode::kUnauthenticated);
 }
 
+// The operator's signature on its answers to reads of the map's changes, which registered pods
+// of the map receive, opens no command; its command token signs no answer.
+TEST_F(TokenAuthorizerTest, AnswersAndCommandsEachNeedTheirOwnAudience) {
+  const std::string answer = operatorToken(3600, "kshard.io/map-answer/demo/counter");
+  EXPECT_TRUE(auth_.authorizeManagerAnswer(withToken(answer)).ok());
+  EXPECT_EQ(auth_.authorizeOperator(withToken(answer)).code(), StatusCode::kUnauthenticated)
+      << "an answer's signature was taken for an assign";
+  EXPECT_EQ(auth_.authorizeManagerAnswer(withToken(operatorToken())).code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth_.authorizeManagerAnswer(
+                    withToken(operatorToken(3600, "kshard.io/map-answer/demo/other")))
+                .code(),
+            StatusCode::kUnauthenticated);
+  // A pod's own token for that audience (any tenant may mint one) is not the operator's.
+  EXPECT_EQ(auth_.authorizeManagerAnswer(withToken(podToken("counter-0", "counter-0-uid", "demo",
+                                                            3600,
+                                                            "kshard.io/map-answer/demo/counter")))
+                .code(),
+            StatusCode::kPermissionDenied);
+}
+
 TEST_F(TokenAuthorizerTest, OnlyRegisteredPodsOfTheSameShardMapMayForward) {
   EXPECT_TRUE(auth_.authorizePeer(withToken(podToken("counter-1", "counter-1-uid"))).ok());
   // Same name, another incarnation.

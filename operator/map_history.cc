@@ -69,7 +69,9 @@ std::string MapHistory::answer(const std::string& since, const std::string& want
       return header(want) + R"(,"from":)" + json(since).dump() + R"(,"changes":)" + changes + "}";
     }
   }
-  return header(want) + R"(,"map":)" + current.text + "}";
+  // Not the whole map: a thousand sidecars asking at once (a new leader, which knows no version
+  // they hold) would hold a thousand copies in this process. The API server's cache serves it.
+  return header(want) + "}";
 }
 
 }  // namespace kshard::manager

@@ -9,9 +9,11 @@
 //
 //   {"kind":"ShardMapDelta","apiVersion":"kshard.io/v1alpha1","from":"<since>",
 //    "resourceVersion":"<current>","wantKnown":true,"digest":"<16 hex>","changes":[...]}
-//   {"kind":"ShardMapDelta",...,"resourceVersion":"<current>","digest":...,"map":{<the map>}}
+//   {"kind":"ShardMapDelta",...,"resourceVersion":"<current>","digest":...}
 //
-// the second when `since` is not a version this replica holds. Only the leader records versions
+// the second, without changes, when `since` is not a version this replica holds: the sidecar
+// then reads the object from the API server, whose cache serves whole maps better than this
+// process would (a new leader knows no version its sidecars hold). Only the leader records versions
 // (a follower answers no read) and it forgets them when it stops leading. `digest` is textDigest of the
 // current version's canonical text (sharding::toJson(map).dump()), which the sidecar checks
 // after applying the changes. `wantKnown` says whether `want` is a version this replica has

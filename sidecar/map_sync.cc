@@ -125,9 +125,7 @@ std::string MapSync::judge(const std::string& since, const http::Response& answe
       return "the manager has not seen the version the watch announced";
     }
   }
-  if (body.contains("map")) {
-    map = body["map"];
-  } else if (body.contains("changes") && !text("from").empty() && text("from") == since) {
+  if (body.contains("changes") && !text("from").empty() && text("from") == since) {
     std::string base;
     {
       std::lock_guard lock(mu_);
@@ -137,7 +135,7 @@ std::string MapSync::judge(const std::string& since, const http::Response& answe
     if (!applied.ok()) return "the changes do not fit: " + applied.status().message();
     map = std::move(*applied);
   } else {
-    return "the manager's answer is from another version";
+    return "the manager holds no version this sidecar holds";
   }
   // Only the version the manager describes is taken: a copy that differs from it in any byte
   // (a base that was not what the manager had) is not.
@@ -146,7 +144,7 @@ std::string MapSync::judge(const std::string& since, const http::Response& answe
   }
   std::lock_guard lock(mu_);
   stats_.bytesManager += answer.body.size();
-  ++(body.contains("map") ? stats_.wholeMaps : stats_.deltas);
+  ++stats_.deltas;
   return {};
 }
 

@@ -7,7 +7,6 @@ namespace kshard::sidecar {
 
 struct MapSyncStats {
   std::uint64_t deltas = 0;        // versions reached by applying changes
-  std::uint64_t wholeMaps = 0;     // ... by a whole map from the manager
   std::uint64_t apiReads = 0;      // ... by reading the object from the API server
   std::uint64_t bytesManager = 0;  // answer bodies from the manager
   std::uint64_t bytesApi = 0;      // answer bodies from the API server (re-encoded: approximate)

@@ -54,11 +54,9 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                                 "The busy ratio of this pod's busiest shards, by shard.")),
       mapChanges_(registry
                       .counter("kshard_sidecar_map_versions_total",
-                               "ShardMap versions taken, by how they came: changes or a whole "
-                               "map from the manager, or the object from the API server.")
+                               "ShardMap versions taken, by how they came: changes from the "
+                               "manager, or the object from the API server.")
                       .with({{"source", "changes"}})),
-      mapWhole_(registry.counter("kshard_sidecar_map_versions_total", "")
-                    .with({{"source", "manager_map"}})),
       mapApi_(registry.counter("kshard_sidecar_map_versions_total", "").with({{"source", "api"}})),
       mapBytesManager_(registry
                            .counter("kshard_sidecar_map_bytes_total",
@@ -92,7 +90,6 @@ void SidecarMetrics::showMapSync(const MapSyncStats& stats) {
     shown = now;
   };
   add(mapChanges_, stats.deltas, mapShown_.deltas);
-  add(mapWhole_, stats.wholeMaps, mapShown_.wholeMaps);
   add(mapApi_, stats.apiReads, mapShown_.apiReads);
   add(mapBytesManager_, stats.bytesManager, mapShown_.bytesManager);
   add(mapBytesApi_, stats.bytesApi, mapShown_.bytesApi);

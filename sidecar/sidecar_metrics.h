@@ -12,7 +12,7 @@
 //   kshard_sidecar_load_busy_ratio                    app seconds a second on their turns
 //   kshard_sidecar_shard_load_busy_ratio{shard}       the same, for the busiest shards only
 //                                                     (kTopShards: bounded cardinality)
-//   kshard_sidecar_map_versions_total{source}         changes | manager_map | api
+//   kshard_sidecar_map_versions_total{source}         changes | api
 //   kshard_sidecar_map_bytes_total{source}            manager | api
 #pragma once
 
@@ -52,7 +52,7 @@ class SidecarMetrics {
   void showLoad(const std::vector<ShardLoad>& load);
   static constexpr std::size_t kTopShards = 5;
   // Brings the map counters up to `stats` (the map watch's running totals):
-  //   kshard_sidecar_map_versions_total{source}   changes | manager_map | api
+  //   kshard_sidecar_map_versions_total{source}   changes | api
   //   kshard_sidecar_map_bytes_total{source}      manager | api
   void showMapSync(const MapSyncStats& stats);
 
@@ -75,7 +75,6 @@ class SidecarMetrics {
   std::set<std::string> typesShown_;   // under refreshMu_
   std::set<std::string> shardsShown_;  // under refreshMu_
   metrics::Counter& mapChanges_;
-  metrics::Counter& mapWhole_;
   metrics::Counter& mapApi_;
   metrics::Counter& mapBytesManager_;
   metrics::Counter& mapBytesApi_;

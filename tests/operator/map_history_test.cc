@@ -46,7 +46,9 @@ TEST(MapHistoryTest, AnswersChangesFromEveryKeptVersion) {
   EXPECT_EQ(h.deltasComputed(), 2u) << "from 2 and from 3; none for the current version";
   h.answer("2", "");
   EXPECT_EQ(h.deltasComputed(), 2u) << "a delta is computed once";
-  EXPECT_TRUE(json::parse(h.answer("1", "4")).contains("map"));
+  const json unknown = json::parse(h.answer("1", "4"));
+  EXPECT_FALSE(unknown.contains("changes")) << "version 1 is no longer kept";
+  EXPECT_FALSE(unknown.contains("map"));
   EXPECT_EQ(json::parse(h.answer("1", "9"))["wantKnown"], false);
 }
 
@@ -74,7 +76,7 @@ TEST(MapHistoryTest, ClearForgetsEveryVersion) {
   EXPECT_TRUE(h.empty());
   EXPECT_FALSE(h.knows("1"));
   h.record(version(2, 2));
-  EXPECT_TRUE(json::parse(h.answer("1", "")).contains("map"));
+  EXPECT_FALSE(json::parse(h.answer("1", "")).contains("changes"));
 }
 
 TEST(MapHistoryTest, KeepsTheCurrentVersionWhateverItsSize) {

@@ -39,14 +39,13 @@ TEST(SidecarMetricsTest, RefreshShowsActiveEntitiesByTypeAndDropsTypesThatWentAw
 TEST(SidecarMetricsTest, ShowMapSyncCountsHowVersionsCame) {
   metrics::PrometheusRegistry registry;
   SidecarMetrics metrics(registry);
-  metrics.showMapSync({.deltas = 3, .wholeMaps = 1, .apiReads = 2, .bytesManager = 900,
+  metrics.showMapSync({.deltas = 3, .apiReads = 2, .bytesManager = 900,
                        .bytesApi = 40000});
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="changes"})"), "3");
-  EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="manager_map"})"), "1");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="api"})"), "2");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_bytes_total{source="manager"})"), "900");
   // Running totals: a scrape adds what came since the last one.
-  metrics.showMapSync({.deltas = 10, .wholeMaps = 1, .apiReads = 2, .bytesManager = 2000,
+  metrics.showMapSync({.deltas = 10, .apiReads = 2, .bytesManager = 2000,
                        .bytesApi = 40000});
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="changes"})"), "10");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_bytes_total{source="manager"})"), "2000");

@@ -51,7 +51,6 @@ import (
 
 	"kshard.local/e2e/support/httpcall"
 	"kshard.local/e2e/support/kubeclient"
-	"kshard.local/e2e/support/shards"
 )
 
 const (
@@ -586,114 +585,6 @@ func registerAll(ctx context.Context, o options, manager string, uids, tokens []
 		}
 	}, func(done int) { log.Printf("registrations: %d/%d answered", done, o.pods) })
 	return retries.Load(), err
-}
-
-// ---------------------------------------------------------------------------------------------
-// Stub pods: the peer API's control calls on 127.1.x.y:7101
-
-type stubs struct {
-	n                         int
-	servers                   []*http.Server
-	assigns, unassigns, pings atomic.Int64
-
-	mu    sync.Mutex
-	owner map[int]int // shard -> index of the stub pod that acknowledged holding it
-	held  int         // shards held by some stub pod
-	bad   []string    // contract violations seen (a shard assigned to a second pod while held)
-}
-
-// apply records an assign (take) or unassign of `ranges` on pod i.
-func (s *stubs) apply(i int, ranges string, take bool) error {
-	ids, err := shards.Parse(ranges)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sh := range ids {
-		cur, ok := s.owner[sh]
-		switch {
-		case take && !ok:
-			s.owner[sh] = i
-			s.held++
-		case take && cur != i:
-			s.bad = append(s.bad, fmt.Sprintf("shard %d assigned to %s while %s holds it", sh, podName(i), podName(cur)))
-		case !take && ok && cur == i:
-			delete(s.owner, sh)
-			s.held--
-		}
-	}
-	return nil
-}
-
-func (s *stubs) holding() (int, []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held, append([]string(nil), s.bad...)
-}
-
-type shardsRequest struct {
-	ShardMap string `json:"shardMap"`
-	Epoch    uint64 `json:"epoch"`
-	Shards   string `json:"shards"`
-}
-
-func (s *stubs) control(i int, take bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var req shardsRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if err := s.apply(i, req.Shards, take); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if take {
-			s.assigns.Add(1)
-			writeJSON(w, map[string]string{"refused": ""})
-		} else {
-			s.unassigns.Add(1)
-			writeJSON(w, map[string]bool{"ok": true})
-		}
-	}
-}
-
-func newStubs(n int) *stubs { return &stubs{n: n, owner: map[int]int{}} }
-
-func (s *stubs) listen() error {
-	for i := 0; i < s.n; i++ {
-		addr := net.JoinHostPort(podIP(i), strconv.Itoa(peerPort))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			s.close()
-			return fmt.Errorf("listen on %s (the stub pods use 127.1.0.0/16): %w", addr, err)
-		}
-		name := podName(i)
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) {
-			s.pings.Add(1)
-			writeJSON(w, map[string]interface{}{"pod": name, "uid": "", "epoch": 0, "shards": ""})
-		})
-		mux.HandleFunc("POST /v1/shards/assign", s.control(i, true))
-		mux.HandleFunc("POST /v1/shards/unassign", s.control(i, false))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		s.servers = append(s.servers, srv)
-		go func() { _ = srv.Serve(l) }()
-	}
-	log.Printf("%d stub peer APIs listening on 127.1.0.1:%d onwards", s.n, peerPort)
-	return nil
-}
-
-func (s *stubs) close() {
-	for _, srv := range s.servers {
-		_ = srv.Close()
-	}
-}
-
-func writeJSON(w http.ResponseWriter, v interface{}) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // ---------------------------------------------------------------------------------------------

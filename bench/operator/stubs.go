@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -97,9 +98,13 @@ func (s *stubs) listen() error {
 		}
 		name := podName(i)
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
 			s.pings.Add(1)
-			writeJSON(w, map[string]interface{}{"pod": name, "uid": "", "epoch": 0, "shards": ""})
+			// The operator checks that the pod it registered answers: the stub is whichever pod
+			// the query names, and reports the shards it holds.
+			q := r.URL.Query()
+			writeJSON(w, map[string]interface{}{"pod": name, "uid": q.Get("uid"), "incarnation": q.Get("incarnation"),
+				"epoch": 0, "shards": s.heldBy(i)})
 		})
 		mux.HandleFunc("POST /v1/shards/assign", s.control(i, true))
 		mux.HandleFunc("POST /v1/shards/unassign", s.control(i, false))
@@ -120,4 +125,37 @@ func (s *stubs) close() {
 func writeJSON(w http.ResponseWriter, v interface{}) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// holdingFrom is how many shards the pods numbered first onwards hold (the rollout's new pods).
+func (s *stubs) holdingFrom(first int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, pod := range s.owner {
+		if pod >= first {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *stubs) heldCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// heldBy is the shards pod i holds, in range form.
+func (s *stubs) heldBy(i int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []int
+	for sh, pod := range s.owner {
+		if pod == i {
+			ids = append(ids, sh)
+		}
+	}
+	sort.Ints(ids)
+	return shards.Format(ids)
 }

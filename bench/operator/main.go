@@ -7,16 +7,29 @@
 //     objects bound to it, labelled for the map, whose status (phase Running, a pod IP, Ready) the
 //     benchmark writes itself;
 //  2. one process serving the peer API's control calls (ping, assign, unassign) for every pod, each
-//     on its own loopback address 127.1.x.y:7101, the pod IP written in its status;
-//  3. every pod registers with the operator's manager API, CONCURRENCY at a time, as a sidecar
-//     would, with its own projected token (audience kshard.io/operator, from a TokenRequest bound to the
-//     pod); then the benchmark watches the ShardMap.
+//     on its own loopback address 127.1.x.y:7101, the pod IP written in its status (twice as many
+//     addresses with -rollout, for the new pods);
+//  3. the map's consumers (-consumers, consumers.go): what sidecars receive of the ShardMap on the
+//     wire, "full" (today's: a watch of the whole object; a sample of -full-sample pods, figures
+//     extrapolated to every pod) and "delta" (the new: a metadata-only watch, and the changes
+//     asked from the operator's manager API; one per pod, with the pod's token);
+//  4. the registration phase: every pod registers with the operator's manager API, CONCURRENCY at
+//     a time, as a sidecar would, with its own projected token (audience kshard.io/operator, from a
+//     TokenRequest bound to the pod); the phase ends when the pods hold every shard and the
+//     consumers have caught up;
+//  5. with -rollout, the rollout phase (rollout.go): a rolling update of every pod as a Deployment
+//     with maxSurge 25 % and maxUnavailable 0 does it: batches of new pods (version v2) created,
+//     Running and registered, then as many old pods unregistered (as their sidecars do on
+//     SIGTERM) and deleted; it ends when every shard is held by a new pod and the consumers have
+//     caught up.
 //
 // Reported: how long the registrations took, the time from the last registration's answer until
 // every shard is assigned and until the map is balanced (max − min shards per pod ≤ 1), the
-// ShardMap's status size in bytes (as JSON, as the API server stores it), and the operator's peak
-// RSS (VmHWM from /proc). Progress goes to stderr; the result, as a Markdown table, to stdout and
-// as CSV to -csv when given.
+// ShardMap's status size in bytes (as JSON, as the API server stores it), the operator's peak
+// RSS (VmHWM from /proc); per phase, the status writes, the operator's and the API server's CPU
+// seconds, and per consumer kind the bytes read by source, per consumer, per write, the most for
+// one write, and the totals through the API server. Progress goes to stderr; the result, as
+// Markdown tables, to stdout and as CSV to -csv when given.
 package main
 
 import (
@@ -30,13 +43,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -49,7 +59,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"kshard.local/e2e/support/httpcall"
 	"kshard.local/e2e/support/kubeclient"
 )
 
@@ -62,10 +71,18 @@ var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1al
 
 type options struct {
 	kubeconfig, operatorBin, namespace, name, node, logDir, csvPath, version string
-	pods, shards, concurrency                                                int
+	pods, shards, concurrency, fullSample                                    int
 	timeout                                                                  time.Duration
-	rebalanceInterval, rebalanceRate, operatorFlags                          string
-	keep                                                                     bool
+	rebalanceInterval, rebalanceRate, operatorFlags, consumers               string
+	keep, rollout                                                            bool
+}
+
+// phaseFigures are measured for each phase (registration, rollout).
+type phaseFigures struct {
+	Duration                  time.Duration // registration: first register → every shard held; rollout: all of it
+	Writes                    int64         // status writes (MODIFIED events) in the phase
+	OperatorCPU, APIServerCPU float64       // seconds (utime + stime); APIServerCPU < 0: not found
+	Behind                    int           // consumers not up to date when the phase's figures were taken
 }
 
 type result struct {
@@ -76,12 +93,16 @@ type result struct {
 	Balanced                  time.Duration // last register answered → max − min ≤ 1
 	AllHeld                   time.Duration // last register answered → the pods acknowledged every shard
 	StatusBytes, ObjectBytes  int
-	PeakRSSKiB, FinalRSSKiB   int64
+	PeakRSSKiB, FinalRSSKiB   int64 // when every shard is held after the registrations
+	RunPeakRSSKiB             int64 // at the end of the run (after the rollout)
 	Epoch                     int64
 	Assigns, Unassigns, Pings int64
 	RegisterRetries           int64
 	RegistrationWrites        int64 // status writes seen while the pods registered
 	Writes                    int64 // status writes seen until the pods held every shard
+	Phases                    [nPhases]phaseFigures
+	RolledOut                 bool
+	Fleet                     *fleet // nil with -consumers none
 }
 
 func main() {
@@ -93,20 +114,29 @@ func main() {
 	flag.StringVar(&o.node, "node", "kshard-scale-stub", "name of the Node the stub pods are bound to")
 	flag.StringVar(&o.logDir, "log-dir", "", "where the operator's log goes (default: a temporary directory)")
 	flag.StringVar(&o.csvPath, "csv", "", "append the result as a CSV row to this file")
-	flag.StringVar(&o.version, "version", "v1", "version label of the pods")
+	flag.StringVar(&o.version, "version", "v1", "version label of the pods (the rollout's new pods: v2)")
 	flag.IntVar(&o.pods, "pods", 1000, "stub pods")
 	flag.IntVar(&o.shards, "shards", 10000, "shards of the ShardMap")
-	flag.IntVar(&o.concurrency, "concurrency", 50, "registrations in flight")
-	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "deadline of the whole run")
+	flag.IntVar(&o.concurrency, "concurrency", 50, "registrations (and unregistrations) in flight")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "deadline of the whole run")
 	flag.StringVar(&o.rebalanceInterval, "rebalance-interval", "", "spec.rebalanceInterval (default: the CRD's)")
 	flag.StringVar(&o.rebalanceRate, "rebalance-rate", "", "spec.rebalanceRate (default: the CRD's)")
 	flag.StringVar(&o.operatorFlags, "operator-flags", "", "more flags for kshard-operator, space-separated (e.g. \"--kube-qps=200\")")
+	flag.StringVar(&o.consumers, "consumers", "both", "the map's consumers: full, delta, both or none")
+	flag.IntVar(&o.fullSample, "full-sample", 20, "pods with a full consumer (their figures are extrapolated to every pod)")
+	flag.BoolVar(&o.rollout, "rollout", true, "after the registrations, a rolling update of every pod")
 	flag.BoolVar(&o.keep, "keep", false, "leave the namespace, the node and the operator's lease behind")
 	flag.Parse()
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix("operator-scale: ")
-	if o.pods < 1 || o.pods > 64000 || o.shards < o.pods || o.concurrency < 1 {
-		log.Fatalf("need 1 ≤ pods ≤ 64000, shards ≥ pods, concurrency ≥ 1 (got %d, %d, %d)", o.pods, o.shards, o.concurrency)
+	if o.pods < 1 || o.pods > 32000 || o.shards < o.pods || o.concurrency < 1 || o.fullSample < 0 {
+		log.Fatalf("need 1 ≤ pods ≤ 32000, shards ≥ pods, concurrency ≥ 1, full-sample ≥ 0 (got %d, %d, %d, %d)",
+			o.pods, o.shards, o.concurrency, o.fullSample)
+	}
+	switch o.consumers {
+	case "full", "delta", "both", "none":
+	default:
+		log.Fatalf("-consumers %q: full, delta, both or none", o.consumers)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -117,89 +147,203 @@ func main() {
 	report(o, r)
 }
 
+// bench is what a run works with.
+type bench struct {
+	o      options
+	kc     *kubernetes.Clientset
+	dc     dynamic.Interface
+	stubs  *stubs
+	pods   *podSet
+	op     *operatorProc
+	fleet  *fleet // nil: no consumers
+	mw     *mapWatch
+	apiPID int // the kube-apiserver's process, 0 when not found
+
+	replaced atomic.Int64 // old pods replaced by the rollout
+}
+
+// mapWatch counts the ShardMap's status writes (MODIFIED events) and keeps its newest version.
+type mapWatch struct {
+	writes atomic.Int64
+	mu     sync.Mutex
+	rv     string
+}
+
+func (m *mapWatch) latest() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rv
+}
+
+func (b *bench) logRSS(when string) {
+	peak, cur := b.op.rss()
+	log.Printf("operator RSS %s: %.1f MiB (peak so far %.1f MiB)", when, float64(cur)/1024, float64(peak)/1024)
+}
+
+// cpu reads the operator's and the API server's CPU seconds.
+func (b *bench) cpu() (operator, apiServer float64) {
+	apiServer = -1
+	if b.apiPID != 0 {
+		apiServer = cpuSeconds(b.apiPID)
+	}
+	return cpuSeconds(b.op.cmd.Process.Pid), apiServer
+}
+
+// endPhase waits for the consumers to catch up and takes the phase's figures from its start
+// (writes, operator and API server CPU seconds then).
+func (b *bench) endPhase(ctx context.Context, res *result, ph int, start time.Time, writes int64, opCPU, apiCPU float64) {
+	if b.fleet != nil {
+		if res.Phases[ph].Behind = b.fleet.settle(ctx, b.mw.latest, 30*time.Second); res.Phases[ph].Behind > 0 {
+			log.Printf("%d consumers still behind version %s after 30 s", res.Phases[ph].Behind, b.mw.latest())
+		}
+	}
+	op, api := b.cpu()
+	f := &res.Phases[ph]
+	f.Duration, f.Writes, f.OperatorCPU = time.Since(start), b.mw.writes.Load()-writes, op-opCPU
+	f.APIServerCPU = -1
+	if api >= 0 {
+		f.APIServerCPU = api - apiCPU
+	}
+	log.Printf("%s phase: %v, %d status writes, operator CPU %.1f s", phaseNames[ph], f.Duration.Round(time.Millisecond), f.Writes, f.OperatorCPU)
+}
+
 func run(ctx context.Context, o options) (result, error) {
 	res := result{Pods: o.pods, Shards: o.shards}
 	cfg, err := kubeclient.Config(o.kubeconfig, kubeclient.Limits{QPS: 1000, Burst: 2000})
 	if err != nil {
 		return res, fmt.Errorf("kubeconfig %q: %w", o.kubeconfig, err)
 	}
-	kc := kubernetes.NewForConfigOrDie(cfg)
-	dc := dynamic.NewForConfigOrDie(cfg)
-
-	if err := resetNamespace(ctx, kc, o.namespace); err != nil {
+	b := &bench{o: o, kc: kubernetes.NewForConfigOrDie(cfg), dc: dynamic.NewForConfigOrDie(cfg), mw: &mapWatch{},
+		apiPID: findProcess("kube-apiserver")}
+	if b.apiPID == 0 {
+		log.Printf("no kube-apiserver process on this machine: its CPU is not measured")
+	}
+	if err := resetNamespace(ctx, b.kc, o.namespace); err != nil {
 		return res, err
 	}
-	if err := ensureNode(ctx, kc, o.node); err != nil {
+	if err := ensureNode(ctx, b.kc, o.node); err != nil {
 		return res, err
 	}
 	if !o.keep {
-		defer cleanup(kc, o)
+		defer cleanup(b.kc, o)
 	}
 
-	// The peer API of every stub pod, before any pod can register.
-	stubs := newStubs(o.pods)
-	if err := stubs.listen(); err != nil {
+	// The peer API of every stub pod (and of the rollout's new pods), before any pod can register.
+	all := o.pods
+	if o.rollout {
+		all = 2 * o.pods
+	}
+	b.stubs, b.pods = newStubs(all), newPodSet(all)
+	if err := b.stubs.listen(); err != nil {
 		return res, err
 	}
-	defer stubs.close()
+	defer b.stubs.close()
 
 	start := time.Now()
-	uids, tokens, err := createPods(ctx, kc, o)
-	if err != nil {
+	if err := createPods(ctx, b.kc, o, seq(0, o.pods), o.version, b.pods); err != nil {
 		return res, err
 	}
 	res.ObjectsReady = time.Since(start)
 	log.Printf("%d pods created and Running in %v", o.pods, res.ObjectsReady.Round(time.Millisecond))
 
-	if err := createShardMap(ctx, dc, o); err != nil {
+	if err := createShardMap(ctx, b.dc, o); err != nil {
 		return res, err
 	}
-
-	op, err := startOperator(ctx, o)
-	if err != nil {
+	if b.op, err = startOperator(ctx, o); err != nil {
 		return res, err
 	}
-	defer op.stop()
-
-	// Every status write is a MODIFIED event of the ShardMap.
-	w, err := dc.Resource(shardMapGVR).Namespace(o.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + o.name})
-	if err != nil {
-		return res, fmt.Errorf("watch ShardMap %s/%s: %w", o.namespace, o.name, err)
+	defer b.op.stop()
+	if err := b.watchWrites(ctx); err != nil {
+		return res, err
 	}
-	var writes atomic.Int64
+	if o.consumers != "none" {
+		b.fleet = newFleet(o, cfg, b.op.manager, b.pods)
+		res.Fleet = b.fleet
+		defer b.fleet.stopAll()
+		for i := 0; i < o.pods; i++ {
+			b.fleet.start(i, i)
+		}
+		log.Printf("consumers started: %s (full: %d pods, delta: %d)", o.consumers, b.fleetCount(true), b.fleetCount(false))
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go b.progress(done)
+	if err := b.registration(ctx, &res); err != nil {
+		return res, err
+	}
+	if o.rollout {
+		if err := b.rollout(ctx, &res); err != nil {
+			return res, err
+		}
+	}
+	res.RunPeakRSSKiB, _ = b.op.rss()
+	res.Assigns, res.Unassigns, res.Pings = b.stubs.assigns.Load(), b.stubs.unassigns.Load(), b.stubs.pings.Load()
+	return res, nil
+}
+
+func (b *bench) fleetCount(full bool) int {
+	if b.fleet == nil {
+		return 0
+	}
+	if full {
+		if !b.fleet.full {
+			return 0
+		}
+		return b.fleet.fullSlots()
+	}
+	if !b.fleet.delta {
+		return 0
+	}
+	return b.o.pods
+}
+
+// watchWrites counts every status write: a MODIFIED event of the ShardMap.
+func (b *bench) watchWrites(ctx context.Context) error {
+	w, err := b.dc.Resource(shardMapGVR).Namespace(b.o.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + b.o.name})
+	if err != nil {
+		return fmt.Errorf("watch ShardMap %s/%s: %w", b.o.namespace, b.o.name, err)
+	}
 	go func() {
 		for ev := range w.ResultChan() {
 			if ev.Type == "MODIFIED" {
-				writes.Add(1)
+				b.mw.writes.Add(1)
+			}
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == "ADDED" || ev.Type == "MODIFIED") {
+				b.mw.mu.Lock()
+				b.mw.rv = u.GetResourceVersion()
+				b.mw.mu.Unlock()
 			}
 		}
 	}()
-	defer w.Stop()
+	go func() { <-ctx.Done(); w.Stop() }()
+	return nil
+}
 
-	logRSS := func(when string) {
-		peak, cur := op.rss()
-		log.Printf("operator RSS %s: %.1f MiB (peak so far %.1f MiB)", when, float64(cur)/1024, float64(peak)/1024)
-	}
-	logRSS("before the registrations")
+// registration: every pod registers; then until the map is balanced and the pods hold every
+// shard.
+func (b *bench) registration(ctx context.Context, res *result) error {
+	o := b.o
+	b.logRSS("before the registrations")
 	regStart := time.Now()
-	retries, err := registerAll(ctx, o, op.manager, uids, tokens)
+	opCPU, apiCPU := b.cpu()
+	retries, err := registerAll(ctx, o, b.op.manager, seq(0, o.pods), o.version, b.pods)
 	if err != nil {
-		return res, fmt.Errorf("%w (operator log: %s)", err, op.logPath)
+		return fmt.Errorf("%w (operator log: %s)", err, b.op.logPath)
 	}
 	lastRegistered := time.Now()
 	res.Registration = lastRegistered.Sub(regStart)
-	res.RegistrationWrites = writes.Load()
-	logRSS("after the registrations")
+	res.RegistrationWrites = b.mw.writes.Load()
+	b.logRSS("after the registrations")
 	res.RegisterRetries = retries
 	log.Printf("%d pods registered in %v (%d retries)", o.pods, res.Registration.Round(time.Millisecond), retries)
 
 	var final *unstructured.Unstructured
 	assigned := false
 	for {
-		sm, err := dc.Resource(shardMapGVR).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+		sm, err := b.dc.Resource(shardMapGVR).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
 		if err != nil {
 			if ctx.Err() != nil {
-				return res, fmt.Errorf("ShardMap %s/%s did not become balanced before the deadline: %w", o.namespace, o.name, err)
+				return fmt.Errorf("ShardMap %s/%s did not become balanced before the deadline: %w", o.namespace, o.name, err)
 			}
 			continue
 		}
@@ -217,38 +361,47 @@ func run(ctx context.Context, o options) (result, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return res, fmt.Errorf("ShardMap %s/%s not balanced before the deadline: %d pods listed, %d shards unassigned, %d–%d shards per pod (operator log: %s)",
-				o.namespace, o.name, st.podCount, st.unassigned, st.min, st.max, op.logPath)
+			return fmt.Errorf("ShardMap %s/%s not balanced before the deadline: %d pods listed, %d shards unassigned, %d–%d shards per pod (operator log: %s)",
+				o.namespace, o.name, st.podCount, st.unassigned, st.min, st.max, b.op.logPath)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	// The status is written before the pods are told (write-ahead): wait until the pods hold
 	// every shard, as acknowledged assigns.
-	for {
-		held, bad := stubs.holding()
-		if len(bad) > 0 {
-			return res, fmt.Errorf("the operator broke the single-owner rule: %s", strings.Join(bad, "; "))
-		}
-		if held == o.shards {
-			res.AllHeld = time.Since(lastRegistered)
-			log.Printf("the pods hold every shard %v after the last registration", res.AllHeld.Round(time.Millisecond))
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return res, fmt.Errorf("the pods hold %d of %d shards at the deadline (operator log: %s)", held, o.shards, op.logPath)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := b.waitHeld(ctx, 0); err != nil {
+		return err
 	}
+	res.AllHeld = time.Since(lastRegistered)
+	log.Printf("the pods hold every shard %v after the last registration", res.AllHeld.Round(time.Millisecond))
 	status, _ := json.Marshal(final.Object["status"])
 	object, _ := json.Marshal(final.Object)
 	res.StatusBytes, res.ObjectBytes = len(status), len(object)
 	res.Epoch, _, _ = unstructured.NestedInt64(final.Object, "status", "epoch")
-	logRSS("with every shard held")
-	res.PeakRSSKiB, res.FinalRSSKiB = op.rss()
-	res.Writes = writes.Load()
-	res.Assigns, res.Unassigns, res.Pings = stubs.assigns.Load(), stubs.unassigns.Load(), stubs.pings.Load()
-	return res, nil
+	b.logRSS("with every shard held")
+	res.PeakRSSKiB, res.FinalRSSKiB = b.op.rss()
+	res.Writes = b.mw.writes.Load()
+	b.endPhase(ctx, res, phaseRegistration, regStart, 0, opCPU, apiCPU)
+	return nil
+}
+
+// waitHeld waits until the pods numbered `first` onwards hold every shard, checking the
+// single-owner rule meanwhile.
+func (b *bench) waitHeld(ctx context.Context, first int) error {
+	for {
+		_, bad := b.stubs.holding()
+		if len(bad) > 0 {
+			return fmt.Errorf("the operator broke the single-owner rule: %s", strings.Join(bad, "; "))
+		}
+		held := b.stubs.holdingFrom(first)
+		if held == b.o.shards {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the pods from %s on hold %d of %d shards at the deadline (operator log: %s)", podName(first), held, b.o.shards, b.op.logPath)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -312,12 +465,25 @@ func podName(i int) string { return fmt.Sprintf("stub-%05d", i) }
 // podIP is the loopback address of stub pod i: 127.1.0.1 onwards (all of 127/8 is local).
 func podIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
 
-// createPods creates the pods, writes their status and gets each its projected token for the
-// operator (audience kshard.io/operator, bound to the pod, as the injector mounts it); it returns their uids
-// and tokens.
-func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]string, []string, error) {
-	uids := make([]string, o.pods)
-	tokens := make([]string, o.pods)
+// podSet: the uid and projected token of every stub pod, by number (the rollout's new pods
+// follow the first -pods).
+type podSet struct{ uids, tokens []string }
+
+func newPodSet(n int) *podSet { return &podSet{uids: make([]string, n), tokens: make([]string, n)} }
+
+// seq is lo, lo+1, ..., hi-1.
+func seq(lo, hi int) []int {
+	out := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// createPods creates the pods numbered idx with the version label `version`, writes their status
+// and gets each its projected token for the operator (audience kshard.io/operator, bound to the
+// pod, as the injector mounts it) into ps.
+func createPods(ctx context.Context, kc *kubernetes.Clientset, o options, idx []int, version string, ps *podSet) error {
 	// The namespace's default ServiceAccount comes from the controller-manager.
 	for {
 		if _, err := kc.CoreV1().ServiceAccounts(o.namespace).Get(ctx, "default", metav1.GetOptions{}); err == nil {
@@ -325,15 +491,16 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("the ServiceAccount %s/default was not created before the deadline", o.namespace)
+			return fmt.Errorf("the ServiceAccount %s/default was not created before the deadline", o.namespace)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	err := parallel(ctx, o.pods, 32, func(i int) error {
+	err := parallel(ctx, len(idx), 32, func(n int) error {
+		i := idx[n]
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:   podName(i),
-				Labels: map[string]string{shardMapLabel: o.name, "kshard.io/version": o.version},
+				Labels: map[string]string{shardMapLabel: o.name, "kshard.io/version": version, "app.kubernetes.io/version": version},
 			},
 			Spec: corev1.PodSpec{
 				NodeName:   o.node,
@@ -358,7 +525,7 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 		if _, err := kc.CoreV1().Pods(o.namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("write the status of pod %s: %w", pod.Name, err)
 		}
-		uids[i] = string(created.UID)
+		ps.uids[i] = string(created.UID)
 		tr, err := kc.CoreV1().ServiceAccounts(o.namespace).CreateToken(ctx, "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 			Audiences:         []string{"kshard.io/operator"},
 			ExpirationSeconds: ptr.To(int64(3600)),
@@ -367,10 +534,10 @@ func createPods(ctx context.Context, kc *kubernetes.Clientset, o options) ([]str
 		if err != nil {
 			return fmt.Errorf("token of pod %s: %w", pod.Name, err)
 		}
-		tokens[i] = tr.Status.Token
+		ps.tokens[i] = tr.Status.Token
 		return nil
-	}, func(done int) { log.Printf("pods: %d/%d created", done, o.pods) })
-	return uids, tokens, err
+	}, func(done int) { log.Printf("pods: %d/%d created", done, len(idx)) })
+	return err
 }
 
 func createShardMap(ctx context.Context, dc dynamic.Interface, o options) error {
@@ -423,167 +590,62 @@ func readStatus(sm *unstructured.Unstructured) mapStatus {
 	return st
 }
 
-// ---------------------------------------------------------------------------------------------
-// The operator
-
-type operatorProc struct {
-	cmd            *exec.Cmd
-	manager, admin string
-	logPath        string
-	exited         chan struct{}
-	peakKiB        atomic.Int64
+// registerAll registers the pods numbered idx as their sidecars would: POST .../register,
+// retried while the operator answers 503 (not leading yet, or taking over).
+func registerAll(ctx context.Context, o options, manager string, idx []int, version string, ps *podSet) (int64, error) {
+	return postAll(ctx, o, manager, "register", idx, ps, func(i int) any {
+		return map[string]string{
+			"pod": podName(i), "uid": ps.uids[i], "address": net.JoinHostPort(podIP(i), strconv.Itoa(peerPort)), "version": version,
+		}
+	}, func(code int, _ []byte) (time.Duration, bool) { return 200 * time.Millisecond, code == 503 })
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func startOperator(ctx context.Context, o options) (*operatorProc, error) {
-	mp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	ap, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	logDir := o.logDir
-	if logDir == "" {
-		if logDir, err = os.MkdirTemp("", "kshard-operator-scale-"); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
-	}
-	op := &operatorProc{
-		manager: fmt.Sprintf("127.0.0.1:%d", mp), admin: fmt.Sprintf("127.0.0.1:%d", ap),
-		logPath: filepath.Join(logDir, "operator.log"), exited: make(chan struct{}),
-	}
-	logFile, err := os.Create(op.logPath)
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"--kubeconfig", o.kubeconfig,
-		"--manager-listen", op.manager, "--advertise-address", op.manager,
-		"--admin-listen", op.admin,
-		"--lease-namespace", o.namespace, "--watch-namespace", o.namespace}
-	op.cmd = exec.Command(o.operatorBin, append(args, strings.Fields(o.operatorFlags)...)...)
-	// Its tokens for the sidecars come from the namespace's default ServiceAccount (one per map).
-	op.cmd.Env = append(os.Environ(), "POD_NAME=kshard-operator-scale", "POD_NAMESPACE="+o.namespace,
-		"POD_SERVICE_ACCOUNT=default")
-	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
-	if err := op.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", o.operatorBin, err)
-	}
-	log.Printf("operator started (pid %d, manager API %s, log %s)", op.cmd.Process.Pid, op.manager, op.logPath)
-	go func() {
-		_ = op.cmd.Wait()
-		logFile.Close()
-		close(op.exited)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-op.exited:
-			return nil, fmt.Errorf("the operator exited while starting; log: %s", op.logPath)
-		default:
-		}
-		if code, _ := httpcall.Get(2*time.Second, "http://"+op.admin+"/readyz"); code == 200 {
-			return op, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			op.stop()
-			return nil, fmt.Errorf("the operator did not answer /readyz within 60 s; log: %s", op.logPath)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// rss reads the operator's peak (VmHWM) and current (VmRSS) resident set in KiB.
-func (op *operatorProc) rss() (peak, current int64) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.cmd.Process.Pid))
-	if err != nil {
-		return -1, -1
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmHWM:":
-			peak = v
-		case "VmRSS:":
-			current = v
-		}
-	}
-	return peak, current
-}
-
-func (op *operatorProc) stop() {
-	select {
-	case <-op.exited:
-		return
-	default:
-	}
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-op.exited:
-	case <-time.After(30 * time.Second):
-		_ = op.cmd.Process.Kill()
-		<-op.exited
-	}
-}
-
-// registerAll registers every pod as its sidecar would: POST .../register, retried while the
-// operator answers 503 (not leading yet, or taking over).
-func registerAll(ctx context.Context, o options, manager string, uids, tokens []string) (int64, error) {
+// postAll sends POST .../<verb> of the manager API for the pods numbered idx, o.concurrency at a
+// time, each with its pod's token, as their sidecars do. An answer other than 200 is an error
+// unless retry accepts it (with the pause before the next attempt); a transport error is retried
+// after 200 ms. It returns the number of retries.
+func postAll(ctx context.Context, o options, manager, verb string, idx []int, ps *podSet, body func(i int) any,
+	retry func(code int, answer []byte) (time.Duration, bool)) (int64, error) {
 	var retries atomic.Int64
-	url := fmt.Sprintf("http://%s/v1/shardmaps/%s/%s/register", manager, o.namespace, o.name)
-	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency}}
-	err := parallel(ctx, o.pods, o.concurrency, func(i int) error {
-		body, _ := json.Marshal(map[string]string{
-			"pod": podName(i), "uid": uids[i], "address": net.JoinHostPort(podIP(i), strconv.Itoa(peerPort)), "version": o.version,
-		})
+	url := fmt.Sprintf("http://%s/v1/shardmaps/%s/%s/%s", manager, o.namespace, o.name, verb)
+	client := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency}}
+	defer client.CloseIdleConnections()
+	err := parallel(ctx, len(idx), o.concurrency, func(n int) error {
+		i := idx[n]
+		payload, _ := json.Marshal(body(i))
 		for {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
 			if err != nil {
 				return err
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer "+tokens[i])
+			req.Header.Set("Authorization", "Bearer "+ps.tokens[i])
 			resp, err := client.Do(req)
-			why := ""
+			why, pause := "", 200*time.Millisecond
 			if err == nil {
 				answer, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
 					return nil
 				}
-				if resp.StatusCode != 503 {
-					return fmt.Errorf("register %s: %d %s", podName(i), resp.StatusCode, answer)
+				again := false
+				if pause, again = retry(resp.StatusCode, answer); !again {
+					return fmt.Errorf("%s %s: %d %s", verb, podName(i), resp.StatusCode, answer)
 				}
 				why = fmt.Sprintf("%d %s", resp.StatusCode, answer)
 			} else {
 				why = err.Error()
 			}
 			if n := retries.Add(1); n <= 3 {
-				log.Printf("register %s: retrying (%s)", podName(i), why)
+				log.Printf("%s %s: retrying (%.300s)", verb, podName(i), why)
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("register %s: not accepted before the deadline (last error: %v)", podName(i), err)
-			case <-time.After(200 * time.Millisecond):
+				return fmt.Errorf("%s %s: not accepted before the deadline (last: %.300s)", verb, podName(i), why)
+			case <-time.After(pause):
 			}
 		}
-	}, func(done int) { log.Printf("registrations: %d/%d answered", done, o.pods) })
+	}, func(done int) { log.Printf("%s: %d/%d answered", verb, done, len(idx)) })
 	return retries.Load(), err
 }
 
@@ -622,29 +684,4 @@ func parallel(ctx context.Context, n, width int, fn func(int) error, progress fu
 		return ctx.Err()
 	}
 	return firstErr
-}
-
-func report(o options, r result) {
-	ms := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 0, 64) }
-	fmt.Printf("| pods | shards | registration | status: all assigned | status: balanced | pods hold every shard | status bytes | operator peak RSS | status writes | assigns | unassigns |\n")
-	fmt.Printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	fmt.Printf("| %d | %d | %s ms | +%s ms | +%s ms | +%s ms | %d | %.1f MiB | %d (%d registering) | %d | %d |\n",
-		r.Pods, r.Shards, ms(r.Registration), ms(r.AllAssigned), ms(r.Balanced), ms(r.AllHeld),
-		r.StatusBytes, float64(r.PeakRSSKiB)/1024, r.Writes, r.RegistrationWrites, r.Assigns, r.Unassigns)
-	fmt.Printf("(+: after the last registration was answered; flags: %q)\n", o.operatorFlags)
-	if o.csvPath == "" {
-		return
-	}
-	_, statErr := os.Stat(o.csvPath)
-	f, err := os.OpenFile(o.csvPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		log.Fatalf("csv %s: %v", o.csvPath, err)
-	}
-	defer f.Close()
-	if os.IsNotExist(statErr) {
-		fmt.Fprintln(f, "date,pods,shards,objects_ready_ms,registration_ms,all_assigned_ms,balanced_ms,all_held_ms,status_bytes,object_bytes,peak_rss_kib,final_rss_kib,epoch,assigns,unassigns,pings,register_retries,status_writes,registration_writes")
-	}
-	fmt.Fprintf(f, "%s,%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", time.Now().UTC().Format(time.RFC3339),
-		r.Pods, r.Shards, ms(r.ObjectsReady), ms(r.Registration), ms(r.AllAssigned), ms(r.Balanced), ms(r.AllHeld),
-		r.StatusBytes, r.ObjectBytes, r.PeakRSSKiB, r.FinalRSSKiB, r.Epoch, r.Assigns, r.Unassigns, r.Pings, r.RegisterRetries, r.Writes, r.RegistrationWrites)
 }

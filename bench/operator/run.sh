@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The operator at scale (docs/benchmarks.md "Operator at scale"): the release kshard-operator on
 # the local cluster (e2e/cluster) with PODS stub pods registering against one ShardMap of SHARDS
-# shards. See bench/operator/main.go for what is created and measured.
+# shards, then a rolling update of every pod (maxSurge 25 %, maxUnavailable 0), with the map's
+# consumers measured on the wire throughout: "full" ones (today's sidecar, a watch of the whole
+# ShardMap; a sample of pods, extrapolated) and "delta" ones (the new sidecar, a metadata-only
+# watch and the changes from the operator; one per pod). See bench/operator/main.go for what is
+# created and measured.
 #
-#   bench/operator/run.sh                       # 1,000 pods, 10,000 shards
+#   bench/operator/run.sh                       # 1,000 pods, 10,000 shards, rollout, both consumers
 #   PODS=100 SHARDS=1000 bench/operator/run.sh  # smaller
+#   bench/operator/run.sh -consumers delta -full-sample 5 -rollout=false
 #   bench/operator/run.sh -operator-flags "--kube-qps=200 --kube-burst=400"
 #
 # Brings the cluster up when it is not answering (and leaves it up). Extra arguments go to the

@@ -234,8 +234,9 @@ func (f *fleet) counter(k *kindStats, src int, own *atomic.Int64) func(int) {
 	}
 }
 
-func countingDial(add func(int)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+// countingDial dials from `local` (nil: any address).
+func countingDial(add func(int), local net.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: local}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
 		if err != nil {
@@ -250,7 +251,7 @@ func countingDial(add func(int)) func(ctx context.Context, network, addr string)
 func (f *fleet) apiClient(add func(int)) (*http.Client, error) {
 	cfg := rest.CopyConfig(f.base)
 	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	cfg.Dial = countingDial(add)
+	cfg.Dial = countingDial(add, nil)
 	cfg.Timeout = 0
 	return rest.HTTPClientFor(cfg)
 }
@@ -419,8 +420,11 @@ type deltaConsumer struct {
 func (f *fleet) runDelta(c *consumer, pod int) {
 	k := &f.deltaStats
 	d := &deltaConsumer{f: f, c: c, token: f.pods.tokens[pod], kick: make(chan struct{}, 1)}
+	// From the pod's own address, as a sidecar's requests come: the manager API limits the
+	// connections of one peer address.
 	d.op = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
-		DialContext: countingDial(f.counter(k, srcOperator, &d.opBytes)), MaxIdleConnsPerHost: 1}}
+		DialContext:         countingDial(f.counter(k, srcOperator, &d.opBytes), &net.TCPAddr{IP: net.ParseIP(podIP(pod))}),
+		MaxIdleConnsPerHost: 1}}
 	defer d.op.CloseIdleConnections()
 	api, err := f.apiClient(f.counter(k, srcAPI, &d.apiBytes))
 	if err != nil {
@@ -468,7 +472,9 @@ func (d *deltaConsumer) fetchLoop() {
 				break
 			}
 			got, wire := d.fetch(have, want)
-			storeMax(&k.maxWrite[d.f.phase.Load()], events+wire)
+			if have != "" { // the first read is the whole map, as a full consumer's list
+				storeMax(&k.maxWrite[d.f.phase.Load()], events+wire)
+			}
 			d.mu.Lock()
 			d.have = got
 			d.mu.Unlock()

@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,7 @@ type kindStats struct {
 	name      string
 	bytes     [nPhases][nSources]atomic.Int64
 	maxWrite  [nPhases]atomic.Int64 // most bytes one consumer read for one write (or one fetch)
+	writes    [nPhases]sizeLog      // bytes one consumer read for each write (or fetch)
 	events    [nPhases]atomic.Int64 // watch events (ADDED, MODIFIED) received, all consumers
 	fetches   [nPhases]atomic.Int64 // requests to the manager API (delta)
 	fallbacks [nPhases]atomic.Int64 // GETs of the ShardMap from the API server (delta)
@@ -74,6 +76,36 @@ func (k *kindStats) total(phase int) int64 {
 		n += k.bytes[phase][s].Load()
 	}
 	return n
+}
+
+// sizeLog keeps sizes, for percentiles.
+type sizeLog struct {
+	mu sync.Mutex
+	v  []int32
+}
+
+func (l *sizeLog) add(n int64) {
+	l.mu.Lock()
+	l.v = append(l.v, int32(min(n, 1<<31-1)))
+	l.mu.Unlock()
+}
+
+// percentile p (0..100) of the sizes; 0 when there are none.
+func (l *sizeLog) percentile(p float64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.v) == 0 {
+		return 0
+	}
+	s := append([]int32(nil), l.v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return int64(s[min(len(s)-1, int(p/100*float64(len(s))))])
+}
+
+// oneWrite records what one consumer read for one write.
+func (k *kindStats) oneWrite(ph int32, n int64) {
+	storeMax(&k.maxWrite[ph], n)
+	k.writes[ph].add(n)
 }
 
 func storeMax(a *atomic.Int64, v int64) {
@@ -395,7 +427,7 @@ func (f *fleet) runFull(c *consumer) {
 		if typ != "LIST" {
 			ph := f.phase.Load()
 			k.events[ph].Add(1)
-			storeMax(&k.maxWrite[ph], int64(size))
+			k.oneWrite(ph, int64(size))
 		}
 		c.setSeen(rv)
 	})
@@ -473,7 +505,7 @@ func (d *deltaConsumer) fetchLoop() {
 			}
 			got, wire := d.fetch(have, want)
 			if have != "" { // the first read is the whole map, as a full consumer's list
-				storeMax(&k.maxWrite[d.f.phase.Load()], events+wire)
+				k.oneWrite(d.f.phase.Load(), events+wire)
 			}
 			d.mu.Lock()
 			d.have = got

@@ -14,7 +14,8 @@ type fanOut struct {
 	kind                     string
 	slots                    int     // slots with such a consumer (full: the sample)
 	perConsumer, perWrite    float64 // bytes read, per slot, and per slot and status write
-	maxWrite                 int64   // most bytes one consumer read for one write (delta: one fetch)
+	maxWrite, p50, p99       int64   // bytes one consumer read for one write (delta: one fetch)
+	perWriteAPI, perWriteOp  float64 // perWrite's part from the API server (with fallbacks), from the operator
 	total, apiTotal          float64 // every pod's, bytes: all sources, through the API server
 	api, operator, fallback  int64   // bytes read, all consumers, by source
 	fetches, fallbacks, unkn int64
@@ -44,9 +45,14 @@ func (r result) fanOuts(ph int) []fanOut {
 			api: k.bytes[ph][srcAPI].Load(), operator: k.bytes[ph][srcOperator].Load(), fallback: k.bytes[ph][srcFallback].Load(),
 			fetches: k.fetches[ph].Load(), fallbacks: k.fallbacks[ph].Load(), unkn: k.unknown[ph].Load()}
 		x.perConsumer = float64(k.total(ph)) / float64(slots)
-		if w := r.Phases[ph].Writes; w > 0 {
-			x.perWrite = x.perConsumer / float64(w)
+		// Each consumer receives one watch event per write: bytes per event received is bytes
+		// per consumer per write, whatever the number of consumers at the time (surge pods).
+		if ev := k.events[ph].Load(); ev > 0 {
+			x.perWrite = float64(k.total(ph)) / float64(ev)
+			x.perWriteAPI = float64(x.api+x.fallback) / float64(ev)
+			x.perWriteOp = float64(x.operator) / float64(ev)
 		}
+		x.p50, x.p99 = k.writes[ph].percentile(50), k.writes[ph].percentile(99)
 		x.total = x.perConsumer * float64(r.Pods)
 		x.apiTotal = float64(x.api+x.fallback) / float64(slots) * float64(r.Pods)
 		out = append(out, x)
@@ -96,7 +102,7 @@ func report(o options, r result) {
 	fmt.Printf("(+: after the last registration was answered; registration phase: first register → every shard held and the consumers up to date, %s ms; flags: %q)\n",
 		ms(reg.Duration), o.operatorFlags)
 	if r.Fleet != nil {
-		fmt.Printf("\n| phase | consumer | pods with one | status writes | bytes per consumer | per consumer per write | most for one write | total map traffic, every pod | through the API server, every pod | operator requests | fallbacks (wantKnown false) |\n")
+		fmt.Printf("\n| phase | consumer | pods with one | status writes | bytes per consumer | per consumer per write (API / operator) | one write: p50 / p99 / max | total map traffic, every pod | through the API server, every pod | operator requests | fallbacks (wantKnown false) |\n")
 		fmt.Printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for ph := 0; ph < nPhases; ph++ {
 			if ph == phaseRollout && !r.RolledOut {
@@ -107,15 +113,16 @@ func report(o options, r result) {
 				if x.extrapolated {
 					label = fmt.Sprintf(" (×%d/%d, extrapolated)", r.Pods, x.slots)
 				}
-				fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s%s | %s%s | %d | %d (%d) |\n",
-					phaseNames[ph], x.kind, x.slots, r.Phases[ph].Writes, kib(x.perConsumer), kib(x.perWrite), kib(float64(x.maxWrite)),
+				fmt.Printf("| %s | %s | %d | %d | %s | %s (%s / %s) | %s / %s / %s | %s%s | %s%s | %d | %d (%d) |\n",
+					phaseNames[ph], x.kind, x.slots, r.Phases[ph].Writes, kib(x.perConsumer), kib(x.perWrite), kib(x.perWriteAPI), kib(x.perWriteOp),
+					kib(float64(x.p50)), kib(float64(x.p99)), kib(float64(x.maxWrite)),
 					mib(int64(x.total)), label, mib(int64(x.apiTotal)), label, x.fetches, x.fallbacks, x.unkn)
 			}
 		}
 		if r.RolledOut && r.ratio(phaseRollout) > 0 {
 			fmt.Printf("\nrollout: total map traffic full / delta = %.1f×\n", r.ratio(phaseRollout))
 		}
-		fmt.Printf("(bytes: everything read from the consumers' connections, TLS and HTTP included; per consumer: per pod slot, a pod and its replacement; delta's \"most for one write\" is one fetch with the events it answers)\n")
+		fmt.Printf("(bytes: everything read from the consumers' connections, TLS and HTTP included; per consumer: per pod slot, a pod and its replacement (and both while they overlap); per write: bytes over watch events received, initial lists and reads included; one write: a full consumer's watch event (JSON), a delta consumer's fetch with the events it answers, a consumer's first list or read excluded)\n")
 		for ph := 0; ph < nPhases; ph++ {
 			if b := r.Phases[ph].Behind; b > 0 {
 				fmt.Printf("(%s: %d consumers were not up to date when the figures were taken)\n", phaseNames[ph], b)
@@ -129,8 +136,8 @@ func report(o options, r result) {
 
 const csvHeader = "date,pods,shards,objects_ready_ms,registration_ms,all_assigned_ms,balanced_ms,all_held_ms,status_bytes,object_bytes,peak_rss_kib,final_rss_kib,epoch,assigns,unassigns,pings,register_retries,status_writes,registration_writes," +
 	"consumers,full_sample,run_peak_rss_kib,reg_phase_ms,reg_phase_writes,reg_operator_cpu_s,reg_apiserver_cpu_s,rollout_ms,rollout_writes,rollout_operator_cpu_s,rollout_apiserver_cpu_s," +
-	"reg_full_bytes_per_consumer,reg_full_bytes_per_write,reg_full_max_write,reg_full_total,reg_delta_bytes_per_consumer,reg_delta_bytes_per_write,reg_delta_max_write,reg_delta_total,reg_delta_api_total,reg_delta_fallbacks," +
-	"rollout_full_bytes_per_consumer,rollout_full_bytes_per_write,rollout_full_max_write,rollout_full_total,rollout_delta_bytes_per_consumer,rollout_delta_bytes_per_write,rollout_delta_max_write,rollout_delta_total,rollout_delta_api_total,rollout_delta_fallbacks,rollout_full_delta_ratio"
+	"reg_full_bytes_per_consumer,reg_full_bytes_per_write,reg_full_max_write,reg_full_p50_write,reg_full_p99_write,reg_full_total,reg_delta_bytes_per_consumer,reg_delta_bytes_per_write,reg_delta_max_write,reg_delta_p50_write,reg_delta_p99_write,reg_delta_total,reg_delta_api_total,reg_delta_fallbacks," +
+	"rollout_full_bytes_per_consumer,rollout_full_bytes_per_write,rollout_full_max_write,rollout_full_p50_write,rollout_full_p99_write,rollout_full_total,rollout_delta_bytes_per_consumer,rollout_delta_bytes_per_write,rollout_delta_max_write,rollout_delta_p50_write,rollout_delta_p99_write,rollout_delta_total,rollout_delta_api_total,rollout_delta_fallbacks,rollout_full_delta_ratio"
 
 func writeCSV(o options, r result) {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds()*1000, 'f', 0, 64) }
@@ -178,15 +185,17 @@ func writeCSV(o options, r result) {
 			}
 		}
 		if full != nil {
-			row = append(row, num(full.perConsumer), num(full.perWrite), strconv.FormatInt(full.maxWrite, 10), num(full.total))
-		} else {
-			row = append(row, "", "", "", "")
-		}
-		if delta != nil {
-			row = append(row, num(delta.perConsumer), num(delta.perWrite), strconv.FormatInt(delta.maxWrite, 10), num(delta.total),
-				num(delta.apiTotal), strconv.FormatInt(delta.fallbacks, 10))
+			row = append(row, num(full.perConsumer), num(full.perWrite), strconv.FormatInt(full.maxWrite, 10),
+				strconv.FormatInt(full.p50, 10), strconv.FormatInt(full.p99, 10), num(full.total))
 		} else {
 			row = append(row, "", "", "", "", "", "")
+		}
+		if delta != nil {
+			row = append(row, num(delta.perConsumer), num(delta.perWrite), strconv.FormatInt(delta.maxWrite, 10),
+				strconv.FormatInt(delta.p50, 10), strconv.FormatInt(delta.p99, 10), num(delta.total),
+				num(delta.apiTotal), strconv.FormatInt(delta.fallbacks, 10))
+		} else {
+			row = append(row, "", "", "", "", "", "", "", "")
 		}
 	}
 	row = append(row, num(r.ratio(phaseRollout)))

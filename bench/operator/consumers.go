@@ -557,15 +557,16 @@ func (d *deltaConsumer) fetch(have, want string) (string, int64) {
 	} else if d.c.ctx.Err() != nil {
 		return have, wire
 	}
-	rv, fb := d.fallbackGet()
+	rv, fb := d.fallbackGet(want)
 	if rv == "" {
 		rv = have
 	}
 	return rv, wire + fb
 }
 
-// fallbackGet GETs the ShardMap from the API server, on a client of its own.
-func (d *deltaConsumer) fallbackGet() (string, int64) {
+// fallbackGet GETs the ShardMap from the API server, on a client of its own, at least at version
+// `want` (from the API server's cache, as the sidecar asks since main's 1b1ef2f).
+func (d *deltaConsumer) fallbackGet(want string) (string, int64) {
 	k := &d.f.deltaStats
 	k.fallbacks[d.f.phase.Load()].Add(1)
 	d.fallbackClientOnce.Do(func() {
@@ -575,7 +576,7 @@ func (d *deltaConsumer) fallbackGet() (string, int64) {
 		return "", 0
 	}
 	before := d.fbBytes.Load()
-	resp, err := get(d.c.ctx, d.fallback, d.f.mapPath()+"/"+d.f.o.name, "application/json", "")
+	resp, err := get(d.c.ctx, d.fallback, d.f.mapPath()+"/"+d.f.o.name+"?resourceVersion="+url.QueryEscape(want), "application/json", "")
 	if err != nil {
 		return "", d.fbBytes.Load() - before
 	}

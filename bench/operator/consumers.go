@@ -519,10 +519,11 @@ func (d *deltaConsumer) fetchLoop() {
 }
 
 type deltaAnswer struct {
-	Kind            string `json:"kind"`
-	ResourceVersion string `json:"resourceVersion"`
-	WantKnown       *bool  `json:"wantKnown"`
-	objectMeta             // kind ShardMap: an operator without delta support
+	Kind            string          `json:"kind"`
+	ResourceVersion string          `json:"resourceVersion"`
+	WantKnown       *bool           `json:"wantKnown"`
+	Changes         json.RawMessage `json:"changes"` // absent: the operator holds no version the consumer holds
+	objectMeta                      // kind ShardMap: an operator without delta support
 }
 
 // fetch asks the operator for the changes since `have` up to `want`; it returns the version the
@@ -549,6 +550,14 @@ func (d *deltaConsumer) fetch(have, want string) (string, int64) {
 		if a.Kind == "ShardMap" {
 			rv = a.Metadata.ResourceVersion
 			known = rvAtLeast(rv, want)
+		}
+		if a.Kind == "ShardMapDelta" && a.Changes == nil {
+			// No changes from a version the operator does not hold: a sidecar reads the API.
+			rv, fb := d.fallbackGet(want)
+			if rv == "" {
+				rv = have
+			}
+			return rv, wire + fb
 		}
 		if known || rv == want {
 			return rv, wire

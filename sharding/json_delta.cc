@@ -106,6 +106,51 @@ json diffArray(const json& from, const json& to) {
   return ops.take();
 }
 
+// "a,b,c" as ["a","b","c"] ("" as []), and back: long lists in text (a status's shard sets)
+// are edited token by token.
+json splitTokens(const std::string& text) {
+  json out = json::array();
+  if (text.empty()) return out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                 : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+StatusOr<std::string> joinTokens(const json& tokens) {
+  std::string out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (!tokens[i].is_string()) return invalidArgument("a token is not a string");
+    if (i > 0) out += ',';
+    out += tokens[i].get<std::string>();
+  }
+  return out;
+}
+
+// Text of at least this many bytes with commas in it is edited token by token when that is
+// shorter than sending it.
+constexpr std::size_t kMinTokenEdit = 64;
+
+// The change that sets `to` at `path` (from `from`, a value of the same member).
+json setOrEdit(const json& from, const json& to, const json& path) {
+  if (from.is_array() && to.is_array() && !from.empty()) {
+    json ops = diffArray(from, to);
+    if (ops.dump().size() < to.dump().size()) return {{"p", path}, {"e", std::move(ops)}};
+  } else if (from.is_string() && to.is_string()) {
+    const auto& a = from.get_ref<const std::string&>();
+    const auto& b = to.get_ref<const std::string&>();
+    if (a.size() >= kMinTokenEdit && a.find(',') != std::string::npos) {
+      json ops = diffArray(splitTokens(a), splitTokens(b));
+      if (ops.dump().size() < to.dump().size()) return {{"p", path}, {"t", std::move(ops)}};
+    }
+  }
+  return {{"p", path}, {"v", to}};
+}
+
 void diffObject(const json& from, const json& to, json& path, json& changes) {
   for (const auto& [key, value] : to.items()) {
     path.push_back(key);
@@ -115,15 +160,8 @@ void diffObject(const json& from, const json& to, json& path, json& changes) {
     } else if (*it != value) {
       if (it->is_object() && value.is_object()) {
         diffObject(*it, value, path, changes);
-      } else if (it->is_array() && value.is_array() && !it->empty()) {
-        json ops = diffArray(*it, value);
-        if (ops.dump().size() < value.dump().size()) {
-          changes.push_back({{"p", path}, {"e", std::move(ops)}});
-        } else {
-          changes.push_back({{"p", path}, {"v", value}});
-        }
       } else {
-        changes.push_back({{"p", path}, {"v", value}});
+        changes.push_back(setOrEdit(*it, value, path));
       }
     }
     path.erase(path.size() - 1);
@@ -216,8 +254,16 @@ StatusOr<json> applyJsonDelta(const json& from, const json& changes) {
       auto edited = applyArrayEdit(*it, c["e"], i);
       if (!edited.ok()) return edited.status();
       *it = std::move(*edited);
+    } else if (c.contains("t")) {
+      auto it = parent->find(key);
+      if (it == parent->end() || !it->is_string()) return misfit(i, "edits what is not text");
+      auto edited = applyArrayEdit(splitTokens(it->get<std::string>()), c["t"], i);
+      if (!edited.ok()) return edited.status();
+      auto text = joinTokens(*edited);
+      if (!text.ok()) return misfit(i, text.status().message());
+      *it = std::move(*text);
     } else {
-      return misfit(i, "neither \"v\", \"d\" nor \"e\"");
+      return misfit(i, "neither \"v\", \"d\", \"e\" nor \"t\"");
     }
   }
   return out;

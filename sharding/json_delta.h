@@ -8,6 +8,8 @@
 //   {"p": ["status", "epoch"], "v": 42}        set a member (added or replaced)
 //   {"p": ["status", "load"], "d": true}       delete a member
 //   {"p": ["status", "pods"], "e": [ops...]}   edit an array element by element
+//   {"p": ["status", "unassigned"], "t": [ops...]}   edit text as its comma-separated tokens
+//                                              (long lists in text: the status's shard sets)
 //
 // `p` is the path of object members from the root. An array edit walks a cursor over the old
 // array and builds the new one from ops:

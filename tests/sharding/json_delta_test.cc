@@ -77,6 +77,34 @@ TEST(JsonDeltaTest, ARoundThatMovesOnePercentIsSmall) {
   EXPECT_LT(delta * 10, whole);
 }
 
+// A long shard list in text that gains and loses a few shards travels as those few.
+TEST(JsonDeltaTest, LongListsInTextAreEditedTokenByToken) {
+  std::string before;
+  std::string after;
+  for (int shard = 1; shard <= 3000; shard += 7) {
+    const std::string t = std::to_string(shard);
+    before += (before.empty() ? "" : ",") + t;
+    if (shard % 700 != 1) after += (after.empty() ? "" : ",") + t;  // a few leave
+    if (shard % 500 == 1) after += "," + std::to_string(shard + 1);   // a few join
+  }
+  const json a = {{"unassigned", before}, {"short", "1,2"}};
+  const json b = {{"unassigned", after}, {"short", "1,3"}};
+  const json d = diffJson(a, b);
+  EXPECT_EQ(applied(a, d), b);
+  EXPECT_LT(d.dump().size(), 200u) << d.dump();
+  EXPECT_NE(d.dump().find("\"t\""), std::string::npos) << d.dump();
+  // Edge cases of the token split: empty text, empty tokens, a lone comma.
+  for (const auto& [x, y] : std::vector<std::pair<std::string, std::string>>{
+           {std::string(70, '1') + ",2", ""},
+           {std::string(70, '1') + ",,2", std::string(70, '1') + ","},
+           {"," + std::string(70, '1'), ","},
+       }) {
+    const json from = {{"s", x}};
+    const json to = {{"s", y}};
+    EXPECT_EQ(applied(from, diffJson(from, to)), to) << x << " -> " << y;
+  }
+}
+
 TEST(JsonDeltaTest, PodsRemovedAndAppendedKeepTheirOrder) {
   const json a = statusOf(50, 3);
   json b = a;
@@ -100,6 +128,8 @@ TEST(JsonDeltaTest, RefusesADeltaThatDoesNotFit) {
            json::parse(R"([{"p":["list"],"e":[0]}])"),                // a zero count
            json::parse(R"([{"p":["list"],"e":["text"]}])"),           // an unknown op
            json::parse(R"([{"p":["list"]}])"),                        // no action
+           json::parse(R"([{"p":["list"],"t":[1]}])"),                // a token edit of an array
+           json::parse(R"([{"p":["obj","k"],"t":[1]}])"),             // ... of a number
            json::parse(R"({"p":["list"]})"),                          // not an array
        }) {
     auto out = applyJsonDelta(a, bad);
@@ -129,7 +159,14 @@ json randomArray(std::mt19937& rng, int depth) {
 json randomValue(std::mt19937& rng, int depth) {
   switch (depth > 2 ? rng() % 3 : rng() % 5) {
     case 0: return static_cast<int>(rng() % 5);
-    case 1: return "s" + std::to_string(rng() % 3);
+    case 1: {
+      if (rng() % 3 != 0) return "s" + std::to_string(rng() % 3);
+      std::string list;  // a long comma list, sometimes with empty tokens
+      const int n = 20 + static_cast<int>(rng() % 20);
+      for (int i = 0; i < n; ++i) list += (i ? "," : "") + std::to_string(rng() % 40);
+      if (rng() % 4 == 0) list += ",,";
+      return list;
+    }
     case 2: return nullptr;
     case 3: return randomArray(rng, depth);
     default: {
@@ -155,6 +192,19 @@ json mutate(json doc, std::mt19937& rng) {
       if (rng() % 2 == 0) value.push_back(randomValue(rng, 3));
     } else if (value.is_object()) {
       value = mutate(value, rng);
+    } else if (value.is_string() && value.get<std::string>().find(',') != std::string::npos) {
+      // A few tokens of a long list changed, dropped or added.
+      std::string text = value.get<std::string>();
+      for (int k = static_cast<int>(rng() % 4); k > 0; --k) {
+        const std::size_t at = rng() % text.size();
+        const std::size_t comma = text.find(',', at);
+        if (rng() % 2 == 0 && comma != std::string::npos) {
+          text.erase(at, comma - at + 1);
+        } else {
+          text.insert(at, std::to_string(rng() % 50) + ",");
+        }
+      }
+      value = text;
     } else {
       value = randomValue(rng, 1);
     }
@@ -166,12 +216,22 @@ json mutate(json doc, std::mt19937& rng) {
 
 TEST(JsonDeltaTest, RandomDocumentsRoundTrip) {
   std::mt19937 rng(20261128);
+  int tokenEdits = 0;
+  int arrayEdits = 0;
   for (int round = 0; round < 3000; ++round) {
     json a = json::object();
     for (int i = 0; i < 6; ++i) a["k" + std::to_string(i)] = randomValue(rng, 0);
     const json b = rng() % 2 == 0 ? mutate(a, rng) : mutate(mutate(a, rng), rng);
-    ASSERT_EQ(applied(a, diffJson(a, b)), b) << "from " << a.dump() << "\nto " << b.dump();
+    const json d = diffJson(a, b);
+    for (const auto& c : d) {
+      tokenEdits += c.contains("t") ? 1 : 0;
+      arrayEdits += c.contains("e") ? 1 : 0;
+    }
+    ASSERT_EQ(applied(a, d), b) << "from " << a.dump() << "\nto " << b.dump();
   }
+  // The documents exercise every kind of edit, not only whole values.
+  EXPECT_GT(tokenEdits, 100);
+  EXPECT_GT(arrayEdits, 100);
 }
 
 TEST(JsonDeltaTest, DigestIsFnv1a64) {

@@ -260,7 +260,7 @@ void ChannelSession::channelAnswer(std::uint64_t id, Response&& response) {
   Channel& c = channel_;
   if (response.headers.holdsAny(Headers::kFraming)) response.headers.removeIf(isFramingHeader);
   channel::appendResponse(c.out, id, static_cast<int>(validStatus(response.status)),
-                          response.headers, response.body);
+                          response.headers, response.payload());
   // Every request is answered exactly once (a Responder answers 500 when dropped). The session
   // stays busy until the answer is written (flushChannel): stop() waits for that, not only for
   // the handler.

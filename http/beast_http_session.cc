@@ -162,6 +162,7 @@ class Session : public std::enable_shared_from_this<Session>,
   struct {
     std::string head;
     std::string body;
+    std::shared_ptr<const std::string> shared;  // instead of body: Response::sharedBody
   } out_;
 
   // The channel session the connection went on as, once upgraded: a server stop reaches it
@@ -410,17 +411,23 @@ void Session::answer(std::uint64_t seq, Response&& response) {
   if (seq != seq_ || state_ != State::kHandling) return;
   const int status = static_cast<int>(validStatus(response.status));
   const bool close = !keepAlive_ || stopping_ || asksToClose(response.headers);
-  if (statusHasNoBody(status)) response.body.clear();
-  writeResponseHead(out_.head, status, response.headers, response.body.size(), version_, close);
+  if (statusHasNoBody(status)) {
+    response.body.clear();
+    response.sharedBody.reset();
+  }
+  writeResponseHead(out_.head, status, response.headers, response.payload().size(), version_,
+                    close);
   // HEAD: the Content-Length of the body that would have been sent, and no body.
   out_.body = head_ ? std::string() : std::move(response.body);
+  out_.shared = head_ ? nullptr : std::move(response.sharedBody);
   writeMessage(close);
 }
 
 void Session::writeMessage(bool close) {
   state_ = State::kWriting;
   watchdog_.expiresAfter(core_.options.requestTimeout);
-  asyncWriteMessage(stream_, out_.head, out_.body,
+  asyncWriteMessage(stream_, out_.head,
+                    out_.shared ? std::string_view(*out_.shared) : std::string_view(out_.body),
                     [self = shared_from_this(), close](const beast::error_code& ec, std::size_t) {
                       self->onWritten(ec, close);
                     });

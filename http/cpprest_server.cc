@@ -36,10 +36,10 @@ void copyHeaders(const Headers& from, web_http::http_headers& to) {
 
 web_http::http_response toCppRest(Response response) {
   web_http::http_response out(static_cast<web_http::status_code>(response.status));
-  if (!response.body.empty()) {
+  if (const std::string_view body = response.payload(); !body.empty()) {
     // A byte vector, not a std::string: cpprestsdk serves a string body through a char buffer
     // cast to its byte buffer type, which UBSan rightly reports.
-    out.set_body(std::vector<unsigned char>(response.body.begin(), response.body.end()));
+    out.set_body(std::vector<unsigned char>(body.begin(), body.end()));
     if (!response.headers.has("Content-Type")) out.headers().remove("Content-Type");
   }
   copyHeaders(response.headers, out.headers());

@@ -203,6 +203,14 @@ Response Response::json(int status, std::string body) {
   return r;
 }
 
+Response Response::json(int status, std::shared_ptr<const std::string> body) {
+  Response r;
+  r.status = status;
+  r.headers.set("Content-Type", "application/json");
+  r.sharedBody = std::move(body);
+  return r;
+}
+
 Response Response::error(int status, std::string_view code, std::string_view message) {
   // nlohmann_json escapes quotes, control characters and invalid UTF-8 is replaced rather than
   // thrown on, so any message (an entity id, a peer's error text) yields valid JSON.

@@ -354,9 +354,16 @@ struct Response {
   int status = 200;
   Headers headers;
   std::string body;
+  // Instead of `body` (which is then empty): a body many answers share, written without a copy
+  // (one map's changes sent to a thousand sidecars at once).
+  std::shared_ptr<const std::string> sharedBody = nullptr;
+
+  // The body a server sends: *sharedBody when set, else body.
+  std::string_view payload() const { return sharedBody ? std::string_view(*sharedBody) : body; }
 
   // A response with Content-Type: application/json.
   static Response json(int status, std::string body);
+  static Response json(int status, std::shared_ptr<const std::string> body);
   // kshard's error shape: {"error": {"code": "<code>", "message": "<message>"}}.
   static Response error(int status, std::string_view code, std::string_view message);
 };

@@ -1,5 +1,6 @@
 #include "operator/map_history.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "sharding/json_delta.h"
@@ -27,11 +28,13 @@ void MapHistory::record(const sharding::ShardMap& map) {
     versions_.pop_front();
   }
   deltas_.clear();
+  answers_.clear();
 }
 
 void MapHistory::clear() {
   versions_.clear();
   deltas_.clear();
+  answers_.clear();
   bytes_ = 0;
   digest_.clear();
 }
@@ -45,8 +48,7 @@ bool MapHistory::knows(const std::string& resourceVersion) const {
 
 const std::string& MapHistory::currentVersion() const { return versions_.back().resourceVersion; }
 
-std::string MapHistory::header(const std::string& want) const {
-  const bool wantKnown = want.empty() || knows(want);
+std::string MapHistory::header(bool wantKnown) const {
   return R"({"kind":"ShardMapDelta","apiVersion":")" + std::string(sharding::kShardMapApiVersion) +
          R"(","resourceVersion":)" + json(currentVersion()).dump() +
          R"(,"wantKnown":)" + (wantKnown ? "true" : "false") + R"(,"digest":")" + digest_ + "\"";
@@ -60,18 +62,27 @@ const std::string& MapHistory::deltaFrom(const Version& base) {
   return deltas_.emplace(base.resourceVersion, sharding::diffJson(from, to).dump()).first->second;
 }
 
-std::string MapHistory::answer(const std::string& since, const std::string& want) {
+std::shared_ptr<const std::string> MapHistory::answer(const std::string& since,
+                                                      const std::string& want) {
+  const bool wantKnown = want.empty() || knows(want);
+  auto& cached = answers_[{since, wantKnown}];
+  if (cached) return cached;
   const Version& current = versions_.back();
-  if (!since.empty()) {
-    for (const Version& v : versions_) {
-      if (v.resourceVersion != since) continue;
-      const std::string changes = &v == &current ? std::string("[]") : deltaFrom(v);
-      return header(want) + R"(,"from":)" + json(since).dump() + R"(,"changes":)" + changes + "}";
-    }
+  std::string body = header(wantKnown);
+  const auto base = since.empty() ? versions_.end()
+                                  : std::find_if(versions_.begin(), versions_.end(),
+                                                 [&](const Version& v) {
+                                                   return v.resourceVersion == since;
+                                                 });
+  if (base != versions_.end()) {
+    body += R"(,"from":)" + json(since).dump() + R"(,"changes":)" +
+            (&*base == &current ? std::string("[]") : deltaFrom(*base));
   }
-  // Not the whole map: a thousand sidecars asking at once (a new leader, which knows no version
-  // they hold) would hold a thousand copies in this process. The API server's cache serves it.
-  return header(want) + "}";
+  // Without changes for a version this replica does not hold, and never the whole map: a
+  // thousand sidecars asking at once (a new leader, which holds no version they hold) would hold
+  // a thousand copies in this process. The API server's cache serves it.
+  cached = std::make_shared<const std::string>(body + "}");
+  return cached;
 }
 
 }  // namespace kshard::manager

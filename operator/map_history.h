@@ -28,7 +28,9 @@
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "sharding/shard_map.h"
 
@@ -50,8 +52,8 @@ class MapHistory {
   const std::string& currentVersion() const;
 
   // The answer's body for a reader holding `since` ("" for none) whose watch announced `want`
-  // ("" for none). Precondition: !empty().
-  std::string answer(const std::string& since, const std::string& want);
+  // ("" for none), shared by every reader that gets the same one. Precondition: !empty().
+  std::shared_ptr<const std::string> answer(const std::string& since, const std::string& want);
 
   // Distinct deltas computed for the current version (each is computed once, then served).
   std::size_t deltasComputed() const { return deltas_.size(); }
@@ -61,7 +63,7 @@ class MapHistory {
     std::string resourceVersion;
     std::string text;  // canonical JSON of the map
   };
-  std::string header(const std::string& want) const;
+  std::string header(bool wantKnown) const;
   const std::string& deltaFrom(const Version& base);
 
   const std::size_t keep_;
@@ -70,6 +72,8 @@ class MapHistory {
   std::size_t bytes_ = 0;
   std::string digest_;  // of the current version's text
   std::map<std::string, std::string> deltas_;  // since -> its "changes" to the current version
+  // The answers given for the current version, by since and whether want was known.
+  std::map<std::pair<std::string, bool>, std::shared_ptr<const std::string>> answers_;
 };
 
 }  // namespace kshard::manager

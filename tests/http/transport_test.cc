@@ -437,6 +437,23 @@ TEST_P(TransportTest, ResponderMayAnswerFromAnotherThread) {
   EXPECT_NE(handlerThread, answererId);
 }
 
+// One body answered to many requests (the map's changes to every sidecar) is written from where
+// it is, on both servers.
+TEST_P(TransportTest, ASharedBodyIsSentToEveryRequest) {
+  auto shared = std::make_shared<const std::string>(std::string(100000, 'x') + "{}");
+  server().route(Method::kGet, "/shared",
+                 [shared](Request, Responder r) { r.send(Response::json(200, shared)); });
+  start();
+  auto c = client();
+  for (int i = 0; i < 3; ++i) {
+    const StatusOr<Response> res = c->sendSync(get("/shared"));
+    ASSERT_TRUE(res.ok()) << res.status().toString();
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, *shared);
+    EXPECT_EQ(res->headers.get("Content-Type").value_or(""), "application/json");
+  }
+}
+
 TEST_P(TransportTest, UnansweredResponderIs500) {
   server().route(Method::kGet, "/drop", [](Request, Responder) {});
   start();

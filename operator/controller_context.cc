@@ -211,7 +211,7 @@ void ControllerContext::answerChanges(std::string since, std::string want, Reply
   if (!want.empty() && !history.knows(want) && waitingReads.size() < kMaxWaitingReads) {
     waitingReads.push_back({std::move(since), std::move(want), std::move(reply),
                             d.scheduler.clock().now() + kReadWait});
-    answerWaitingReads();  // arms the timer
+    armReadTimer();
     return;
   }
   reply(http::Response::json(200, history.answer(since, want)));
@@ -229,13 +229,16 @@ void ControllerContext::answerWaitingReads() {
     }
   }
   waitingReads = std::move(still);
-  if (!waitingReads.empty() && !readTimerArmed) {
-    readTimerArmed = true;
-    strand.after(kReadWait / 4, [this] {
-      readTimerArmed = false;
-      answerWaitingReads();
-    });
-  }
+  armReadTimer();
+}
+
+void ControllerContext::armReadTimer() {
+  if (waitingReads.empty() || readTimerArmed) return;
+  readTimerArmed = true;
+  strand.after(kReadWait / 4, [this] {
+    readTimerArmed = false;
+    answerWaitingReads();
+  });
 }
 
 void ControllerContext::persist(ShardMap next, std::function<void(Status)> then) {

@@ -188,6 +188,8 @@ struct ControllerContext {
   bool movesPending(const sharding::ShardMap& map, const sharding::ShardTable& table) const;
   // Answers the waiting reads whose version has come, or whose wait is over.
   void answerWaitingReads();
+  // Checks the waiting reads again a little later, while any waits.
+  void armReadTimer();
 };
 
 }  // namespace kshard::manager

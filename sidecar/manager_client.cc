@@ -101,14 +101,9 @@ void ManagerClient::renew(Duration timeout, std::function<void(Status)> done) {
 void ManagerClient::readChanges(const std::string& since, const std::string& want,
                                 Duration timeout,
                                 std::function<void(StatusOr<http::Response>)> done) {
-  http::Request req;
-  req.method = http::Method::kGet;
-  req.target = "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name +
-               "/assignments?since=" + http::percentEncode(since) +
-               "&want=" + http::percentEncode(want);
-  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
-    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
-  }
+  http::Request req = managerRequest(http::Method::kGet, "assignments?since=" +
+                                                            http::percentEncode(since) +
+                                                            "&want=" + http::percentEncode(want));
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
   http::Client* client = nullptr;
   std::string why;
@@ -124,6 +119,17 @@ void ManagerClient::readChanges(const std::string& since, const std::string& wan
   // Not under mu_: `done` may start other calls.
   if (client == nullptr) return done(unavailable(why));
   client->send(std::move(req), lifetime_.guard(std::move(done)));
+}
+
+http::Request ManagerClient::managerRequest(http::Method method, const std::string& verb) const {
+  http::Request req;
+  req.method = method;
+  req.target = "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/" + verb;
+  if (method == http::Method::kPost) req.headers.set("Content-Type", "application/json");
+  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
+    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
+  }
+  return req;
 }
 
 std::string ManagerClient::managerAddress() const {
@@ -146,13 +152,7 @@ void ManagerClient::attempt(const std::shared_ptr<Call>& call) {
     retryLater(call, "the ShardMap names no manager yet");
     return;
   }
-  http::Request req;
-  req.method = http::Method::kPost;
-  req.target = "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/" + call->verb;
-  req.headers.set("Content-Type", "application/json");
-  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
-    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
-  }
+  http::Request req = managerRequest(http::Method::kPost, call->verb);
   req.body = call->body;
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       !call->timeout ? options_.requestTimeout
@@ -304,14 +304,7 @@ void ManagerClient::reportUnreachable(const std::string& pod) {
     if (address.empty()) return;
     client = &clientFor(address);
   }
-  http::Request req;
-  req.method = http::Method::kPost;
-  req.target =
-      "/v1/shardmaps/" + self_.shardMap.ns + "/" + self_.shardMap.name + "/notify-unhealthy";
-  req.headers.set("Content-Type", "application/json");
-  if (std::string value = authorization_ ? authorization_() : std::string(); !value.empty()) {
-    req.headers.set(std::string(protocol::kAuthorizationHeader), std::move(value));
-  }
+  http::Request req = managerRequest(http::Method::kPost, "notify-unhealthy");
   req.body = protocol::encode(protocol::NotifyUnhealthyRequest{pod});
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.requestTimeout);
   log_.warn("reporting unreachable pod", {{"pod", pod}});

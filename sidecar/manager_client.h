@@ -78,6 +78,8 @@ class ManagerClient final : public UnhealthyReporter {
  private:
   struct Call;
   void attempt(const std::shared_ptr<Call>& call);
+  // A request to this map's `verb` ("register", "assignments?since=..."), with the pod's token.
+  http::Request managerRequest(http::Method method, const std::string& verb) const;
   // The manager's answer (or the transport's error) to one attempt of `call`, sent to `address`.
   void onAnswer(const std::shared_ptr<Call>& call, const std::string& address,
                 StatusOr<http::Response> r);

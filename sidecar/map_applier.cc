@@ -9,31 +9,35 @@ MapApplier::MapApplier(Identity self, RoutingTable& table, EntityRegistry& regis
     : self_(std::move(self)), table_(table), registry_(registry), log_(std::move(logger)) {}
 
 void MapApplier::apply(const nlohmann::json& object) {
-  std::unique_lock lock(mu_);
   auto map = sharding::shardMapFromJson(object);
   if (!map.ok()) {
     log_.error("ShardMap does not decode; keeping the previous view",
                {{"shard_map", self_.shardMap.toString()}, {"error", map.status().toString()}});
     return;
   }
-  if (!table_.update(*map)) {
+  apply(*map);
+}
+
+void MapApplier::apply(const sharding::ShardMap& map) {
+  std::unique_lock lock(mu_);
+  if (!table_.update(map)) {
     log_.debug("ShardMap version not applied (older epoch or inconsistent)",
-               {{"epoch", map->status.epoch}});
+               {{"epoch", map.status.epoch}});
   }
-  registry_.setIdleTimeout(map->spec.entityIdleTimeout);
-  registry_.setLeaseDuration(map->spec.ownershipLease);
+  registry_.setIdleTimeout(map.spec.entityIdleTimeout);
+  registry_.setLeaseDuration(map.spec.ownershipLease);
   const auto result = syncOwnership(*table_.snapshot(), self_.target(), registry_);
   if (result.revoked || result.adopted) {
     log_.info("ownership synced from the ShardMap",
-              {{"epoch", map->status.epoch},
+              {{"epoch", map.status.epoch},
                {"revoked", static_cast<std::uint64_t>(result.revoked)},
                {"adopted", static_cast<std::uint64_t>(result.adopted)}});
   }
   if (!haveMap_) {
     haveMap_ = true;
     log_.info("ShardMap loaded", {{"shard_map", self_.shardMap.toString()},
-                                  {"shards", map->spec.shards},
-                                  {"epoch", map->status.epoch}});
+                                  {"shards", map.spec.shards},
+                                  {"epoch", map.status.epoch}});
   }
   lock.unlock();
   cv_.notify_all();

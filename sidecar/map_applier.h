@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/logger.h"
+#include "sharding/shard_map.h"
 #include "sidecar/entity_registry.h"
 #include "sidecar/identity.h"
 #include "sidecar/routing_table.h"
@@ -24,6 +25,8 @@ class MapApplier {
 
   // Thread-safe; versions are applied one at a time.
   void apply(const nlohmann::json& object);
+  // The same, for a map already decoded.
+  void apply(const sharding::ShardMap& map);
   // Waits (real time) until a map has been applied. False on timeout.
   bool waitForMap(std::chrono::milliseconds timeout);
   bool haveMap() const;

@@ -97,7 +97,8 @@ void MapSync::readChanges() {
                        }));
 }
 
-std::string MapSync::judge(const std::string& since, const http::Response& answer, json& map) {
+std::string MapSync::judge(const std::string& since, const http::Response& answer, json& map,
+                           std::string& mapText) {
   if (answer.status != 200) return "the manager answered " + std::to_string(answer.status);
   if (operatorCheck_ != nullptr) {
     http::Request signature;
@@ -139,7 +140,8 @@ std::string MapSync::judge(const std::string& since, const http::Response& answe
   }
   // Only the version the manager describes is taken: a copy that differs from it in any byte
   // (a base that was not what the manager had) is not.
-  if (sharding::textDigest(map.dump()) != text("digest")) {
+  mapText = map.dump();
+  if (sharding::textDigest(mapText) != text("digest")) {
     return "the result does not match the manager's digest";
   }
   std::lock_guard lock(mu_);
@@ -152,8 +154,11 @@ void MapSync::onChanges(const std::string& since, const std::string& want,
                         StatusOr<http::Response> answer) {
   if (!answer.ok()) return readObject("the manager did not answer: " + answer.status().toString());
   json map;
-  if (std::string why = judge(since, *answer, map); !why.empty()) return readObject(why);
-  if (!hold(map, false, want)) return readObject("the manager's map is not one to take");
+  std::string text;
+  if (std::string why = judge(since, *answer, map, text); !why.empty()) return readObject(why);
+  if (!hold(map, false, want, std::move(text))) {
+    return readObject("the manager's map is not one to take");
+  }
   done();
 }
 
@@ -179,25 +184,27 @@ void MapSync::readObject(const std::string& why) {
                                 {{"error", object.status().toString()}});
                       return retryLater();
                     }
+                    if (!hold(*object, true, want, {})) return retryLater();
                     {
                       std::lock_guard lock(mu_);
                       ++stats_.apiReads;
-                      stats_.bytesApi += object->dump().size();
+                      stats_.bytesApi += heldText_.size();  // re-encoded: approximate
                     }
-                    if (!hold(*object, true, want)) return retryLater();
                     done();
                   }));
 }
 
-bool MapSync::hold(const json& object, bool fromApi, const std::string& covers) {
+bool MapSync::hold(const json& object, bool fromApi, const std::string& covers,
+                   std::string canonicalText) {
   auto map = sharding::shardMapFromJson(object);
   if (!map.ok()) {
     log_.error("ShardMap does not decode; keeping the previous view",
                {{"shard_map", self_.shardMap.toString()}, {"error", map.status().toString()}});
     return false;
   }
-  // The canonical form: what the manager diffs against (operator/map_history.h).
-  json canonical = sharding::toJson(*map);
+  // The canonical form: what the manager diffs against (operator/map_history.h). A manager's
+  // answer is in it already (its digest matched the manager's canonical text).
+  if (canonicalText.empty()) canonicalText = sharding::toJson(*map).dump();
   std::lock_guard apply(applyMu_);
   {
     std::lock_guard lock(mu_);
@@ -208,12 +215,12 @@ bool MapSync::hold(const json& object, bool fromApi, const std::string& covers) 
       return false;
     }
     held_ = map->metadata.resourceVersion;
-    heldText_ = canonical.dump();
+    heldText_ = std::move(canonicalText);
     heldEpoch_ = map->status.epoch;
     heldUid_ = map->metadata.uid;
     covered_ = covers;
   }
-  applier_.apply(canonical);
+  applier_.apply(*map);
   return true;
 }
 

@@ -71,12 +71,14 @@ class MapSync {
                  StatusOr<http::Response> answer);
   void readObject(const std::string& why);
   // Why the manager's answer is not taken ("" when it is); fills `map` with the version it
-  // describes.
-  std::string judge(const std::string& since, const http::Response& answer, nlohmann::json& map);
-  // Takes `map` (a decoded whole map), read for announced version `covers`, as the held version
-  // and applies it; false when it does not decode, or goes back in epoch (but for the API
-  // server's answer for a ShardMap created again).
-  bool hold(const nlohmann::json& map, bool fromApi, const std::string& covers);
+  // describes, and `mapText` with its canonical text.
+  std::string judge(const std::string& since, const http::Response& answer, nlohmann::json& map,
+                    std::string& mapText);
+  // Takes `map` (a whole map), read for announced version `covers`, as the held version and
+  // applies it; false when it does not decode, or goes back in epoch (but for the API server's
+  // answer for a ShardMap created again). `canonicalText`: its canonical text when known.
+  bool hold(const nlohmann::json& map, bool fromApi, const std::string& covers,
+            std::string canonicalText);
   // The read in progress is over: read again if the watch announced more meanwhile.
   void done();
   // The read in progress failed: read at once if a newer version was announced meanwhile,

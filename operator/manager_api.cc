@@ -2,7 +2,6 @@
 
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "kube/jwt.h"
@@ -25,8 +24,8 @@ http::Response badRequest(const Status& s) {
   return http::Response::error(400, protocol::errors::kBadRequest, s.message());
 }
 
-// The query of GET assignments as JSON: {} for the whole map, {"since","want"} for changes.
-StatusOr<std::string> readQuery(const http::Request& request) {
+// The read of changes GET assignments asks for with `since`; none for the whole map.
+StatusOr<std::optional<ManagerApi::ChangesRead>> readQuery(const http::Request& request) {
   for (std::string_view key : {"since", "want"}) {
     if (request.queryParam(key).value_or("").size() > kMaxVersionBytes) {
       return invalidArgument(std::string(key) + ": longer than " +
@@ -34,12 +33,10 @@ StatusOr<std::string> readQuery(const http::Request& request) {
                              " bytes; a resourceVersion is far shorter");
     }
   }
-  nlohmann::json q = nlohmann::json::object();
-  if (auto since = request.queryParam("since")) {
-    q["since"] = std::string(*since);
-    q["want"] = std::string(request.queryParam("want").value_or(""));
-  }
-  return q.dump();
+  const auto since = request.queryParam("since");
+  if (!since) return std::optional<ManagerApi::ChangesRead>();
+  return std::optional<ManagerApi::ChangesRead>(ManagerApi::ChangesRead{
+      std::string(*since), std::string(request.queryParam("want").value_or(""))});
 }
 
 }  // namespace
@@ -121,19 +118,15 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
                                 "no ShardMap " + ref->toString()));
     return;
   }
-  if (verb == kAssignments) {
-    // GET assignments reads no body: its query (a read of changes since a version) is passed
-    // in its place.
-    auto query = readQuery(request);
-    if (!query.ok()) {
-      reply(badRequest(query.status()));
-      return;
-    }
-    request.body = std::move(*query);
+  StatusOr<std::optional<ChangesRead>> read =
+      verb == kAssignments ? readQuery(request) : std::optional<ChangesRead>();
+  if (!read.ok()) {
+    reply(badRequest(read.status()));
+    return;
   }
   if (authenticator_ == nullptr) {
-    act(verb, request.body, request.remoteAddress, std::move(controller), *ref, std::move(reply),
-        nullptr);
+    act(verb, {request.body, request.remoteAddress, *read}, std::move(controller), *ref,
+        std::move(reply), nullptr);
     return;
   }
   // Authenticate first: nothing of the body is read for a caller without a valid token.
@@ -148,8 +141,9 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
   }
   authenticator_->authenticate(
       token, [this, token, controller = std::move(controller), ref = *ref,
-              reply = std::move(reply), verb = std::string(verb), body = std::move(request.body),
-              remote = std::move(request.remoteAddress)](StatusOr<PodIdentity> who) mutable {
+              reply = std::move(reply), verb = std::string(verb),
+              call = Call{std::move(request.body), std::move(request.remoteAddress), *read}](
+                 StatusOr<PodIdentity> who) mutable {
         if (who.status().code() == StatusCode::kUnavailable &&
             (verb == kRenew || verb == kAssignments)) {
           // The API server cannot be asked: a renew, or a read of the map, goes on with what the
@@ -176,23 +170,24 @@ void ManagerApi::handle(std::string_view verb, http::Request request, http::Resp
                      ", outside the ShardMap's namespace " + ref.ns);
           return;
         }
-        act(verb, body, remote, std::move(controller), ref, std::move(reply), &*who);
+        act(verb, call, std::move(controller), ref, std::move(reply), &*who);
       });
 }
 
-void ManagerApi::act(std::string_view verb, const std::string& body, const std::string& remote,
+void ManagerApi::act(std::string_view verb, const Call& call,
                      std::shared_ptr<ShardMapController> controller,
                      const protocol::ShardMapRef& ref, Reply reply, const PodIdentity* caller) {
+  const std::string& body = call.body;
+  const std::string& remote = call.remote;
   if (verb == kAssignments) {
     // Any pod of the map's namespace may read it (the caller's namespace was checked).
-    auto query = nlohmann::json::parse(body, nullptr, false);
-    if (!query.is_object() || !query.contains("since")) {
+    if (!call.read) {
       controller->assignments(std::move(reply));
     } else {
       // Signed only for a registered pod of this map: the signature is what the map's sidecars
       // take its changes on, and no one else gets one to show them.
       const bool member = caller != nullptr && controller->lists(caller->pod, caller->uid);
-      controller->changes(query.value("since", ""), query.value("want", ""),
+      controller->changes(call.read->since, call.read->want,
                           member ? signedReply(ref.toString(), std::move(reply)) : reply);
     }
     return;

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,12 +68,23 @@ class ManagerApi {
   // The handler of one verb, exposed so tests can call it without a socket.
   void handle(std::string_view verb, http::Request request, http::Responder responder);
 
+  // GET assignments?since=&want=: a read of the map's changes.
+  struct ChangesRead {
+    std::string since;
+    std::string want;
+  };
+
  private:
+  // What act needs of a request: its body, its sender, and for GET assignments its query.
+  struct Call {
+    std::string body;
+    std::string remote;
+    std::optional<ChangesRead> read;
+  };
   // Decodes the body of an authenticated (or unauthenticated, without an authenticator) call
   // and hands it to the controller; `caller` null without an authenticator.
-  void act(std::string_view verb, const std::string& body, const std::string& remote,
-           std::shared_ptr<ShardMapController> controller, const protocol::ShardMapRef& ref,
-           Reply reply, const PodIdentity* caller);
+  void act(std::string_view verb, const Call& call, std::shared_ptr<ShardMapController> controller,
+           const protocol::ShardMapRef& ref, Reply reply, const PodIdentity* caller);
   // `reply` with the answer signed for the sidecars of `shardMap` (setAnswerCredentials).
   Reply signedReply(const std::string& shardMap, Reply reply) const;
   // A reply to `responder` that counts the answer by verb and status.

@@ -63,13 +63,21 @@ ShardMap afterOneRound(const ShardMap& before, Random& r) {
   return next;
 }
 
-void BM_DiffOneRound(benchmark::State& state) {
+// The two versions of the benchmark's size (shards, pods), as JSON.
+struct OneRound {
+  nlohmann::json from;
+  nlohmann::json to;
+};
+
+OneRound oneRound(const benchmark::State& state) {
   SeededRandom r(7);
   const ShardMap a = balancedMap(static_cast<std::int32_t>(state.range(0)),
                                  static_cast<std::int32_t>(state.range(1)), r);
-  const ShardMap b = afterOneRound(a, r);
-  const nlohmann::json from = toJson(a);
-  const nlohmann::json to = toJson(b);
+  return {toJson(a), toJson(afterOneRound(a, r))};
+}
+
+void BM_DiffOneRound(benchmark::State& state) {
+  const auto [from, to] = oneRound(state);
   std::size_t bytes = 0;
   for (auto _ : state) {
     const nlohmann::json changes = diffJson(from, to);
@@ -81,12 +89,8 @@ void BM_DiffOneRound(benchmark::State& state) {
 }
 
 void BM_ApplyOneRound(benchmark::State& state) {
-  SeededRandom r(7);
-  const ShardMap a = balancedMap(static_cast<std::int32_t>(state.range(0)),
-                                 static_cast<std::int32_t>(state.range(1)), r);
-  const ShardMap b = afterOneRound(a, r);
-  const nlohmann::json from = toJson(a);
-  const nlohmann::json changes = diffJson(from, toJson(b));
+  const auto [from, to] = oneRound(state);
+  const nlohmann::json changes = diffJson(from, to);
   for (auto _ : state) {
     auto applied = applyJsonDelta(from, changes);
     if (!applied.ok()) {

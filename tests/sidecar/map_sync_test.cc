@@ -53,12 +53,7 @@ Identity self() {
 class MapSyncTest : public ::testing::Test {
  protected:
   MapSyncTest() {
-    transport_.setHandler([this](const http::Request& r) {
-      ++apiReads_;
-      EXPECT_NE(r.target.find("/shardmaps/counter"), std::string::npos) << r.target;
-      return std::optional<StatusOr<http::Response>>(
-          kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
-    });
+    apiServesStored();
     manager_ = testing::scriptedManagerClient(script_, table_, scheduler_, random_, quiet_, {});
     sync_ = std::make_unique<MapSync>(self(), applier_, *manager_, &api_, &operatorCheck_,
                                       scheduler_, random_, quiet_);
@@ -85,6 +80,21 @@ class MapSyncTest : public ::testing::Test {
     return r;
   }
   std::int64_t epochSeen() const { return table_.snapshot()->epoch; }
+  // The API server answers every read with stored_, or refuses every read.
+  void apiServesStored() {
+    transport_.setHandler([this](const http::Request& r) {
+      ++apiReads_;
+      EXPECT_NE(r.target.find("/shardmaps/counter"), std::string::npos) << r.target;
+      return std::optional<StatusOr<http::Response>>(
+          kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
+    });
+  }
+  void apiDown() {
+    transport_.setHandler([this](const http::Request&) {
+      ++apiReads_;
+      return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
+    });
+  }
 
   Logger quiet_{"t", LogLevel::kError, [](std::string_view) {}};
   ManualScheduler scheduler_;
@@ -173,10 +183,7 @@ TEST_F(MapSyncTest, AManagerBehindTheWatchSendsTheReaderToTheApi) {
 }
 
 TEST_F(MapSyncTest, AReadThatFailsEverywhereIsRetriedWithBackoffAndJitter) {
-  transport_.setHandler([this](const http::Request&) {
-    ++apiReads_;
-    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
-  });
+  apiDown();
   sync_->announce("5");
   EXPECT_EQ(apiReads_, 1);
   EXPECT_EQ(sync_->version(), "");
@@ -241,10 +248,7 @@ TEST_F(MapSyncTest, TheHeldVersionNeverGoesBackwards) {
   sync_->announce("7");
   ASSERT_EQ(sync_->version(), "7");
   const sharding::ShardMap v7 = stored_;
-  transport_.setHandler([this](const http::Request&) {
-    ++apiReads_;
-    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
-  });
+  apiDown();
   // A manager behind the watch answers its older version: not taken.
   script_->answers.push_back(
       changes(v7, versioned(makeMap(10, 3, {{"counter-0", "1-10"}}), "6"), false));
@@ -260,18 +264,11 @@ TEST_F(MapSyncTest, TheHeldVersionNeverGoesBackwards) {
 }
 
 TEST_F(MapSyncTest, ANewVersionIsReadAtOnceAfterEarlierFailures) {
-  transport_.setHandler([this](const http::Request&) {
-    ++apiReads_;
-    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
-  });
+  apiDown();
   sync_->announce("5");
   for (int i = 0; i < 6; ++i) scheduler_.advance(32s);
   const int failed = apiReads_;
-  transport_.setHandler([this](const http::Request&) {
-    ++apiReads_;
-    return std::optional<StatusOr<http::Response>>(
-        kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
-  });
+  apiServesStored();
   stored_ = versioned(makeMap(10, 2, {{"counter-1", "1-10"}}), "6");
   sync_->announce("6");
   EXPECT_EQ(apiReads_, failed + 1) << "read at once, not after the backoff";
@@ -283,10 +280,7 @@ TEST_F(MapSyncTest, ANewVersionIsReadAtOnceAfterEarlierFailures) {
 // A revocation announced while a read fails is read as soon as that read ends, not after the
 // backoff.
 TEST_F(MapSyncTest, AnAnnouncementDuringAFailingReadIsReadAtOnce) {
-  transport_.setHandler([this](const http::Request&) {
-    ++apiReads_;
-    return std::optional<StatusOr<http::Response>>(unavailable("API server down"));
-  });
+  apiDown();
   sync_->announce("5");
   for (int i = 0; i < 6; ++i) scheduler_.advance(32s);
   transport_.setHandler([this](const http::Request&) {
@@ -298,11 +292,7 @@ TEST_F(MapSyncTest, AnAnnouncementDuringAFailingReadIsReadAtOnce) {
   stored_ = versioned(makeMap(10, 2, {{"counter-1", "1-10"}}), "6");
   sync_->announce("6");
   const int before = apiReads_;
-  transport_.setHandler([this](const http::Request&) {
-    ++apiReads_;
-    return std::optional<StatusOr<http::Response>>(
-        kube::testing::jsonResponse(200, sharding::toJson(stored_).dump()));
-  });
+  apiServesStored();
   transport_.answer(unavailable("Too large resource version"));
   EXPECT_GT(apiReads_, before);
   EXPECT_EQ(sync_->version(), "6");

@@ -291,6 +291,12 @@ StatusOr<ShardMap> shardMapFromJson(const json& in) {
   if (!spec.ok()) return spec.status();
   out.spec = *spec;
   if (root.has("status")) {
+    const json& stored = in["status"];
+    if (stored.is_object() && stored.contains("segments") && !stored["segments"].is_null()) {
+      return failedPrecondition(
+          "status.segments: the status is stored in ShardMapSegment objects; read them first "
+          "(sharding/shard_map_segments.h)");
+    }
     StatusOr<ShardMapStatus> status = statusFromJson(in["status"], out.spec.shards);
     if (!status.ok()) return status.status();
     out.status = *std::move(status);

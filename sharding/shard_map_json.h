@@ -27,7 +27,9 @@ nlohmann::json toJson(const ShardMap& shardMap);
 // Shard sets are checked against 1..shardCount (the spec's shard count).
 [[nodiscard]] StatusOr<ShardMapStatus> statusFromJson(const nlohmann::json& json,
                                                       std::int32_t shardCount);
-// A resource without a status (just created) decodes with an empty status.
+// A resource without a status (just created) decodes with an empty status. A segmented one
+// (status.segments, sharding/shard_map_segments.h) is FailedPrecondition: assemble it first, or
+// decode withoutSegments() when the pods and assignments do not matter.
 [[nodiscard]] StatusOr<ShardMap> shardMapFromJson(const nlohmann::json& json);
 // Parses text first; invalid JSON is an InvalidArgument naming the byte offset.
 [[nodiscard]] StatusOr<ShardMap> parseShardMap(std::string_view text);

@@ -31,7 +31,9 @@ ALLOWED = {
     "sidecar": {"base", "sharding", "protocol", "http", "metrics", "kube"},
     "tools": {"base", "sharding", "protocol", "http", "metrics", "kube"},
     "examples": {"base", "http"},
-    "bench": {"base", "sharding", "protocol", "http", "metrics", "kube", "operator", "sidecar"},
+    # Benchmarks share the tests' fixtures (tests/support/large_map.h).
+    "bench": {"base", "sharding", "protocol", "http", "metrics", "kube", "operator", "sidecar",
+              "tests"},
     "fuzz": {"base", "sharding", "protocol", "http", "metrics", "kube", "operator", "sidecar"},
     "tests": {"base", "sharding", "protocol", "http", "metrics", "kube", "operator", "sidecar",
               "tools", "examples", "fuzz"},

@@ -54,7 +54,7 @@ build-dev:
 unit-test: build-dev
 	@ctest --preset dev -j 2
 
-# The chart: helm lint, and its CRD is the one in crds/.
+# The chart: helm lint, and its CRDs are those in crds/.
 chart-test:
 	@bash e2e/chart-test.sh
 

@@ -72,10 +72,16 @@ can no "$op" list nodes
 can no "$op" update leases.coordination.k8s.io/kube-controller-manager -n kube-system
 can no "$op" create clusterrolebindings.rbac.authorization.k8s.io
 can no "$op" delete shardmaps.kshard.io -n "$APP_NS"
+can yes "$op" create shardmapsegments.kshard.io -n "$APP_NS"
+can yes "$op" delete shardmapsegments.kshard.io -n "$APP_NS"
+can no "$op" update shardmapsegments.kshard.io -n "$APP_NS"
 can yes "$sc" watch shardmaps.kshard.io -n "$APP_NS"
 can no "$sc" update shardmaps.kshard.io -n "$APP_NS"
 can no "$sc" update shardmaps.kshard.io --subresource=status -n "$APP_NS"
 can no "$sc" watch shardmaps.kshard.io -n "$NS"
+can yes "$sc" get shardmapsegments.kshard.io -n "$APP_NS"
+can no "$sc" create shardmapsegments.kshard.io -n "$APP_NS"
+can no "$sc" update shardmapsegments.kshard.io -n "$APP_NS"
 can no "$sc" list pods -n "$APP_NS"
 can no "$sc" get secrets -n "$APP_NS"
 can no "$sc" create tokenreviews.authentication.k8s.io

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The chart's static checks: `helm lint` is clean (no warning or error), every template renders
-# with the default values and with cert-manager, and the chart's CRD is crds/shardmap.yaml.
+# with the default values and with cert-manager, and the chart's CRDs are those of crds/.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/cluster/lib.sh"
@@ -12,9 +12,11 @@ if [[ ! -x "$HELM_BIN/helm" ]]; then
 fi
 helm="$HELM_BIN/helm"
 
-if ! cmp -s crds/shardmap.yaml charts/kshard/crds/shardmap.yaml; then
-  die "charts/kshard/crds/shardmap.yaml differs from crds/shardmap.yaml: cp crds/shardmap.yaml charts/kshard/crds/"
-fi
+for crd in crds/*.yaml; do
+  if ! cmp -s "$crd" "charts/kshard/$crd"; then
+    die "charts/kshard/$crd differs from $crd: cp $crd charts/kshard/crds/"
+  fi
+done
 out=$("$helm" lint --strict charts/kshard 2>&1) || { echo "$out"; die "helm lint failed"; }
 if grep -E '^\[(WARNING|ERROR)\]' <<<"$out"; then die "helm lint is not clean"; fi
 "$helm" template kshard charts/kshard --namespace kshard-system >/dev/null ||

@@ -56,6 +56,8 @@ inline const ResourceRef kCustomResourceDefinitions{"apiextensions.k8s.io", "v1"
                                                     "customresourcedefinitions", Scope::kCluster};
 // kshard's own (crds/shardmap.yaml).
 inline const ResourceRef kShardMaps{"kshard.io", "v1alpha1", "shardmaps", Scope::kNamespaced};
+inline const ResourceRef kShardMapSegments{"kshard.io", "v1alpha1", "shardmapsegments",
+                                           Scope::kNamespaced};
 }  // namespace resources
 
 // "namespace/name", or "name" for a cluster-scoped object: the key of caches and logs.

@@ -3,35 +3,6 @@
 #include "sharding/shard_map_json.h"
 
 namespace kshard::manager {
-namespace {
-
-// A ShardMap as the API answered it, decoded and validated.
-StatusOr<sharding::ShardMap> decodeAnswer(StatusOr<nlohmann::json> answer,
-                                          const std::string& what) {
-  if (!answer.ok()) return answer.status();
-  auto map = sharding::shardMapFromJson(*answer);
-  if (!map.ok()) return map.status().withContext(what);
-  return map;
-}
-
-}  // namespace
-
-void KubeShardMapStore::load(const protocol::ShardMapRef& ref, Callback done) {
-  api_.callAsync(kube::getRequest(kShardMapResource, ref.ns, ref.name),
-                 [done, what = "shardmap " + ref.toString()](StatusOr<nlohmann::json> r) {
-                   done(decodeAnswer(std::move(r), what));
-                 });
-}
-
-void KubeShardMapStore::writeStatus(const sharding::ShardMap& map, Callback done) {
-  const std::string what = "shardmap " + map.metadata.namespace_ + "/" + map.metadata.name;
-  kube::WriteOptions options;
-  options.subresource = "status";
-  api_.callAsync(
-      kube::updateRequest(kShardMapResource, map.metadata.namespace_, sharding::toJson(map),
-                          options),
-      [done, what](StatusOr<nlohmann::json> r) { done(decodeAnswer(std::move(r), what)); });
-}
 
 std::optional<PodInfo> KubePodDirectory::cached(const std::string& ns,
                                                 const std::string& name) const {

@@ -1,6 +1,6 @@
-// The operator's interfaces implemented on kube/: the ShardMap store (REST with optimistic
-// concurrency), the pod directory (the pod informer's cache, GET when in doubt), leadership (the
-// Lease elector) and the Event sink (the events.k8s.io recorder).
+// The operator's interfaces implemented on kube/ (the ShardMap store is in
+// operator/kube_shard_map_store.h): the pod directory (the pod informer's cache, GET when in
+// doubt), leadership (the Lease elector) and the Event sink (the events.k8s.io recorder).
 #pragma once
 
 #include <atomic>
@@ -15,23 +15,9 @@
 #include "operator/event_sink.h"
 #include "operator/leadership.h"
 #include "operator/pod_directory.h"
-#include "operator/shard_map_store.h"
+#include "operator/kube_shard_map_store.h"
 
 namespace kshard::manager {
-
-// shardmaps.kshard.io/v1alpha1.
-inline const kube::ResourceRef& kShardMapResource = kube::resources::kShardMaps;
-
-class KubeShardMapStore final : public ShardMapStore {
- public:
-  explicit KubeShardMapStore(kube::Client& api) : api_(api) {}
-  void load(const protocol::ShardMapRef& ref, Callback done) override;
-  // PUT .../status with metadata.resourceVersion: the API server refuses a stale write (409).
-  void writeStatus(const sharding::ShardMap& map, Callback done) override;
-
- private:
-  kube::Client& api_;
-};
 
 class KubePodDirectory final : public PodDirectory {
  public:

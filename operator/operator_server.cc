@@ -6,6 +6,7 @@
 #include "http/factory.h"
 #include "operator/pod_directory.h"
 #include "sharding/shard_map_json.h"
+#include "sharding/shard_map_segments.h"
 
 namespace kshard::manager {
 namespace {
@@ -156,7 +157,7 @@ OperatorServer::OperatorServer(const OperatorConfig& cfg, const Logger& log, con
       metrics_(registry_),
       shardMapInformer_(api_, kubeScheduler_, informerRandom_, log_, shardMapInformerOptions(cfg)),
       podInformer_(api_, kubeScheduler_, podInformerRandom_, log_, podInformerOptions(cfg)),
-      store_(api_),
+      store_(api_, kubeScheduler_, log_),
       directory_(api_, podInformer_, clock_),
       recorder_(api_, kubeScheduler_, log_, eventOptions(cfg)),
       events_(recorder_),
@@ -195,7 +196,7 @@ OperatorServer::OperatorServer(const OperatorConfig& cfg, const Logger& log, con
                  const std::string& name) -> std::optional<sharding::ShardMapSpec> {
             kube::ObjectPtr object = shardMapInformer_.store().get(ns, name);
             if (!object) return std::nullopt;
-            auto map = sharding::shardMapFromJson(*object);
+            auto map = sharding::shardMapFromJson(sharding::withoutSegments(*object));
             if (!map.ok()) return std::nullopt;
             return map->spec;
           },
@@ -234,8 +235,10 @@ kube::LeaderCallbacks OperatorServer::leaderCallbacks() {
 
 // The informers' handlers: decode, then route to the ShardManager and the provisioner.
 void OperatorServer::wireInformers() {
+  // A segmented status comes without its pods and assignments: followers mirror the rest, and
+  // the leader reads the whole map from the store before it acts.
   auto upsert = [this](const nlohmann::json& object) {
-    auto map = sharding::shardMapFromJson(object);
+    auto map = sharding::shardMapFromJson(sharding::withoutSegments(object));
     if (!map.ok()) {
       log_.error("ignoring an invalid ShardMap", {{"error", map.status().toString()}});
       return;

@@ -35,8 +35,8 @@ if [[ ! -f "$KUBECONFIG" ]] || ! kubectl get --raw /readyz >/dev/null 2>&1; then
   log "the local cluster is not answering; starting it (make cluster-up)"
   make --no-print-directory cluster-up
 fi
-kubectl apply -f crds/shardmap.yaml >/dev/null
-kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io >/dev/null
+kubectl apply -f crds/ >/dev/null
+kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io crd/shardmapsegments.kshard.io >/dev/null
 
 setup_go
 log "building the benchmark program"

@@ -45,8 +45,8 @@ say "building the stub pod program (image kshard/operator-stub-pod, images/build
 (cd "$HERE" && go build -o bin/kshard-operator-stub-pod ./cmd/stub-pod)
 
 say "installing the ShardMap CRD"
-kubectl apply -f "$REPO_ROOT/crds/shardmap.yaml" >/dev/null
-kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io >/dev/null
+kubectl apply -f "$REPO_ROOT/crds/" >/dev/null
+kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io crd/shardmapsegments.kshard.io >/dev/null
 
 say "installing Schemathesis (the manager API's test)"
 KSHARD_SCHEMATHESIS=$(bash "$REPO_ROOT/e2e/schemathesis/venv.sh")

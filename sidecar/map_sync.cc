@@ -7,6 +7,7 @@
 #include "protocol/wire.h"
 #include "sharding/json_delta.h"
 #include "sharding/shard_map_json.h"
+#include "sharding/shard_map_segments.h"
 
 namespace kshard::sidecar {
 
@@ -179,19 +180,51 @@ void MapSync::readObject(const std::string& why) {
   }
   if (!want.empty()) get.query.emplace_back("resourceVersion", want);
   api_->callAsync(std::move(get), lifetime_.guard([this, want](StatusOr<json> object) {
-                    if (!object.ok()) {
-                      log_.warn("cannot read the ShardMap from the API server",
-                                {{"error", object.status().toString()}});
-                      return retryLater();
-                    }
-                    if (!hold(*object, true, want, {})) return retryLater();
-                    {
-                      std::lock_guard lock(mu_);
-                      ++stats_.apiReads;
-                      stats_.bytesApi += heldText_.size();  // re-encoded: approximate
-                    }
-                    done();
+                    if (!object.ok()) return readFailed(object.status());
+                    // A large map's status is in segments, created before the status that names
+                    // them: read from the cache too, and from etcd when the cache lags.
+                    sharding::completeShardMap(std::move(*object), segmentFetch(),
+                                               lifetime_.guard([this, want](StatusOr<json> whole) {
+                                                 if (!whole.ok()) return readFailed(whole.status());
+                                                 tookFromApi(*whole, want);
+                                               }));
                   }));
+}
+
+sharding::SegmentFetch MapSync::segmentFetch() {
+  // Captures no `this`: a fetch may complete after the MapSync is gone (its result is dropped by
+  // the guarded completion), never after the client.
+  return [api = api_, ns = self_.shardMap.ns](const std::string& name,
+                                              std::function<void(StatusOr<std::string>)> got) {
+    const auto request = [ns, name](bool fromCache) {
+      kube::ApiRequest get = kube::getRequest(kube::resources::kShardMapSegments, ns, name);
+      if (fromCache) get.query.emplace_back("resourceVersion", "0");
+      return get;
+    };
+    api->callAsync(request(true), [api, request, got](StatusOr<json> segment) {
+      if (segment.ok()) return got(sharding::segmentData(*segment));
+      if (segment.status().code() != StatusCode::kNotFound) return got(segment.status());
+      api->callAsync(request(false), [got](StatusOr<json> fresh) {
+        if (!fresh.ok()) return got(fresh.status());
+        got(sharding::segmentData(*fresh));
+      });
+    });
+  };
+}
+
+void MapSync::readFailed(const Status& error) {
+  log_.warn("cannot read the ShardMap from the API server", {{"error", error.toString()}});
+  retryLater();
+}
+
+void MapSync::tookFromApi(const json& object, const std::string& want) {
+  if (!hold(object, true, want, {})) return retryLater();
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.apiReads;
+    stats_.bytesApi += heldText_.size();  // re-encoded: approximate
+  }
+  done();
 }
 
 bool MapSync::hold(const json& object, bool fromApi, const std::string& covers,

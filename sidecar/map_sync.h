@@ -28,6 +28,7 @@
 #include "base/scheduler.h"
 #include "kube/client.h"
 #include "kube/lifetime.h"
+#include "sharding/shard_map_segments.h"
 #include "sidecar/identity.h"
 #include "sidecar/manager_client.h"
 #include "sidecar/map_applier.h"
@@ -70,6 +71,10 @@ class MapSync {
   void onChanges(const std::string& since, const std::string& want,
                  StatusOr<http::Response> answer);
   void readObject(const std::string& why);
+  // Reads one ShardMapSegment: from the API server's cache, and from etcd when the cache lags.
+  sharding::SegmentFetch segmentFetch();
+  void readFailed(const Status& error);
+  void tookFromApi(const nlohmann::json& object, const std::string& want);
   // Why the manager's answer is not taken ("" when it is); fills `map` with the version it
   // describes, and `mapText` with its canonical text.
   std::string judge(const std::string& since, const http::Response& answer, nlohmann::json& map,

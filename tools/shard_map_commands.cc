@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sharding/shard_map_json.h"
+#include "sharding/shard_map_segments.h"
 #include "tools/kube_access.h"
 #include "tools/shard_map_view.h"
 
@@ -102,7 +103,18 @@ StatusOr<sharding::ShardMap> readShardMap(kube::Client& api, const std::string& 
   const std::string name = slash == std::string::npos ? ref : ref.substr(slash + 1);
   StatusOr<nlohmann::json> object = api.get(kube::resources::kShardMaps, mapNs, name);
   if (!object.ok()) return object.status().withContext("ShardMap " + mapNs + "/" + name);
-  StatusOr<sharding::ShardMap> map = sharding::shardMapFromJson(*object);
+  // A large map's pods and assignments are in its segments (read here one after another).
+  StatusOr<nlohmann::json> whole = internalError("unanswered");
+  sharding::completeShardMap(
+      std::move(*object),
+      [&api, &mapNs](const std::string& segment, std::function<void(StatusOr<std::string>)> got) {
+        StatusOr<nlohmann::json> read =
+            api.get(kube::resources::kShardMapSegments, mapNs, segment);
+        got(read.ok() ? sharding::segmentData(*read) : StatusOr<std::string>(read.status()));
+      },
+      [&whole](StatusOr<nlohmann::json> done) { whole = std::move(done); });
+  if (!whole.ok()) return whole.status().withContext("ShardMap " + mapNs + "/" + name);
+  StatusOr<sharding::ShardMap> map = sharding::shardMapFromJson(*whole);
   if (!map.ok()) return map.status().withContext("ShardMap " + mapNs + "/" + name);
   return map;
 }

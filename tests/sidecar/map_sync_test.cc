@@ -10,6 +10,7 @@
 #include "base/scheduler.h"
 #include "sharding/json_delta.h"
 #include "sharding/shard_map_json.h"
+#include "sharding/shard_map_segments.h"
 #include "tests/kube/fake_transport.h"
 #include "tests/sidecar/held_host.h"
 #include "tests/sidecar/map_fixture.h"
@@ -316,6 +317,72 @@ TEST_F(MapSyncTest, AResyncOfAnOlderVersionDoesNotGoBack) {
   EXPECT_EQ(apiReads_, before);
   EXPECT_EQ(sync_->version(), "7");
   EXPECT_EQ(table_.snapshot()->pods.size(), 2u);
+}
+
+}  // namespace
+}  // namespace kshard::sidecar
+
+namespace kshard::sidecar {
+namespace {
+
+// A map too large for one object: the API server's ShardMap names segments, which the sidecar
+// reads too, from etcd when the cache does not have one yet, and checks against their digests.
+TEST_F(MapSyncTest, ASegmentedMapIsReadWholeFromTheApiServer) {
+  const sharding::SegmentLimits limits{.inlineBytes = 4096, .segmentBytes = 2048};
+  sharding::ShardMap large =
+      makeMap(3000, 4, {{"counter-0", "1-1000"}, {"counter-1", "1001-3000"}});
+  for (int i = 2; i < 300; ++i) {
+    large.status.pods.push_back({"counter-" + std::to_string(i), "uid-" + std::to_string(i),
+                                 "10.0.0." + std::to_string(i) + ":7101", "v1", 0, "", {}});
+  }
+  large.metadata.uid = "map-uid";
+  // What the API server stores: the stub, and the segments by name; one of them (the second)
+  // is not in the cache yet, or was tampered with.
+  json stub;
+  std::map<std::string, std::string> segments;
+  std::string lagging;
+  bool tamper = false;
+  const auto store = [&](const sharding::ShardMap& m) {
+    auto split = sharding::splitStatus(sharding::toJson(m), limits);
+    ASSERT_TRUE(split.ok());
+    ASSERT_GT(split->segments.size(), 3u);
+    stub = split->object;
+    for (const auto& s : split->segments) segments[s.ref.name] = s.data;
+    lagging = split->segments[1].ref.name;
+  };
+  int cacheMisses = 0;
+  transport_.setHandler([&](const http::Request& r) -> std::optional<StatusOr<http::Response>> {
+    ++apiReads_;
+    const std::string path = r.target.substr(0, r.target.find('?'));
+    if (path.ends_with("/shardmaps/counter")) {
+      return kube::testing::jsonResponse(200, stub.dump());
+    }
+    const std::string name = path.substr(path.rfind('/') + 1);
+    if (name == lagging && r.target.find("resourceVersion=0") != std::string::npos) {
+      ++cacheMisses;
+      return kube::testing::jsonResponse(404, R"({"kind":"Status","reason":"NotFound"})");
+    }
+    std::string data = segments.at(name);
+    if (name == lagging && tamper) data[data.find("10.0.0.") + 7] = '7';
+    return kube::testing::jsonResponse(200, json{{"kind", "ShardMapSegment"}, {"data", data}}.dump());
+  });
+
+  store(versioned(large, "9"));
+  sync_->announce("9");
+  EXPECT_EQ(cacheMisses, 1);
+  EXPECT_EQ(sync_->version(), "9");
+  EXPECT_EQ(epochSeen(), 4);
+  ASSERT_NE(table_.snapshot()->ownerOf(2000), nullptr);
+  EXPECT_EQ(table_.snapshot()->ownerOf(2000)->pod, "counter-1");
+
+  // A segment whose data does not match the status's digest: the version is not taken.
+  sharding::ShardMap next = versioned(large, "10");
+  next.status.epoch = 5;
+  store(next);
+  tamper = true;
+  sync_->announce("10");
+  EXPECT_EQ(sync_->version(), "9");
+  EXPECT_EQ(epochSeen(), 4);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "kube/api_request.h"
+#include "operator/pod_directory.h"
 #include "sharding/shard_map_json.h"
 
 namespace kshard::manager {
@@ -10,8 +11,6 @@ namespace {
 
 using nlohmann::json;
 using sharding::SegmentRef;
-
-constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 
 // A ShardMap as the API answered it (whole again), decoded and validated.
 StatusOr<sharding::ShardMap> decodeAnswer(StatusOr<json> answer, const std::string& what) {

@@ -20,17 +20,19 @@ bool conditionTrue(const json& obj, const std::string& type) {
 
 }  // namespace
 
-CheckResult checkCrd(const std::optional<json>& crd) {
-  CheckResult r{"ShardMap CRD", false, ""};
+CheckResult checkCrd(const std::optional<json>& crd, std::string_view name,
+                     std::string_view file) {
+  const std::string n(name);
+  CheckResult r{"CRD " + n, false, ""};
   if (!crd) {
-    r.detail =
-        "customresourcedefinition shardmaps.kshard.io not found: install the chart (its "
-        "crds/ folder) or kubectl apply -f crds/shardmap.yaml";
+    r.detail = "customresourcedefinition " + n +
+               " not found: install the chart (its crds/ folder) or kubectl apply -f " +
+               std::string(file);
   } else if (!conditionTrue(*crd, "Established")) {
-    r.detail = "shardmaps.kshard.io exists but is not Established yet";
+    r.detail = n + " exists but is not Established yet";
   } else {
     r.ok = true;
-    r.detail = "shardmaps.kshard.io is established";
+    r.detail = n + " is established";
   }
   return r;
 }

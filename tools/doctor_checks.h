@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -17,8 +18,11 @@ struct CheckResult {
   std::string detail;  // what was seen, or what is wrong and what to do
 };
 
-// The ShardMap CRD exists and is Established. `crd` is nullopt when it was not found.
-CheckResult checkCrd(const std::optional<nlohmann::json>& crd);
+// The CRD `name` (from `file` in the repository) exists and is Established. `crd` is nullopt
+// when it was not found.
+CheckResult checkCrd(const std::optional<nlohmann::json>& crd,
+                     std::string_view name = "shardmaps.kshard.io",
+                     std::string_view file = "crds/shardmap.yaml");
 // At least one operator pod is Ready. `pods` is a PodList's items.
 CheckResult checkOperatorPods(const std::vector<nlohmann::json>& pods);
 // A holder has the Lease and renewed it within its duration (as seen at `now`).

@@ -16,7 +16,7 @@ constexpr char kName[] = "doctor";
 constexpr char kUsage[] = R"(Usage: kshardctl doctor [options]
 
 Checks a kshard installation and prints one line per check; exits 0 when all pass, 1 otherwise:
-  - the ShardMap CRD is installed and established;
+  - the ShardMap and ShardMapSegment CRDs are installed and established;
   - operator pods are ready, and each ready one answers /readyz on its admin port;
   - a replica holds the leader Lease and renews it;
   - the sidecar injection webhook is configured with a CA bundle.
@@ -78,6 +78,9 @@ int run(std::span<const std::string> args, CommandIo& io) {
   std::vector<CheckResult> results;
   results.push_back(checkCrd(getOrNothing(api, kube::resources::kCustomResourceDefinitions, "",
                                           "shardmaps.kshard.io", results)));
+  results.push_back(checkCrd(getOrNothing(api, kube::resources::kCustomResourceDefinitions, "",
+                                          "shardmapsegments.kshard.io", results),
+                             "shardmapsegments.kshard.io", "crds/shardmapsegment.yaml"));
   std::vector<nlohmann::json> pods;
   kube::ListOptions list;
   list.labelSelector = selector;

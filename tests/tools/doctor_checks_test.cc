@@ -16,6 +16,10 @@ TEST(DoctorChecksTest, CrdMustExistAndBeEstablished) {
   EXPECT_NE(checkCrd(std::nullopt).detail.find("crds/shardmap.yaml"), std::string::npos);
   EXPECT_FALSE(checkCrd(withCondition("Established", "False")).ok);
   EXPECT_TRUE(checkCrd(withCondition("Established", "True")).ok);
+  const CheckResult segments =
+      checkCrd(std::nullopt, "shardmapsegments.kshard.io", "crds/shardmapsegment.yaml");
+  EXPECT_FALSE(segments.ok);
+  EXPECT_NE(segments.detail.find("kubectl apply -f crds/shardmapsegment.yaml"), std::string::npos);
 }
 
 TEST(DoctorChecksTest, OneReadyOperatorPodIsEnough) {

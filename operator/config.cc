@@ -56,6 +56,14 @@ void OperatorConfig::declare(OptionSet& opts) {
        "always beast).",
        &httpBackend},
       {"io-threads", "", "Threads serving each HTTP server.", IntOption{&ioThreads, 1, 64}},
+      {"status-inline-bytes", "",
+       "A ShardMap status larger than this (as JSON) keeps its pods and assignments in "
+       "ShardMapSegment objects instead (etcd stores at most 1.5 MiB an object by default).",
+       IntOption{&statusInlineBytes, 1024, 1024 * 1024}},
+      {"segment-bytes", "",
+       "The most data one ShardMapSegment holds; a pod's or an assignment's entry is never cut, "
+       "and the longest (100,000 shards) is about 400 KB.",
+       IntOption{&segmentBytes, 400 * 1024, 1024 * 1024}},
       {"lease-name", "", "Name of the leader election Lease.", &leaseName},
       {"lease-namespace", "", "Namespace of the Lease (default: the pod's namespace).",
        &leaseNamespace},

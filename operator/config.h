@@ -40,6 +40,10 @@ struct OperatorConfig {
   std::string injectionConfigFile;  // what the webhook injects (YAML); empty: built-in defaults
   std::string httpBackend = "cpprest";
   std::int64_t ioThreads = 2;
+  // A ShardMap status larger than this (as JSON) is stored in ShardMapSegments of at most
+  // segmentBytes each (decision 0018).
+  std::int64_t statusInlineBytes = 512 * 1024;
+  std::int64_t segmentBytes = 512 * 1024;
 
   // Leader election (client-go's defaults).
   std::string leaseName = "kshard-operator";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kshard-operator's tests against the local cluster (e2e/cluster): brings the cluster up when it
-# is not answering, builds the operator and the stub pod program, installs the ShardMap CRD and
+# is not answering, builds the operator and the stub pod program, installs the CRDs and
 # runs the Go tests of e2e/operator/test, which start operator replicas as host processes (with
 # the cluster's kubeconfig) and stub sidecars as real pods.
 #
@@ -44,7 +44,7 @@ setup_go
 say "building the stub pod program (image kshard/operator-stub-pod, images/build.sh)"
 (cd "$HERE" && go build -o bin/kshard-operator-stub-pod ./cmd/stub-pod)
 
-say "installing the ShardMap CRD"
+say "installing the CRDs (crds/)"
 kubectl apply -f "$REPO_ROOT/crds/" >/dev/null
 kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io crd/shardmapsegments.kshard.io >/dev/null
 

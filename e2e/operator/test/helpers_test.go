@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 )
 
 var shardMapGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1alpha1", Resource: "shardmaps"}
+var segmentGVR = schema.GroupVersionResource{Group: "kshard.io", Version: "v1alpha1", Resource: "shardmapsegments"}
 
 // The host's address on the cluster bridge: pods reach the operators (host processes) there.
 const nodeIP = "10.244.0.1"
@@ -297,7 +299,12 @@ type shardMapStatus struct {
 		Shards string `json:"shards"`
 	} `json:"assignments"`
 	UnassignedCount int `json:"unassignedCount"`
-	Conditions      []struct {
+	PodCount        int `json:"podCount"`
+	Segments        []struct {
+		Name   string `json:"name"`
+		Sha256 string `json:"sha256"`
+	} `json:"segments"`
+	Conditions []struct {
 		Type               string `json:"type"`
 		Status             string `json:"status"`
 		Reason             string `json:"reason"`
@@ -305,6 +312,8 @@ type shardMapStatus struct {
 	} `json:"conditions"`
 }
 
+// getStatus reads the map's status, whole: the pods and assignments of a large map are in the
+// ShardMapSegments its status names (decision 0018), each checked against its SHA-256.
 func getStatus(t *testing.T, c clusterClients, ns, name string) (shardMapStatus, error) {
 	var st shardMapStatus
 	obj, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Get(bg(), name, metav1.GetOptions{})
@@ -312,8 +321,25 @@ func getStatus(t *testing.T, c clusterClients, ns, name string) (shardMapStatus,
 		return st, err
 	}
 	raw, _ := json.Marshal(obj.Object["status"])
-	err = json.Unmarshal(raw, &st)
-	return st, err
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, err
+	}
+	for _, ref := range st.Segments {
+		seg, err := c.Dynamic.Resource(segmentGVR).Namespace(ns).Get(bg(), ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return st, fmt.Errorf("ShardMapSegment %s: %w", ref.Name, err)
+		}
+		data, _, _ := unstructured.NestedString(seg.Object, "data")
+		if sum := sha256.Sum256([]byte(data)); hex.EncodeToString(sum[:]) != ref.Sha256 {
+			t.Fatalf("ShardMapSegment %s does not match the SHA-256 its status names", ref.Name)
+		}
+		var part shardMapStatus
+		if err := json.Unmarshal([]byte(data), &part); err != nil {
+			t.Fatalf("ShardMapSegment %s: %v", ref.Name, err)
+		}
+		st.Pods, st.Assignments = append(st.Pods, part.Pods...), append(st.Assignments, part.Assignments...)
+	}
+	return st, nil
 }
 
 func (s shardMapStatus) condition(kind string) string {

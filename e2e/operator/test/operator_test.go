@@ -13,6 +13,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -221,11 +222,11 @@ func handOver(t *testing.T, c clusterClients, ns, sm string, ops map[string]*ope
 	return next
 }
 
-func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
-	c := clients(t)
-	ns := testNamespace(t, c, "op-e2e")
-	const sm = "counter"
-	_, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
+// twoReplicas creates ShardMap `sm` (shardCount shards, quick rounds) in a new namespace and
+// starts replicas op-a and op-b (with `extra` flags), and waits until one of them leads it.
+func twoReplicas(t *testing.T, c clusterClients, prefix, sm string, extra ...string) (string, *unstructured.Unstructured, map[string]*operator) {
+	ns := testNamespace(t, c, prefix)
+	created, err := c.Dynamic.Resource(shardMapGVR).Namespace(ns).Create(bg(), newShardMap(ns, sm, map[string]any{
 		"shards": shardCount, "rebalanceInterval": "2s", "rebalanceRetryInterval": "1s",
 		"rebalanceRate": 0.5, "pingTimeout": "2s", "handoffTimeout": "5s",
 	}), metav1.CreateOptions{})
@@ -234,7 +235,7 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 	}
 	ops := map[string]*operator{}
 	for _, name := range []string{"op-a", "op-b"} {
-		ops[name] = startOperator(t, name, ns, ns)
+		ops[name] = startOperator(t, name, ns, ns, extra...)
 	}
 	waitFor(t, leaseDuration+10*time.Second, "one replica leads and writes status.manager", func() (bool, string) {
 		st, err := getStatus(t, c, ns, sm)
@@ -243,6 +244,13 @@ func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
 		}
 		return ops[st.Manager.Pod] != nil, "status.manager.pod=" + st.Manager.Pod
 	})
+	return ns, created, ops
+}
+
+func TestOperatorAssignsShardsAndHandsOverWithoutMoves(t *testing.T) {
+	c := clients(t)
+	const sm = "counter"
+	ns, _, ops := twoReplicas(t, c, "op-e2e", sm)
 
 	managers := []string{ops["op-a"].manager, ops["op-b"].manager}
 	if _, err := c.Clientset.AppsV1().Deployments(ns).Create(bg(), stubDeployment(sm, sm, "1.0.0", 3, managers), metav1.CreateOptions{}); err != nil {

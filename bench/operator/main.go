@@ -43,10 +43,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -92,7 +94,7 @@ type result struct {
 	AllAssigned               time.Duration // last register answered → unassignedCount 0
 	Balanced                  time.Duration // last register answered → max − min ≤ 1
 	AllHeld                   time.Duration // last register answered → the pods acknowledged every shard
-	StatusBytes, ObjectBytes  int
+	Stored                    storedSize
 	PeakRSSKiB, FinalRSSKiB   int64 // when every shard is held after the registrations
 	RunPeakRSSKiB             int64 // at the end of the run (after the rollout)
 	Epoch                     int64
@@ -138,7 +140,10 @@ func main() {
 	default:
 		log.Fatalf("-consumers %q: full, delta, both or none", o.consumers)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	// Interrupted, it still stops its operator and deletes what it created.
+	interrupted, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(interrupted, o.timeout)
 	defer cancel()
 	r, err := run(ctx, o)
 	if err != nil {
@@ -338,6 +343,7 @@ func (b *bench) registration(ctx context.Context, res *result) error {
 	log.Printf("%d pods registered in %v (%d retries)", o.pods, res.Registration.Round(time.Millisecond), retries)
 
 	var final *unstructured.Unstructured
+	var wholeRead time.Time
 	assigned := false
 	for {
 		sm, err := b.dc.Resource(shardMapGVR).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
@@ -349,11 +355,29 @@ func (b *bench) registration(ctx context.Context, res *result) error {
 		}
 		st := readStatus(sm)
 		now := time.Since(lastRegistered)
+		// A segmented status keeps its pods in the segments: counted from status.podCount, and
+		// read (every 2 s at most, a few MB each) once the map could be balanced.
+		if st.podCount == 0 && st.listed == int64(o.pods) {
+			st.podCount = st.listed
+			if st.unassigned == 0 && time.Since(wholeRead) > 2*time.Second {
+				wholeRead = time.Now()
+				if whole, _, err := wholeMap(ctx, b.dc, sm); err == nil {
+					st = readStatus(whole)
+				} else {
+					log.Printf("cannot read the map's segments (a newer version replaced them?): %v", err)
+				}
+			}
+		}
 		if st.unassigned == 0 && st.podCount == int64(o.pods) && !assigned {
 			assigned, res.AllAssigned = true, now
 			log.Printf("every shard assigned %v after the last registration", now.Round(time.Millisecond))
 		}
-		if assigned && st.podCount == int64(o.pods) && st.max-st.min <= 1 {
+		// The pods acknowledged every shard (the assigns follow the status: write-ahead).
+		if assigned && res.AllHeld == 0 && b.stubs.heldCount() == o.shards {
+			res.AllHeld = now
+			log.Printf("the pods hold every shard %v after the last registration", now.Round(time.Millisecond))
+		}
+		if assigned && st.counted && st.podCount == int64(o.pods) && st.max-st.min <= 1 {
 			res.Balanced = now
 			final = sm
 			log.Printf("balanced %v after the last registration (%d–%d shards per pod)", now.Round(time.Millisecond), st.min, st.max)
@@ -366,16 +390,19 @@ func (b *bench) registration(ctx context.Context, res *result) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	// The status is written before the pods are told (write-ahead): wait until the pods hold
-	// every shard, as acknowledged assigns.
+	// Balanced: wait until the pods hold every shard again, as acknowledged assigns.
 	if err := b.waitHeld(ctx, 0); err != nil {
 		return err
 	}
-	res.AllHeld = time.Since(lastRegistered)
-	log.Printf("the pods hold every shard %v after the last registration", res.AllHeld.Round(time.Millisecond))
-	status, _ := json.Marshal(final.Object["status"])
-	object, _ := json.Marshal(final.Object)
-	res.StatusBytes, res.ObjectBytes = len(status), len(object)
+	if res.AllHeld == 0 {
+		res.AllHeld = time.Since(lastRegistered)
+		log.Printf("the pods hold every shard %v after the last registration", res.AllHeld.Round(time.Millisecond))
+	}
+	if _, size, err := wholeMap(ctx, b.dc, final); err == nil {
+		res.Stored = size
+	} else {
+		log.Printf("cannot read the stored map's size: %v", err)
+	}
 	res.Epoch, _, _ = unstructured.NestedInt64(final.Object, "status", "epoch")
 	b.logRSS("with every shard held")
 	res.PeakRSSKiB, res.FinalRSSKiB = b.op.rss()
@@ -566,14 +593,18 @@ func createShardMap(ctx context.Context, dc dynamic.Interface, o options) error 
 
 type mapStatus struct {
 	podCount, unassigned int64
+	listed               int64 // status.podCount, which a segmented status keeps
 	min, max             int64
+	counted              bool // min and max are known: the pods were read
 }
 
 func readStatus(sm *unstructured.Unstructured) mapStatus {
 	var st mapStatus
 	st.unassigned, _, _ = unstructured.NestedInt64(sm.Object, "status", "unassignedCount")
+	st.listed, _, _ = unstructured.NestedInt64(sm.Object, "status", "podCount")
 	pods, _, _ := unstructured.NestedSlice(sm.Object, "status", "pods")
 	st.podCount = int64(len(pods))
+	st.counted = len(pods) > 0
 	st.min = -1
 	for _, p := range pods {
 		n, _, _ := unstructured.NestedInt64(p.(map[string]interface{}), "shards")

@@ -72,6 +72,9 @@ func startOperator(ctx context.Context, o options) (*operatorProc, error) {
 	op.cmd.Env = append(os.Environ(), "POD_NAME=kshard-operator-scale", "POD_NAMESPACE="+o.namespace,
 		"POD_SERVICE_ACCOUNT=default")
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
+	// An operator that outlived an interrupted run would lead the next run's map too: it has
+	// the same identity.
+	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := op.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.operatorBin, err)
 	}

@@ -96,9 +96,13 @@ func report(o options, r result) {
 	fmt.Printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	fmt.Printf("| %d | %d | %s ms | +%s ms | +%s ms | +%s ms | %d | %.1f MiB | %d (%d registering) | %d | %d | %s | %s | %s / %s | %s / %s | %.1f MiB |\n",
 		r.Pods, r.Shards, ms(r.Registration), ms(r.AllAssigned), ms(r.Balanced), ms(r.AllHeld),
-		r.StatusBytes, float64(r.PeakRSSKiB)/1024, r.Writes, r.RegistrationWrites, r.Assigns, r.Unassigns,
+		r.Stored.WholeStatusBytes, float64(r.PeakRSSKiB)/1024, r.Writes, r.RegistrationWrites, r.Assigns, r.Unassigns,
 		rollout, rolloutWrites, cpuText(reg.OperatorCPU), cpuText(ro.OperatorCPU), cpuText(reg.APIServerCPU), cpuText(ro.APIServerCPU),
 		float64(r.RunPeakRSSKiB)/1024)
+	if z := r.Stored; z.Segments > 0 {
+		fmt.Printf("\nstored: ShardMap object %d bytes (status %d) naming %d ShardMapSegments, the largest %d bytes; the whole status %d bytes\n",
+			z.ObjectBytes, z.StatusBytes, z.Segments, z.LargestSegment, z.WholeStatusBytes)
+	}
 	fmt.Printf("(+: after the last registration was answered; registration phase: first register → every shard held and the consumers up to date, %s ms; flags: %q)\n",
 		ms(reg.Duration), o.operatorFlags)
 	if r.Fleet != nil {
@@ -134,7 +138,7 @@ func report(o options, r result) {
 	}
 }
 
-const csvHeader = "date,pods,shards,objects_ready_ms,registration_ms,all_assigned_ms,balanced_ms,all_held_ms,status_bytes,object_bytes,peak_rss_kib,final_rss_kib,epoch,assigns,unassigns,pings,register_retries,status_writes,registration_writes," +
+const csvHeader = "date,pods,shards,objects_ready_ms,registration_ms,all_assigned_ms,balanced_ms,all_held_ms,status_bytes,object_bytes,segments,largest_segment_bytes,peak_rss_kib,final_rss_kib,epoch,assigns,unassigns,pings,register_retries,status_writes,registration_writes," +
 	"consumers,full_sample,run_peak_rss_kib,reg_phase_ms,reg_phase_writes,reg_operator_cpu_s,reg_apiserver_cpu_s,rollout_ms,rollout_writes,rollout_operator_cpu_s,rollout_apiserver_cpu_s," +
 	"reg_full_bytes_per_consumer,reg_full_bytes_per_write,reg_full_max_write,reg_full_p50_write,reg_full_p99_write,reg_full_total,reg_delta_bytes_per_consumer,reg_delta_bytes_per_write,reg_delta_max_write,reg_delta_p50_write,reg_delta_p99_write,reg_delta_total,reg_delta_api_total,reg_delta_fallbacks," +
 	"rollout_full_bytes_per_consumer,rollout_full_bytes_per_write,rollout_full_max_write,rollout_full_p50_write,rollout_full_p99_write,rollout_full_total,rollout_delta_bytes_per_consumer,rollout_delta_bytes_per_write,rollout_delta_max_write,rollout_delta_p50_write,rollout_delta_p99_write,rollout_delta_total,rollout_delta_api_total,rollout_delta_fallbacks,rollout_full_delta_ratio"
@@ -164,7 +168,7 @@ func writeCSV(o options, r result) {
 		row = append(row, strconv.FormatInt(v, 10))
 	}
 	row = append(row, ms(r.ObjectsReady), ms(r.Registration), ms(r.AllAssigned), ms(r.Balanced), ms(r.AllHeld))
-	for _, v := range []int64{int64(r.StatusBytes), int64(r.ObjectBytes), r.PeakRSSKiB, r.FinalRSSKiB, r.Epoch, r.Assigns, r.Unassigns, r.Pings, r.RegisterRetries, r.Writes, r.RegistrationWrites} {
+	for _, v := range []int64{int64(r.Stored.WholeStatusBytes), int64(r.Stored.ObjectBytes), int64(r.Stored.Segments), int64(r.Stored.LargestSegment), r.PeakRSSKiB, r.FinalRSSKiB, r.Epoch, r.Assigns, r.Unassigns, r.Pings, r.RegisterRetries, r.Writes, r.RegistrationWrites} {
 		row = append(row, strconv.FormatInt(v, 10))
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

@@ -38,6 +38,11 @@ fi
 kubectl apply -f crds/ >/dev/null
 kubectl wait --for condition=Established --timeout=60s crd/shardmaps.kshard.io crd/shardmapsegments.kshard.io >/dev/null
 
+# 10,000 stub pods are 10,000 listeners in the benchmark and as many connections from the
+# operator: more descriptors than a shell's usual limit (root may raise it).
+ulimit -Hn 262144 2>/dev/null || true
+ulimit -n "$(ulimit -Hn)"
+
 setup_go
 log "building the benchmark program"
 (cd "$HERE" && go build -o "$out/kshard-operator-scale" .)

@@ -24,9 +24,10 @@ type stubs struct {
 	assigns, unassigns, pings atomic.Int64
 
 	mu    sync.Mutex
-	owner map[int]int // shard -> index of the stub pod that acknowledged holding it
-	held  int         // shards held by some stub pod
-	bad   []string    // contract violations seen (a shard assigned to a second pod while held)
+	owner map[int]int              // shard -> index of the stub pod that acknowledged holding it
+	byPod map[int]map[int]struct{} // pod -> the shards it holds (a ping's answer)
+	held  int                      // shards held by some stub pod
+	bad   []string                 // contract violations seen (a shard assigned to a second pod while held)
 }
 
 // apply records an assign (take) or unassign of `ranges` on pod i.
@@ -42,11 +43,16 @@ func (s *stubs) apply(i int, ranges string, take bool) error {
 		switch {
 		case take && !ok:
 			s.owner[sh] = i
+			if s.byPod[i] == nil {
+				s.byPod[i] = map[int]struct{}{}
+			}
+			s.byPod[i][sh] = struct{}{}
 			s.held++
 		case take && cur != i:
 			s.bad = append(s.bad, fmt.Sprintf("shard %d assigned to %s while %s holds it", sh, podName(i), podName(cur)))
 		case !take && ok && cur == i:
 			delete(s.owner, sh)
+			delete(s.byPod[i], sh)
 			s.held--
 		}
 	}
@@ -86,7 +92,12 @@ func (s *stubs) control(i int, take bool) http.HandlerFunc {
 	}
 }
 
-func newStubs(n int) *stubs { return &stubs{n: n, owner: map[int]int{}} }
+// keepAlivePods: up to this many stub pods, connections from the operator stay open.
+const keepAlivePods = 5000
+
+func newStubs(n int) *stubs {
+	return &stubs{n: n, owner: map[int]int{}, byPod: map[int]map[int]struct{}{}}
+}
 
 func (s *stubs) listen() error {
 	for i := 0; i < s.n; i++ {
@@ -109,10 +120,13 @@ func (s *stubs) listen() error {
 		mux.HandleFunc("POST /v1/shards/assign", s.control(i, true))
 		mux.HandleFunc("POST /v1/shards/unassign", s.control(i, false))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		// Beyond a few thousand pods, a listener and an idle connection from the operator per pod
+		// pass the descriptors one process may have (20,000 here): one connection per call.
+		srv.SetKeepAlivesEnabled(s.n <= keepAlivePods)
 		s.servers = append(s.servers, srv)
 		go func() { _ = srv.Serve(l) }()
 	}
-	log.Printf("%d stub peer APIs listening on 127.1.0.1:%d onwards", s.n, peerPort)
+	log.Printf("%d stub peer APIs listening on 127.1.0.1:%d onwards (keep-alive: %v)", s.n, peerPort, s.n <= keepAlivePods)
 	return nil
 }
 
@@ -150,11 +164,9 @@ func (s *stubs) heldCount() int {
 func (s *stubs) heldBy(i int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []int
-	for sh, pod := range s.owner {
-		if pod == i {
-			ids = append(ids, sh)
-		}
+	ids := make([]int, 0, len(s.byPod[i]))
+	for sh := range s.byPod[i] {
+		ids = append(ids, sh)
 	}
 	sort.Ints(ids)
 	return shards.Format(ids)

@@ -91,18 +91,60 @@ void KubeShardMapStore::writeStatus(const sharding::ShardMap& map, Callback done
                      forget(key, created);
                      return done(made.withContext(what));
                    }
-                   kube::WriteOptions options;
-                   options.subresource = "status";
-                   api_.callAsync(kube::updateRequest(kShardMapResource, ns, std::move(object), options),
-                                  lifetime_.guard([this, key, what, segments, created,
-                                                   done](StatusOr<json> stored) {
-                                    if (!stored.ok()) {
-                                      forget(key, created);
-                                      return done(stored.status().withContext(what));
-                                    }
-                                    done(written(key, std::move(*stored), *segments, what));
-                                  }));
+                   Write write{ns, key, what, std::move(object), segments, created, done};
+                   if (!segments->empty() && !schemaChecked(key)) return checkSchema(std::move(write));
+                   put(std::move(write));
                  }));
+}
+
+void KubeShardMapStore::put(Write w) {
+  kube::WriteOptions options;
+  options.subresource = "status";
+  kube::ApiRequest request =
+      kube::updateRequest(kShardMapResource, w.ns, std::move(w.object), options);
+  api_.callAsync(std::move(request), lifetime_.guard([this, w = std::move(w)](StatusOr<json> stored) {
+                   if (!stored.ok()) {
+                     forget(w.key, w.created);
+                     return w.done(stored.status().withContext(w.what));
+                   }
+                   w.done(written(w.key, std::move(*stored), *w.segments, w.what));
+                 }));
+}
+
+bool KubeShardMapStore::schemaChecked(const std::string& key) {
+  std::lock_guard lock(mu_);
+  return maps_[key].schemaChecked;
+}
+
+// A CRD installed before segments would prune status.segments from a status that has moved its
+// pods out: readers would take it for a map without pods. The first segmented write of each map
+// is tried as a dry run; when the API server drops the field, nothing is written.
+void KubeShardMapStore::checkSchema(Write w) {
+  kube::WriteOptions options;
+  options.subresource = "status";
+  options.dryRun = true;
+  kube::ApiRequest request = kube::updateRequest(kShardMapResource, w.ns, w.object, options);
+  api_.callAsync(
+      std::move(request),
+      lifetime_.guard([this, w = std::move(w)](StatusOr<json> tried) mutable {
+        if (!tried.ok()) {
+          forget(w.key, w.created);
+          return w.done(tried.status().withContext(w.what));
+        }
+        const json& status = tried->value("status", json::object());
+        if (status.value("segments", json()) != w.object["status"]["segments"]) {
+          forget(w.key, w.created);
+          return w.done(failedPrecondition(
+              w.what + ": the API server drops status.segments: the installed ShardMap CRD "
+                       "predates segmented statuses; apply the chart's crds/ (kubectl apply "
+                       "--server-side -f charts/kshard/crds/)"));
+        }
+        {
+          std::lock_guard lock(mu_);
+          maps_[w.key].schemaChecked = true;
+        }
+        put(std::move(w));
+      }));
 }
 
 StatusOr<sharding::ShardMap> KubeShardMapStore::written(const std::string& key, json stored,

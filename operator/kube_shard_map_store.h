@@ -57,6 +57,7 @@ class KubeShardMapStore final : public ShardMapStore {
     std::vector<sharding::SegmentRef> named;  // the segments it names
     std::set<std::string> unnamed;            // created or found, named by no version known
     bool listed = false;                      // the map's segments were listed once
+    bool schemaChecked = false;               // the CRD keeps status.segments (a dry run)
   };
   using Segments = std::vector<sharding::Segment>;
 
@@ -65,6 +66,17 @@ class KubeShardMapStore final : public ShardMapStore {
                       std::function<void(Status)> done);
   void createOne(const std::string& ns, nlohmann::json object, std::string data, bool replaced,
                  std::function<void(Status)> done);
+  // One status write, once its segments exist.
+  struct Write {
+    std::string ns, key, what;
+    nlohmann::json object;
+    std::shared_ptr<Segments> segments;
+    std::set<std::string> created;
+    Callback done;
+  };
+  void put(Write w);
+  bool schemaChecked(const std::string& key);
+  void checkSchema(Write w);
   StatusOr<sharding::ShardMap> written(const std::string& key, nlohmann::json stored,
                                        const Segments& segments, const std::string& what);
   // Records the version read (`wrote` false) or stored, and collects what it makes garbage.

@@ -399,6 +399,9 @@ http::Response FakeApiServer::handle(const http::Request& req) {
     }
   }
   if (result == stored) return jsonResponse(200, stored.dump());  // a no-op write keeps its version
+  if (auto dry = t.query.find("dryRun"); dry != t.query.end() && dry->second == "All") {
+    return jsonResponse(200, result.dump());  // what it would store, stored nowhere
+  }
   ++rv_;
   result["metadata"]["resourceVersion"] = std::to_string(rv_);
   stored = result;

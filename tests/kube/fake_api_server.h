@@ -6,7 +6,7 @@
 //     missing objects -> 404 NotFound; every error body is a metav1.Status;
 //   - the status subresource: PUT/PATCH .../status writes only .status, the main resource keeps
 //     the stored .status;
-//   - merge patch (RFC 7386) and JSON patch (RFC 6902);
+//   - merge patch (RFC 7386) and JSON patch (RFC 6902); dryRun=All on updates and patches;
 //   - delete with preconditions (uid, resourceVersion);
 //   - list with label selectors (=, ==, !=, exists, !exists, in, notin), the field selectors
 //     metadata.name and metadata.namespace, limit/continue paging;

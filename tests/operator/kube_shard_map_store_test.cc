@@ -102,13 +102,46 @@ TEST_F(KubeShardMapStoreTest, SegmentsAreCreatedBeforeTheStatusThatNamesThem) {
   std::vector<std::string> order;
   api_.intercept([&](const http::Request& r) -> std::optional<StatusOr<http::Response>> {
     if (r.method == http::Method::kPost) order.push_back("segment");
-    if (r.method == http::Method::kPut) order.push_back("status");
+    if (r.method == http::Method::kPut && r.target.find("dryRun") == std::string::npos) {
+      order.push_back("status");
+    }
     return std::nullopt;
   });
   ASSERT_TRUE(write(next(created_, 9)).ok());
   ASSERT_GT(order.size(), 2u);
   EXPECT_EQ(order.back(), "status");
   EXPECT_EQ(std::count(order.begin(), order.end(), "status"), 1);
+}
+
+// A CRD from before segments prunes status.segments: the first segmented write is a dry run,
+// and a status that would lose its segments is never stored.
+TEST_F(KubeShardMapStoreTest, ACrdThatWouldDropTheSegmentsStopsTheWriteBeforeIt) {
+  int dryRuns = 0;
+  api_.intercept([&](const http::Request& r) -> std::optional<StatusOr<http::Response>> {
+    if (r.method != http::Method::kPut || r.target.find("dryRun=All") == std::string::npos) {
+      return std::nullopt;
+    }
+    ++dryRuns;
+    json pruned = json::parse(r.body);
+    pruned["status"].erase("segments");
+    return kube::testing::jsonResponse(200, pruned.dump());
+  });
+  const std::string before = api_.get(kShardMapResource, "demo", "counter")->dump();
+  auto refused = write(next(created_, 9));
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("crds/"), std::string::npos)
+      << refused.status().toString();
+  EXPECT_EQ(dryRuns, 1);
+  EXPECT_EQ(api_.get(kShardMapResource, "demo", "counter")->dump(), before);
+  // Once the CRD is right, the write goes through.
+  api_.intercept(nullptr);
+  ASSERT_TRUE(load().ok());
+  auto stored = write(next(created_, 9));
+  ASSERT_TRUE(stored.ok()) << stored.status().toString();
+  auto again = write(next(*stored, 10));
+  ASSERT_TRUE(again.ok());
+  passGrace();
+  EXPECT_EQ(segmentNames(), named());
 }
 
 TEST_F(KubeShardMapStoreTest, ReplacedSegmentsGoAfterTheGraceAndNamedOnesStay) {

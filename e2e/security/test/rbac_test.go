@@ -60,6 +60,7 @@ func TestTheOperatorAndTheSidecarMayDoWhatTheCodeUsesAndNothingElse(t *testing.T
 		"rolebindings.rbac.authorization.k8s.io [kshard-sidecar] get,update",
 		"shardmaps.kshard.io [] create,get,list,watch",
 		"shardmaps.kshard.io/status [] update",
+		"shardmapsegments.kshard.io [] create,delete,get,list",
 		"tokenreviews.authentication.k8s.io [] create",
 	}
 	if got := canIList(t, operator, victimNamespace); !slices.Equal(got, sorted(everywhere...)) {
@@ -84,7 +85,8 @@ func TestTheOperatorAndTheSidecarMayDoWhatTheCodeUsesAndNothingElse(t *testing.T
 		account = "default"
 	}
 	sidecar := "system:serviceaccount:" + victimNamespace + ":" + account
-	if got, want := canIList(t, sidecar, victimNamespace), []string{"shardmaps.kshard.io [] get,list,watch"}; !slices.Equal(got, want) {
+	want := []string{"shardmaps.kshard.io [] get,list,watch", "shardmapsegments.kshard.io [] get"}
+	if got := canIList(t, sidecar, victimNamespace); !slices.Equal(got, want) {
 		t.Errorf("the sidecar in %s may:\n  %s\nwant:\n  %s", victimNamespace, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 	if got := canIList(t, sidecar, attackNamespace); len(got) != 0 {

@@ -61,9 +61,9 @@ void OperatorConfig::declare(OptionSet& opts) {
        "ShardMapSegment objects instead (etcd stores at most 1.5 MiB an object by default).",
        IntOption{&statusInlineBytes, 1024, 1024 * 1024}},
       {"segment-bytes", "",
-       "The most data one ShardMapSegment holds; a pod's or an assignment's entry is never cut, "
-       "and the longest (100,000 shards) is about 400 KB.",
-       IntOption{&segmentBytes, 400 * 1024, 1024 * 1024}},
+       "The most data one ShardMapSegment holds (the CRD takes 768 KiB); a pod's or an "
+       "assignment's entry is never cut, and the longest (100,000 shards) is about 400 KB.",
+       IntOption{&segmentBytes, 400 * 1024, 768 * 1024}},
       {"lease-name", "", "Name of the leader election Lease.", &leaseName},
       {"lease-namespace", "", "Namespace of the Lease (default: the pod's namespace).",
        &leaseNamespace},

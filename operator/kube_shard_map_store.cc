@@ -152,6 +152,14 @@ StatusOr<sharding::ShardMap> KubeShardMapStore::written(const std::string& key, 
                                                         const std::string& what) {
   StatusOr<std::vector<SegmentRef>> named = sharding::segmentRefs(stored);
   if (!named.ok()) return named.status().withContext(what);
+  if (named->size() != segments.size()) {
+    // The CRD changed since the dry run: the stored stub fails closed (kSegmentedPod); check
+    // again before the next write.
+    std::lock_guard lock(mu_);
+    maps_[key].schemaChecked = false;
+    return failedPrecondition(what + ": the API server dropped status.segments; apply the chart's "
+                                     "crds/ (kubectl apply --server-side -f charts/kshard/crds/)");
+  }
   const std::string version = resourceVersionOf(stored);
   remember(key, version, *named, true);
   std::vector<std::string> data;

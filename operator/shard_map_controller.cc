@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "sharding/shard_map_json.h"
+#include "sharding/shard_map_segments.h"
 
 namespace kshard::manager {
 
@@ -116,8 +117,18 @@ void ShardMapController::notifyUnhealthy(protocol::NotifyUnhealthyRequest reques
   });
 }
 
+// A replica that holds only the head of a segmented map (a follower's copy, before the takeover
+// reads the whole map) has no pods to confirm or serve: it answers as a replica that does not
+// lead yet, and the caller asks again or reads the API server.
+bool ShardMapController::headOnly(const Reply& reply) const {
+  if (!sharding::isSegmentedHead(c_.current.status)) return false;
+  reply(notLeaderResponse(""));
+  return true;
+}
+
 void ShardMapController::renew(protocol::Target target, Reply reply) {
   c_.strand.post([this, target = std::move(target), reply = std::move(reply)] {
+    if (headOnly(reply)) return;
     health_.renew(target, reply);
   });
 }
@@ -130,6 +141,7 @@ void ShardMapController::reportRefusedCaller(std::string reason, std::string mes
 
 void ShardMapController::assignments(Reply reply) {
   c_.strand.post([this, reply = std::move(reply)] {
+    if (headOnly(reply)) return;
     reply(http::Response::json(200, sharding::toJson(c_.current).dump()));
   });
 }
@@ -137,6 +149,7 @@ void ShardMapController::assignments(Reply reply) {
 void ShardMapController::changes(std::string since, std::string want, Reply reply) {
   c_.strand.post([this, since = std::move(since), want = std::move(want),
                   reply = std::move(reply)]() mutable {
+    if (headOnly(reply)) return;
     c_.answerChanges(std::move(since), std::move(want), std::move(reply));
   });
 }

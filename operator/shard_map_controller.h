@@ -123,6 +123,8 @@ class ShardMapController : public std::enable_shared_from_this<ShardMapControlle
 
   // Runs `body` on the strand if this replica leads; answers NotLeader otherwise.
   void leaderCall(Reply reply, std::function<void(Reply)> body);
+  // Answers NotLeader when this replica holds only the head of a segmented map.
+  bool headOnly(const Reply& reply) const;
 
   ControllerContext c_;
   OperationQueue queue_{c_};

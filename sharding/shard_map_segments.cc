@@ -9,7 +9,6 @@
 
 #include "base/sha256.h"
 #include "sharding/json_field_reader.h"
-#include "sharding/shard_map.h"
 
 namespace kshard::sharding {
 namespace {
@@ -132,6 +131,12 @@ StatusOr<SplitStatus> splitStatus(json object, const SegmentLimits& limits,
     from = to;
   }
   (*status)["segments"] = std::move(refs);
+  const std::int64_t shards = object.value("spec", json::object()).value("shards", 0);
+  (*status)["pods"] = json::array();
+  (*status)["assignments"] = json::array(
+      {{{"pod", kSegmentedPod},
+        {"epoch", status->value("epoch", 0)},
+        {"shards", shards > 1 ? "1-" + std::to_string(shards) : std::string("1")}}});
   out.object = std::move(object);
   return out;
 }
@@ -252,6 +257,11 @@ void completeShardMap(json object, const SegmentFetch& fetch,
       gather->done(assembleStatus(std::move(gather->object), gather->data));
     });
   }
+}
+
+bool isSegmentedHead(const ShardMapStatus& status) {
+  return std::any_of(status.assignments.begin(), status.assignments.end(),
+                     [](const Assignment& a) { return a.pod == kSegmentedPod; });
 }
 
 json withoutSegments(json object) {

@@ -24,10 +24,17 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sharding/shard_map.h"
 
 namespace kshard::sharding {
 
 inline constexpr char kSegmentKind[] = "ShardMapSegment";
+
+// The stub of a segmented status fails closed in every decoder, old or new: besides
+// status.segments it holds no pods and one assignment of every shard to this pod, which no
+// status lists, so a ShardTable refuses it (an older operator or sidecar keeps its view, and
+// never takes the stub for a map without pods). assembleStatus replaces it.
+inline constexpr char kSegmentedPod[] = "kshard.io/segmented";
 
 struct SegmentLimits {
   // A status up to this size (serialised) stays in the ShardMap object.
@@ -90,5 +97,8 @@ void completeShardMap(nlohmann::json object, const SegmentFetch& fetch,
 // `object` without status.segments: what a reader that needs no pods or assignments (the
 // operator's followers, the webhook) decodes. shardMapFromJson refuses a segmented object.
 nlohmann::json withoutSegments(nlohmann::json object);
+// Whether `status` is the head of a segmented status (decoded withoutSegments): it has no pods
+// and must not be served as the map.
+bool isSegmentedHead(const ShardMapStatus& status);
 
 }  // namespace kshard::sharding

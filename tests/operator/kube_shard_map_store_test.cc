@@ -89,7 +89,7 @@ TEST_F(KubeShardMapStoreTest, ALargeStatusIsStoredInSegmentsAndReadBackWhole) {
   auto object = api_.get(kShardMapResource, "demo", "counter");
   ASSERT_TRUE(object.has_value());
   EXPECT_LE(object->dump().size(), kSmall.inlineBytes + 4096);
-  EXPECT_FALSE(object->at("status").contains("pods"));
+  EXPECT_EQ(object->at("status").at("pods"), json::array());
   EXPECT_GT(named().size(), 10u);
   EXPECT_EQ(named(), segmentNames());
   auto loaded = load();
@@ -142,6 +142,27 @@ TEST_F(KubeShardMapStoreTest, ACrdThatWouldDropTheSegmentsStopsTheWriteBeforeIt)
   ASSERT_TRUE(again.ok());
   passGrace();
   EXPECT_EQ(segmentNames(), named());
+}
+
+// The CRD rolled back after the dry run: the stored stub lost its segments, and every reader
+// refuses it (its one assignment names a pod no status lists) instead of taking an empty map.
+TEST_F(KubeShardMapStoreTest, AStubThatLostItsSegmentsFailsClosed) {
+  auto first = write(next(created_, 9));
+  ASSERT_TRUE(first.ok());
+  api_.intercept([&](const http::Request& r) -> std::optional<StatusOr<http::Response>> {
+    if (r.method != http::Method::kPut || r.target.find("dryRun") != std::string::npos) {
+      return std::nullopt;
+    }
+    json pruned = json::parse(r.body);
+    pruned["status"].erase("segments");
+    return kube::testing::jsonResponse(200, api_.put(kShardMapResource, pruned).dump());
+  });
+  EXPECT_EQ(write(next(*first, 10)).status().code(), StatusCode::kFailedPrecondition);
+  api_.intercept(nullptr);
+  auto loaded = load();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_TRUE(sharding::isSegmentedHead(loaded->status));
+  EXPECT_FALSE(sharding::shardTableFromStatus(loaded->status, loaded->spec.shards).ok());
 }
 
 TEST_F(KubeShardMapStoreTest, ReplacedSegmentsGoAfterTheGraceAndNamedOnesStay) {

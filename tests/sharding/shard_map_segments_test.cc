@@ -49,9 +49,12 @@ TEST(ShardMapSegments, ALargeStatusSplitsIntoBoundedSegmentsAndAssemblesExactly)
   ASSERT_TRUE(split.ok()) << split.status().toString();
   ASSERT_GT(split->segments.size(), 10u);
   // The stub keeps the counts, epoch and conditions, and nothing of the bulk.
+  // The stub fails closed in any decoder: no pods, every shard given to a pod no status lists.
   const json& status = split->object["status"];
-  EXPECT_FALSE(status.contains("pods"));
-  EXPECT_FALSE(status.contains("assignments"));
+  EXPECT_EQ(status["pods"], json::array());
+  ASSERT_EQ(status["assignments"].size(), 1u);
+  EXPECT_EQ(status["assignments"][0]["pod"], kSegmentedPod);
+  EXPECT_EQ(status["assignments"][0]["shards"], "1-3000");
   EXPECT_FALSE(status.contains("unassigned"));
   EXPECT_EQ(status["epoch"], object["status"]["epoch"]);
   EXPECT_LE(split->object.dump().size(), kSmall.inlineBytes);
@@ -73,7 +76,12 @@ TEST(ShardMapSegments, ALargeStatusSplitsIntoBoundedSegmentsAndAssemblesExactly)
   auto head = shardMapFromJson(withoutSegments(split->object));
   ASSERT_TRUE(head.ok()) << head.status().toString();
   EXPECT_TRUE(head->status.pods.empty());
+  EXPECT_TRUE(isSegmentedHead(head->status));
+  EXPECT_FALSE(shardTableFromStatus(head->status, head->spec.shards).ok());
   EXPECT_EQ(head->status.epoch, object["status"]["epoch"].get<std::int64_t>());
+  auto whole2 = shardMapFromJson(*whole);
+  ASSERT_TRUE(whole2.ok());
+  EXPECT_FALSE(isSegmentedHead(whole2->status));
 }
 
 TEST(ShardMapSegments, ALongUnassignedSetIsCutAtCommasAndJoinedBack) {

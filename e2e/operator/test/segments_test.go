@@ -54,8 +54,11 @@ func TestALargeStatusIsStoredInSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	status := obj.Object["status"].(map[string]any)
-	if _, has := status["pods"]; has {
+	if pods, _ := status["pods"].([]any); len(pods) != 0 {
 		t.Errorf("a status over 1024 bytes still carries its pods inline")
+	}
+	if a, _ := status["assignments"].([]any); len(a) != 1 || a[0].(map[string]any)["pod"] != "kshard.io/segmented" {
+		t.Errorf("the stub does not fail closed: %v", status["assignments"])
 	}
 	listed, named := segmentNames(t, c, ns, sm)
 	if len(named) == 0 {

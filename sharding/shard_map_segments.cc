@@ -260,8 +260,9 @@ void completeShardMap(json object, const SegmentFetch& fetch,
 }
 
 bool isSegmentedHead(const ShardMapStatus& status) {
-  return std::any_of(status.assignments.begin(), status.assignments.end(),
-                     [](const Assignment& a) { return a.pod == kSegmentedPod; });
+  // O(1): asked on every renewal. A head has no pods and the one assignment splitStatus wrote.
+  return status.pods.empty() && status.assignments.size() == 1 &&
+         status.assignments.front().pod == kSegmentedPod;
 }
 
 json withoutSegments(json object) {

@@ -6,7 +6,8 @@
 //   1. split the status; segments of the version being replaced keep their names when their data
 //      is unchanged, the others are created (POST; an AlreadyExists with other data is replaced);
 //   2. PUT .../status with the resourceVersion read, naming the segments: the single commit
-//      point, so a Conflict writes nothing that any reader would take;
+//      point, so a Conflict writes nothing that any reader would take (the first such write of
+//      each map is tried as a dry run first: a CRD from before segments would prune them);
 //   3. once it is stored, the segments no status names any more (the replaced version's, those of
 //      failed writes, those found unnamed when the map was first read) are deleted after
 //      kSegmentGrace, so that a reader of the previous version can still finish.

@@ -59,22 +59,41 @@ std::vector<Item> bulkItems(json& status, std::size_t segmentBytes) {
   return items;
 }
 
-// The JSON text of one segment from its items (which are in layout order).
+// The JSON text of one segment from its items (in layout order), joined as they were
+// serialised to measure them: {"pods":[...],"assignments":[...],"unassigned":"..."}.
 std::string segmentText(const std::vector<Item>& items, std::size_t from, std::size_t to) {
-  json data = json::object();
-  for (std::size_t i = from; i < to; ++i) {
-    const Item& item = items[i];
-    if (std::string_view(item.member) == kUnassigned) {
-      std::string& joined = data[kUnassigned].is_string()
-                                ? data[kUnassigned].get_ref<std::string&>()
-                                : (data[kUnassigned] = std::string()).get_ref<std::string&>();
-      if (!joined.empty()) joined += ',';
-      joined += item.text;
-    } else {
-      data[item.member].push_back(json::parse(item.text));
+  std::string out = "{";
+  const auto key = [&out](std::string_view name) {
+    out += out.size() > 1 ? ",\"" : "\"";
+    out += name;
+    out += "\":";
+  };
+  for (const char* member : kArrays) {
+    bool first = true;
+    for (std::size_t i = from; i < to; ++i) {
+      if (std::string_view(items[i].member) != member) continue;
+      if (first) {
+        key(member);
+        out += '[';
+      } else {
+        out += ',';
+      }
+      out += items[i].text;
+      first = false;
     }
+    if (!first) out += ']';
   }
-  return data.dump();
+  std::string unassigned;
+  for (std::size_t i = from; i < to; ++i) {
+    if (std::string_view(items[i].member) != kUnassigned) continue;
+    if (!unassigned.empty()) unassigned += ',';
+    unassigned += items[i].text;
+  }
+  if (!unassigned.empty()) {
+    key(kUnassigned);
+    out += json(unassigned).dump();
+  }
+  return out + "}";
 }
 
 std::string segmentName(const json& object, std::size_t index, const std::string& data) {

@@ -1,5 +1,6 @@
 #include "operator/kube_shard_map_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "kube/api_request.h"
@@ -25,6 +26,10 @@ std::string resourceVersionOf(const json& object) {
 }
 
 std::string keyOf(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+bool namedIn(const std::vector<SegmentRef>& refs, const std::string& name) {
+  return std::any_of(refs.begin(), refs.end(), [&](const SegmentRef& r) { return r.name == name; });
+}
 
 }  // namespace
 
@@ -79,22 +84,25 @@ void KubeShardMapStore::writeStatus(const sharding::ShardMap& map, Callback done
   auto segments = std::make_shared<Segments>(std::move(split->segments));
   std::set<std::string> created;
   for (const sharding::Segment& s : *segments) {
-    const bool kept = std::any_of(reusable.begin(), reusable.end(),
-                                  [&](const SegmentRef& r) { return r.name == s.ref.name; });
-    if (!kept) created.insert(s.ref.name);
+    if (!namedIn(reusable, s.ref.name)) created.insert(s.ref.name);
   }
-  json object = std::move(split->object);
-  createSegments(ns, object, segments, created,
-                 lifetime_.guard([this, ns, key, what, object, segments, created,
-                                  done](Status made) mutable {
-                   if (!made.ok()) {
-                     forget(key, created);
-                     return done(made.withContext(what));
+  Write write{ns, key, what, std::move(split->object), segments, created, std::move(done)};
+  const json head = write.object;  // the segments' owner; `write` moves into the continuation
+  createSegments(ns, head, segments, created,
+                 lifetime_.guard([this, write = std::move(write)](Status made) mutable {
+                   if (!made.ok()) return failed(write, made);
+                   if (!write.segments->empty() && !schemaChecked(write.key)) {
+                     return checkSchema(std::move(write));
                    }
-                   Write write{ns, key, what, std::move(object), segments, created, done};
-                   if (!segments->empty() && !schemaChecked(key)) return checkSchema(std::move(write));
                    put(std::move(write));
                  }));
+}
+
+// A write that failed may still have been stored (a timeout): its segments are garbage only
+// once a later stored version does not name them.
+void KubeShardMapStore::failed(const Write& w, const Status& error) {
+  forget(w.key, w.created);
+  w.done(error.withContext(w.what));
 }
 
 void KubeShardMapStore::put(Write w) {
@@ -103,10 +111,7 @@ void KubeShardMapStore::put(Write w) {
   kube::ApiRequest request =
       kube::updateRequest(kShardMapResource, w.ns, std::move(w.object), options);
   api_.callAsync(std::move(request), lifetime_.guard([this, w = std::move(w)](StatusOr<json> stored) {
-                   if (!stored.ok()) {
-                     forget(w.key, w.created);
-                     return w.done(stored.status().withContext(w.what));
-                   }
+                   if (!stored.ok()) return failed(w, stored.status());
                    w.done(written(w.key, std::move(*stored), *w.segments, w.what));
                  }));
 }
@@ -127,17 +132,13 @@ void KubeShardMapStore::checkSchema(Write w) {
   api_.callAsync(
       std::move(request),
       lifetime_.guard([this, w = std::move(w)](StatusOr<json> tried) mutable {
-        if (!tried.ok()) {
-          forget(w.key, w.created);
-          return w.done(tried.status().withContext(w.what));
-        }
+        if (!tried.ok()) return failed(w, tried.status());
         const json& status = tried->value("status", json::object());
         if (status.value("segments", json()) != w.object["status"]["segments"]) {
-          forget(w.key, w.created);
-          return w.done(failedPrecondition(
-              w.what + ": the API server drops status.segments: the installed ShardMap CRD "
-                       "predates segmented statuses; apply the chart's crds/ (kubectl apply "
-                       "--server-side -f charts/kshard/crds/)"));
+          return failed(w, failedPrecondition(
+                               "the API server drops status.segments: the installed ShardMap "
+                               "CRD predates segmented statuses; apply the chart's crds/ "
+                               "(kubectl apply --server-side -f charts/kshard/crds/)"));
         }
         {
           std::lock_guard lock(mu_);
@@ -237,10 +238,7 @@ void KubeShardMapStore::remember(const std::string& key, const std::string& vers
   {
     std::lock_guard lock(mu_);
     Known& known = maps_[key];
-    const auto isNamed = [&](const std::string& name) {
-      return std::any_of(named.begin(), named.end(),
-                         [&](const SegmentRef& r) { return r.name == name; });
-    };
+    const auto isNamed = [&](const std::string& name) { return namedIn(named, name); };
     if (wrote) {
       // Stored: whatever this replica knew of and the new version does not name is garbage
       // (what this write created, it names).
@@ -257,8 +255,7 @@ void KubeShardMapStore::remember(const std::string& key, const std::string& vers
   if (!dropped.empty()) collect(key, std::move(dropped));
 }
 
-// A write that failed may still have been stored (a timeout); its segments are garbage only once
-// a later stored version does not name them.
+// Nothing is reused after a failed write, and what it created waits for the next stored version.
 void KubeShardMapStore::forget(const std::string& key, const std::set<std::string>& created) {
   std::lock_guard lock(mu_);
   Known& known = maps_[key];
@@ -290,10 +287,9 @@ void KubeShardMapStore::listOnce(const std::string& ns, const std::string& name)
                    for (const json& item : list->value("items", json::array())) {
                      const std::string segment =
                          item.value("metadata", json::object()).value("name", "");
-                     const bool isNamed =
-                         std::any_of(known.named.begin(), known.named.end(),
-                                     [&](const SegmentRef& r) { return r.name == segment; });
-                     if (!segment.empty() && !isNamed) known.unnamed.insert(segment);
+                     if (!segment.empty() && !namedIn(known.named, segment)) {
+                       known.unnamed.insert(segment);
+                     }
                    }
                  }));
 }
@@ -304,11 +300,7 @@ void KubeShardMapStore::collect(const std::string& key, std::set<std::string> na
     for (const std::string& name : names) {
       {
         std::lock_guard lock(mu_);
-        const Known& known = maps_[key];
-        if (std::any_of(known.named.begin(), known.named.end(),
-                        [&](const SegmentRef& r) { return r.name == name; })) {
-          continue;
-        }
+        if (namedIn(maps_[key].named, name)) continue;
       }
       api_.callAsync(kube::deleteRequest(kube::resources::kShardMapSegments, ns, name),
                      lifetime_.guard([this, key, ns, name](StatusOr<json> r) {

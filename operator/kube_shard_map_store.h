@@ -76,6 +76,7 @@ class KubeShardMapStore final : public ShardMapStore {
     Callback done;
   };
   void put(Write w);
+  void failed(const Write& w, const Status& error);
   bool schemaChecked(const std::string& key);
   void checkSchema(Write w);
   StatusOr<sharding::ShardMap> written(const std::string& key, nlohmann::json stored,

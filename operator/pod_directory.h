@@ -19,11 +19,11 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "sharding/shard_map.h"
 
 namespace kshard::manager {
 
-// Label on every pod of a ShardMap (set by the injector); its value is the ShardMap's name.
-inline constexpr char kShardMapLabel[] = "kshard.io/shard-map";
+using sharding::kShardMapLabel;
 // Annotation giving the shard count of a ShardMap the operator creates for a pod.
 inline constexpr char kShardsAnnotation[] = "kshard.io/shards";
 // Annotation the injector puts on every pod it injected (operator/sidecar_injector.cc).

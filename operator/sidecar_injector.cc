@@ -19,7 +19,6 @@ constexpr char kShardMapAnnotation[] = "kshard.io/shard-map";
 constexpr char kAppPortAnnotation[] = "kshard.io/app-port";
 constexpr char kVersionLabelAnnotation[] = "kshard.io/version-label";
 constexpr char kInjectedAnnotation[] = "kshard.io/injected";
-constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 constexpr char kDefaultVersionLabel[] = "app.kubernetes.io/version";
 
 std::optional<std::string> stringAt(const json& obj, std::initializer_list<const char*> path) {
@@ -328,11 +327,12 @@ StatusOr<InjectionTarget> injectionTarget(const json& pod, const std::string& ns
 void addShardMapLabel(json& patch, const json& metadata, const std::string& shardMap,
                       bool nativeSidecar) {
   if (!metadata.contains("labels") || !metadata["labels"].is_object()) {
-    patch.push_back(
-        {{"op", "add"}, {"path", "/metadata/labels"}, {"value", {{kShardMapLabel, shardMap}}}});
+    patch.push_back({{"op", "add"},
+                     {"path", "/metadata/labels"},
+                     {"value", {{sharding::kShardMapLabel, shardMap}}}});
   } else {
     patch.push_back({{"op", "add"},
-                     {"path", "/metadata/labels/" + jsonPointerEscape(kShardMapLabel)},
+                     {"path", "/metadata/labels/" + jsonPointerEscape(sharding::kShardMapLabel)},
                      {"value", shardMap}});
   }
   patch.push_back({{"op", "add"},

@@ -24,6 +24,9 @@ namespace kshard::sharding {
 
 inline constexpr char kShardMapApiVersion[] = "kshard.io/v1alpha1";
 inline constexpr char kShardMapKind[] = "ShardMap";
+// Label on every pod of a ShardMap (set by the injector) and on its segments; its value is the
+// ShardMap's name.
+inline constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 
 inline constexpr Duration kMinOwnershipLease = std::chrono::seconds(3);
 

@@ -18,7 +18,6 @@ using nlohmann::json;
 // The status members that move into segments, in the order they are laid out.
 constexpr const char* kArrays[] = {"pods", "assignments"};
 constexpr char kUnassigned[] = "unassigned";
-constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 // Names: the map's name (at most this long) and "-s" and this many hex digits of the address.
 constexpr std::size_t kNamePrefix = 200;
 constexpr std::size_t kNameDigits = 24;

@@ -35,6 +35,9 @@ inline constexpr std::string_view kIncarnationHeader = "Kshard-Incarnation";
 // refuses a message whose number is not above that of the stop it last answered for the entity:
 // the message reached it after the stop, though it was sent before (its answer was given up).
 inline constexpr std::string_view kTurnHeader = "Kshard-Turn";
+// On the app's answer to a message or a start: "true" asks the sidecar to stop the entity after
+// that turn (a remembered entity is forgotten first). Ignored for singletons.
+inline constexpr std::string_view kPassivateHeader = "Kshard-Passivate";
 // A client's key for one logical request, passed through unchanged to the app, which may use it
 // to recognise a retry of a request it already applied (kshard never retries a message that may
 // have reached the app; a caller that retries after OutcomeUnknown should send one).

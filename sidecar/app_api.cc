@@ -45,6 +45,13 @@ void AppApi::send(http::Request&& request, http::Responder&& responder) {
     responder.send(sidecarError(400, errors::kBadRequest, s.message()));
     return;
   }
+  // Reserved, so that no entity of the app's shares a singleton's name and shard.
+  if (m.key.type == kSingletonEntityType) {
+    responder.send(sidecarError(400, errors::kBadRequest,
+                                "entity type: " + std::string(kSingletonEntityType) +
+                                    " is reserved for singletons (POST /v1/singletons/{name})"));
+    return;
+  }
   const auto modeText = request.queryParam("mode");
   const auto mode = modeText ? parseMode(*modeText) : std::optional(DeliveryMode::kAsk);
   if (!mode) {

@@ -13,6 +13,11 @@ std::chrono::milliseconds toMillis(Duration d) {
 }  // namespace
 
 std::string entityCallbackPath(const EntityKey& key) {
+  if (key.type == kSingletonEntityType) {
+    std::string path = "/kshard/singletons/";
+    http::appendPercentEncoded(path, key.id);
+    return path;
+  }
   return entityPath("/kshard/entities/", key);
 }
 
@@ -109,6 +114,28 @@ void AppHost::stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
       done(unavailable("stop callback answered " + std::to_string(r->status)));
     } else {
       done({});
+    }
+  });
+}
+
+void AppHost::start(const EntityKey& key, ShardId shard, Epoch epoch, std::uint64_t turn,
+                    StartCallback done) {
+  auto req = callback(entityCallbackPath(key) + "/start", deliverTimeout_);
+  if (!req) {
+    done(unavailable("the ownership lease has run out: start not sent"));
+    return;
+  }
+  req->headers.set(std::string(protocol::kShardHeader), std::to_string(shard));
+  req->headers.set(std::string(protocol::kEpochHeader), std::to_string(epoch));
+  addIncarnation(req->headers);
+  if (turn != 0) req->headers.addParsed(protocol::kTurnHeader, std::to_string(turn));
+  client_.send(std::move(*req), [done = std::move(done)](StatusOr<http::Response> r) mutable {
+    if (!r.ok()) {
+      done(r.status().withContext("start callback"));
+    } else if (r->status < 200 || r->status >= 300) {
+      done(unavailable("start callback answered " + std::to_string(r->status)));
+    } else {
+      done(std::move(r));
     }
   });
 }

@@ -2,10 +2,13 @@
 // (DESIGN.md "App callbacks"):
 //   POST /kshard/entities/{type}/{id}       one message; any status and body go back unchanged
 //   POST /kshard/entities/{type}/{id}/stop  2xx once the entity's state is safe
+//   POST /kshard/entities/{type}/{id}/start 2xx once a kept-active entity runs (no message)
+//   POST /kshard/singletons/{name}[/start|/stop]  the same three for a singleton (the entities
+//                                           of type kSingletonEntityType)
 //   POST /kshard/reset                      2xx once the app holds no entity (each stopped
 //                                           and saved as by the stop callback)
-// Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode; every callback
-// carries Kshard-Incarnation, this sidecar process.
+// Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode, starts the first
+// two; every callback carries Kshard-Incarnation, this sidecar process.
 #pragma once
 
 #include <chrono>
@@ -35,6 +38,8 @@ class AppHost final : public EntityHost {
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
   void stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
             std::function<void(Status)> done) override;
+  void start(const EntityKey& key, ShardId shard, Epoch epoch, std::uint64_t turn,
+             StartCallback done) override;
 
   // Asks the app to stop every entity it holds: a sidecar that (re)starts does not know which
   // entities its app still runs from before, so it asks this before it takes any shard.
@@ -60,7 +65,8 @@ class AppHost final : public EntityHost {
   std::function<SteadyTime()> deadline_;
 };
 
-// The path of an entity callback: "/kshard/entities/{type}/{id}" with both parts percent-encoded.
+// The path of an entity callback: "/kshard/entities/{type}/{id}" with both parts percent-encoded,
+// or "/kshard/singletons/{name}" for a singleton.
 std::string entityCallbackPath(const EntityKey& key);
 
 // True for headers that describe one hop (connection management, framing) and are not passed

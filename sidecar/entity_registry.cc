@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sidecar/entity_recorder.h"
+
 namespace kshard::sidecar {
 namespace {
 
@@ -73,6 +75,8 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
   // mailbox and no deferred action.
   Entity* direct = nullptr;
   Epoch directEpoch = 0;
+  // A tell for an entity whose record is pending is answered once it is recorded.
+  bool held = false;
   {
     std::lock_guard lock(mu_);
     auto sit = shards_.find(message.shard);
@@ -86,17 +90,12 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
                 pendingTellBytes_ + message.body.size() > options_.maxPendingTellBytes)) {
       refusal = Refusal::kTellBacklog;
     } else {
-      if (eit == entities_.end()) {
-        eit = entities_.try_emplace(message.key).first;
-        eit->second.key = &eit->first;
-        eit->second.shard = message.shard;
-        eit->second.lastActive = scheduler_.clock().now();
-        std::size_t& typeCount = typeCounts_.try_emplace(message.key.type, 0).first->second;
-        ++typeCount;
-        eit->second.typeCount = &typeCount;
-        ++sit->second.entities;
-      }
-      Entity& e = eit->second;
+      Entity& e = eit != entities_.end()
+                      ? eit->second
+                      : createEntityLocked(message.key, message.shard, sit->second);
+      // A new entity of a remembered type is recorded before its first turn.
+      if (eit == entities_.end() && recorder_ != nullptr && recorder_->remembered(e.key->type))
+        e.needsRecord = true;
       if (e.mailbox.size() >= options_.maxMailbox) {
         refusal = Refusal::kOverloaded;
       } else {
@@ -105,14 +104,16 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
           ++pendingTells_;
           pendingTellBytes_ += message.body.size();
         }
-        if (!e.busy && e.mailbox.empty()) {
+        if (!e.busy && e.mailbox.empty() && !e.needsRecord) {
           markBusyLocked(e);
           if (tell) e.tellBytes = static_cast<std::uint32_t>(message.body.size());
           direct = &e;
           directEpoch = sit->second.epoch;
           message.turn = nextTurnLocked(e);
         } else {
-          e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done)});
+          held = tell && e.needsRecord;
+          e.mailbox.push(Pending{std::move(message), tell ? nullptr : std::move(done),
+                                 held ? std::move(done) : nullptr});
           if (!e.busy) startNextLocked(e, actions);
         }
       }
@@ -120,7 +121,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
   }
   if (refusal) {
     done(DeliveryOutcome{refusal, http::Response{}});
-  } else if (tell) {
+  } else if (tell && !held) {
     done(DeliveryOutcome{std::nullopt, acceptedResponse()});
   }
   if (direct != nullptr) {
@@ -130,9 +131,19 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
 }
 
 void EntityRegistry::startNextLocked(Entity& e, Actions& out) {
+  // A kept-active entity's start turn comes before its messages; a remembered entity's record
+  // before its first turn.
+  if (startOwedLocked(e)) {
+    beginStartLocked(e, out);
+    return;
+  }
   // A queued message reaches the app only while the lease runs: after that, another pod may own
   // the shard, so what is left in the mailbox is refused (the sender tries the next owner).
   while (!e.mailbox.empty()) {
+    if (deliveringLocked() && e.needsRecord) {
+      beginRecordLocked(e, out);
+      return;
+    }
     if (deliveringLocked()) {
       startTurnLocked(e, e.mailbox.take(), out);
       return;
@@ -186,6 +197,7 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
       if (!result.ok() && (failedTells = tellFailureLog_.occur(now)) > 0) failedTell = *e.key;
     }
     if (result.ok()) e.stopFailures = 0;  // the app answers
+    notePassivationLocked(e, result);
     if (auto sit = shards_.find(e.shard); sit != shards_.end())
       sit->second.busy += now - e.lastActive;
     e.busy = false;
@@ -204,13 +216,18 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
 }
 
 void EntityRegistry::afterTurnLocked(Entity& e, Actions& out) {
-  if (!e.mailbox.empty()) {
+  if (e.afterTurn == kPassivateAfterTurn) {
+    beginPassivationLocked(e, out);
+  } else if (e.afterTurn == kStopAfterTurn) {
+    e.afterTurn = kContinue;
+    beginStopLocked(e, mustStopLocked(e.shard), out);
+  } else if (!e.mailbox.empty() || startOwedLocked(e)) {
     startNextLocked(e, out);
   } else if (mustStopLocked(e.shard)) {
     beginStopLocked(e, true, out);
-  } else {
+  } else if (!e.pinned) {
     // Idle: at the back of the idle list. The sweep armed for the front fires no later than
-    // this entity is due, so it is armed only when none is.
+    // this entity is due, so it is armed only when none is. A pinned entity is never in it.
     idle_.pushBack(e);
     if (options_.idleTimeout > Duration::zero())
       armSweepLocked(e.lastActive + options_.idleTimeout);

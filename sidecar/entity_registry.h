@@ -26,6 +26,15 @@
 // server can serve, which is what lets the operator move the shards of a pod whose object
 // vanished while its processes may still run.
 //
+// Entities that run without a message (sidecar/entity_registry_pinned.cc): keepActive starts an
+// entity with a start turn (EntityHost::start) and pins it: a pinned entity is never passivated
+// for idleness, but it stops like any other on a handoff, the drain and the lease's fence (the
+// single-owner rule does not bend for it). Listeners (addShardsTakenListener) hear when this pod
+// takes shards, and answer with keepActive. Singletons are pinned entities of the reserved type
+// kSingletonEntityType; remembered entities are recorded through an EntityRecorder
+// (sidecar/entity_recorder.h) before their first turn. An app's answer carrying
+// Kshard-Passivate: true stops the entity after that turn (forgotten first, if remembered).
+//
 // Thread-safe. Callbacks into the EntityHost and completion callbacks run without the lock held.
 // Lifetime: destroy the registry only after the EntityHost and the Scheduler have stopped calling
 // back into it (the destructor cancels the registry's own timers).
@@ -85,6 +94,7 @@ struct Message {
 // The app, as the registry sees it. Implementations answer each call exactly once, from any thread.
 class EntityHost {
  public:
+  using StartCallback = UniqueFunction<void(StatusOr<http::Response>&&)>;
   virtual ~EntityHost() = default;
   // Delivers one message; `epoch` is the fencing token of this pod's ownership of the shard.
   virtual void deliver(Message message, Epoch epoch,
@@ -93,7 +103,19 @@ class EntityHost {
   // sent to it (a message of a lower or equal number reaching the app later is refused there).
   virtual void stop(const EntityKey& key, ShardId shard, std::uint64_t lastTurn,
                     std::function<void(Status)> done) = 0;
+  // Starts an entity without a message (a start turn of number `turn`). OK with the app's 2xx
+  // answer (whose headers may ask for passivation), an error for anything else. The default
+  // answers Unimplemented: a host that cannot start entities keeps none pinned.
+  virtual void start(const EntityKey& key, ShardId shard, Epoch epoch, std::uint64_t turn,
+                     StartCallback done);
 };
+
+// The entity type of singletons (spec.singletons): a singleton named S is the entity
+// {kSingletonEntityType, S} on the shard of S. The app API refuses it as an entity type, so no
+// app entity shares it; AppHost maps it to the /kshard/singletons/{name} callbacks.
+inline constexpr std::string_view kSingletonEntityType = "kshard.io/singleton";
+
+class EntityRecorder;
 
 // Why a message was not accepted. The sender retries kNotOwned and kDraining elsewhere or later.
 enum class Refusal {
@@ -203,6 +225,28 @@ class EntityRegistry {
   std::vector<std::pair<std::string, std::size_t>> activeEntitiesByType() const;
   bool draining() const;
 
+  // Entities that run without a message (sidecar/entity_registry_pinned.cc).
+  //
+  // Makes `key` active now, if this pod owns `shard` (owned, not handing off, not fenced by the
+  // lease, not draining): an absent entity is created pinned and started with a start turn
+  // (EntityHost::start; messages arriving meanwhile wait behind it); a present one is pinned. A
+  // failed start is tried again, with backoff, while the shard stays owned. False when the pod
+  // does not own the shard (nothing done). `key.id` must lie on `shard`.
+  bool keepActive(EntityKey key, ShardId shard);
+  // The entity is no longer kept active: with `stop`, it stops after its current turn (no
+  // forgotten() call); without, it passivates when idle like any entity.
+  void unpin(const EntityKey& key, bool stop);
+  bool pinned(const EntityKey& key) const;
+  // Called under no lock, with the shards newly taken and their epoch (once per epoch), each
+  // time entities may run again on shards: an assign (commanded or from the map) takes shards
+  // or takes back shards it was handing off, a renewal lifts the lease's fence, an undrain.
+  // Listeners answer with keepActive. Add listeners before the registry is used.
+  using ShardsTakenListener = std::function<void(std::vector<ShardId> shards, Epoch epoch)>;
+  void addShardsTakenListener(ShardsTakenListener listener);
+  // Remembered entities (sidecar/entity_recorder.h); null: none. Set before the registry is
+  // used; `recorder` outlives it.
+  void setRecorder(EntityRecorder* recorder);
+
   // The owned shards' load: the messages accepted and the app's time on the turns that ended
   // since the last sample, as rates folded into averages that decay with `halfLife` (weighted by
   // the time between samples, whatever their spacing), and each shard's active entities, by
@@ -215,7 +259,10 @@ class EntityRegistry {
  private:
   struct Pending {
     Message message;
-    DeliveryCallback done;  // empty for tell (already answered)
+    DeliveryCallback done;  // empty for tell (already answered) and for a start
+    // A tell taken while its entity's record is pending (EntityRecorder::started): answered
+    // 202 once it is recorded, refused if the record fails.
+    DeliveryCallback heldAck;
   };
   // An entity's waiting messages. Empty most of the time (a message for an idle entity goes
   // straight to the app), so the queue exists only while messages wait: a std::deque allocates
@@ -229,6 +276,11 @@ class EntityRegistry {
     void push(Pending p) {
       if (queue_ == nullptr) queue_ = std::make_unique<std::deque<Pending>>();
       queue_->push_back(std::move(p));
+    }
+    template <typename F>
+    void forEach(F&& f) {
+      if (queue_ != nullptr)
+        for (Pending& p : *queue_) f(p);
     }
     // The oldest message; the mailbox must not be empty.
     Pending take() {
@@ -260,6 +312,20 @@ class EntityRegistry {
     // Stop calls that failed in a row (capped), for the retry's backoff; 0 once the app answers
     // a message.
     std::uint8_t stopFailures = 0;
+    // Pinned: kept active (keepActive, a remembered entity recorded); never passivated for
+    // idleness, and not in the idle list.
+    bool pinned = false;
+    // Start turns that failed in a row (capped), for the retry's backoff.
+    std::uint8_t startFailures = 0;
+    // needsStart: kept active, and no start turn has succeeded since it was (re)started: one
+    // runs before its next message; startBackoff: the last start failed and its retry is not
+    // due yet (messages go to the app meanwhile, as to any entity); needsRecord: a remembered
+    // entity not (or no longer) recorded: its next message waits for EntityRecorder::started;
+    // afterTurn: what the current turn's end does before anything else (AfterTurn).
+    std::uint8_t needsStart : 1 = 0;
+    std::uint8_t startBackoff : 1 = 0;
+    std::uint8_t needsRecord : 1 = 0;
+    std::uint8_t afterTurn : 2 = 0;
     std::uint64_t lastTurn = 0;  // the turn number of its last message (Message::turn)
     // When its last turn ended; while busy, when the current turn (or its stop) began.
     SteadyTime lastActive{};
@@ -279,6 +345,8 @@ class EntityRegistry {
     void remove(Entity& e);  // nothing when `e` is not in this list
   };
   enum ListId : std::uint8_t { kInNoList = 0, kIdleList, kHandoffStops, kPassivationStops };
+  // Entity::afterTurn: stop (unpin), or forget then stop (the app asked, Kshard-Passivate).
+  enum AfterTurn : std::uint8_t { kContinue = 0, kStopAfterTurn, kPassivateAfterTurn };
   // A caller waiting for shards to be released (an unassign or the drain).
   struct Handoff {
     std::vector<ShardId> shards;
@@ -347,6 +415,32 @@ class EntityRegistry {
   void onHandoffDeadline(const std::shared_ptr<Handoff>& handoff);
   static void run(Actions& actions);
 
+  // Entities that run without a message (entity_registry_pinned.cc).
+  Entity& createEntityLocked(const EntityKey& key, ShardId id, Shard& shard);
+  // Whether entities of `shard` may start now: owned, not fenced, not draining.
+  bool canRunLocked(ShardId shard) const;
+  // A start turn is owed and may run now.
+  bool startOwedLocked(const Entity& e) const {
+    return e.needsStart && !e.startBackoff && canRunLocked(e.shard);
+  }
+  // Starts the start turn (the entity is idle).
+  void beginStartLocked(Entity& e, Actions& out);
+  void onStarted(Entity& e, StatusOr<http::Response> result);
+  void scheduleStartRetryLocked(Entity& e);
+  // The app's answer asks to passivate the entity (Kshard-Passivate: true); ignored for
+  // singletons.
+  void notePassivationLocked(Entity& e, const StatusOr<http::Response>& result);
+  // An entity that must be recorded before its next turn: asks the recorder.
+  void beginRecordLocked(Entity& e, Actions& out);
+  void onRecorded(Entity& e, Status result);
+  // The entity is recorded: the tells held for it are answered 202.
+  void releaseHeldAcksLocked(Entity& e, Actions& out);
+  // Forgotten (if remembered), then stopped: the app asked.
+  void beginPassivationLocked(Entity& e, Actions& out);
+  void onForgotten(Entity& e, Status result);
+  void notifyShardsTakenLocked(std::vector<std::pair<ShardId, Epoch>> taken, Actions& out);
+  void notifyAllOwnedLocked(Actions& out);
+
   EntityHost& host_;
   Scheduler& scheduler_;
   EntityRegistryOptions options_;  // idleTimeout under mu_
@@ -391,6 +485,9 @@ class EntityRegistry {
   bool sweepArmed_ = false;
   SteadyTime sweepDue_{};
   std::uint64_t sweepSeq_ = 0;
+  std::vector<ShardsTakenListener> takenListeners_;
+  EntityRecorder* recorder_ = nullptr;
+  LogThrottle startFailureLog_{std::chrono::seconds(5)};
 };
 
 }  // namespace kshard::sidecar

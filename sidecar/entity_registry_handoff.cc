@@ -10,36 +10,43 @@ namespace kshard::sidecar {
 std::vector<ShardId> EntityRegistry::assign(const std::vector<ShardId>& shards, Epoch epoch,
                                             bool fromMap) {
   std::vector<ShardId> refused;
-  std::lock_guard lock(mu_);
-  for (ShardId s : shards) {
-    // A draining pod takes no shard: it is about to leave, and whatever it accepted now it
-    // would have to hand off again at once.
-    if (draining_) {
-      refused.push_back(s);
-      continue;
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<ShardId, Epoch>> taken;  // newly owned, or taken back
+    for (ShardId s : shards) {
+      // A draining pod takes no shard: it is about to leave, and whatever it accepted now it
+      // would have to hand off again at once.
+      if (draining_) {
+        refused.push_back(s);
+        continue;
+      }
+      // Epoch fence: an unassign as of a newer epoch was processed, so this assign was sent
+      // before it and arrives late. Taking the shard would make two owners.
+      if (auto f = fences_.find(s);
+          f != fences_.end() && (epoch < f->second || (fromMap && epoch == f->second))) {
+        refused.push_back(s);
+        continue;
+      }
+      auto [it, inserted] = shards_.try_emplace(s);
+      Shard& shard = it->second;
+      if (inserted) shard.measuredSince = scheduler_.clock().now();
+      if (inserted || shard.state == ShardState::kHandingOff) {
+        shard.state = ShardState::kOwned;
+        shard.epoch = epoch;
+        taken.emplace_back(s, epoch);
+      } else {
+        shard.epoch = std::max(shard.epoch, epoch);
+      }
     }
-    // Epoch fence: an unassign as of a newer epoch was processed, so this assign was sent
-    // before it and arrives late. Taking the shard would make two owners.
-    if (auto f = fences_.find(s);
-        f != fences_.end() && (epoch < f->second || (fromMap && epoch == f->second))) {
-      refused.push_back(s);
-      continue;
+    if (!refused.empty()) {
+      log_.warn("assign refused", {{"shards", static_cast<std::uint64_t>(refused.size())},
+                                   {"epoch", epoch},
+                                   {"draining", draining_}});
     }
-    auto [it, inserted] = shards_.try_emplace(s);
-    Shard& shard = it->second;
-    if (inserted) shard.measuredSince = scheduler_.clock().now();
-    if (inserted || shard.state == ShardState::kHandingOff) {
-      shard.state = ShardState::kOwned;
-      shard.epoch = epoch;
-    } else {
-      shard.epoch = std::max(shard.epoch, epoch);
-    }
+    if (!taken.empty()) notifyShardsTakenLocked(std::move(taken), actions);
   }
-  if (!refused.empty()) {
-    log_.warn("assign refused", {{"shards", static_cast<std::uint64_t>(refused.size())},
-                                 {"epoch", epoch},
-                                 {"draining", draining_}});
-  }
+  run(actions);
   return refused;
 }
 
@@ -176,10 +183,15 @@ bool EntityRegistry::handingOffLocked(ShardId shard) const {
 }
 
 void EntityRegistry::undrain() {
-  std::lock_guard lock(mu_);
-  if (!draining_) return;
-  draining_ = false;
-  log_.info("drain undone: taking entities and shards again");
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    if (!draining_) return;
+    draining_ = false;
+    log_.info("drain undone: taking entities and shards again");
+    notifyAllOwnedLocked(actions);
+  }
+  run(actions);
 }
 
 bool EntityRegistry::owns(ShardId shard) const {

@@ -5,6 +5,12 @@
 namespace kshard::sidecar {
 
 void EntityRegistry::refuseQueuedLocked(Pending p, Actions& out) {
+  if (p.heldAck) {
+    // A tell not answered yet (its entity's record was pending): refused, the sender retries.
+    --pendingTells_;
+    pendingTellBytes_ -= p.message.body.size();
+    p.done = std::move(p.heldAck);
+  }
   if (p.done) {
     out.push_back([done = std::move(p.done)]() mutable {
       done(DeliveryOutcome{Refusal::kNotOwned, http::Response{}});
@@ -17,7 +23,9 @@ void EntityRegistry::refuseQueuedLocked(Pending p, Actions& out) {
   ++droppedTells_;
   if (const std::uint64_t n = fenceDropLog_.occur(scheduler_.clock().now())) {
     log_.warn("tell dropped: the ownership lease ran out before it reached the app",
-              {{"type", p.message.key.type}, {"id", p.message.key.id}, {"failures", n},
+              {{"type", p.message.key.type},
+               {"id", p.message.key.id},
+               {"failures", n},
                {"dropped_total", droppedTells_}});
   }
 }
@@ -31,29 +39,42 @@ bool EntityRegistry::deliveringLocked() const {
 }
 
 void EntityRegistry::setLeaseDuration(Duration duration) {
-  std::lock_guard lock(mu_);
-  if (duration == lease_.duration()) return;
-  lease_.setDuration(duration);
-  publishDeadlineLocked();
-  armFenceLocked();
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    if (duration == lease_.duration()) return;
+    const bool wasAccepting = acceptingLocked();
+    lease_.setDuration(duration);
+    publishDeadlineLocked();
+    armFenceLocked();
+    if (!wasAccepting && acceptingLocked()) notifyAllOwnedLocked(actions);
+  }
+  run(actions);
 }
 
 void EntityRegistry::publishDeadlineLocked() {
-  const Duration::rep until = !lease_.enabled()   ? Duration::max().count()
+  const Duration::rep until = !lease_.enabled()    ? Duration::max().count()
                               : lease_.confirmed() ? lease_.until().time_since_epoch().count()
                                                    : 0;
   appDeadline_.store(until, std::memory_order_release);
 }
 
 void EntityRegistry::renewLease(SteadyTime sentAt) {
-  std::lock_guard lock(mu_);
-  if (!lease_.renew(sentAt)) return;
-  publishDeadlineLocked();
-  if (fenced_ && lease_.acceptsAt(scheduler_.clock().now())) {
-    fenced_ = false;
-    log_.info("ownership confirmed again; delivering messages");
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    const bool wasAccepting = acceptingLocked();
+    if (!lease_.renew(sentAt)) return;
+    publishDeadlineLocked();
+    if (fenced_ && lease_.acceptsAt(scheduler_.clock().now())) {
+      fenced_ = false;
+      log_.info("ownership confirmed again; delivering messages");
+    }
+    armFenceLocked();
+    // The first confirmation, or one that lifts the fence: entities may run again.
+    if (!wasAccepting && acceptingLocked()) notifyAllOwnedLocked(actions);
   }
-  armFenceLocked();
+  run(actions);
 }
 
 bool EntityRegistry::leaseValid() const {

@@ -171,7 +171,13 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
     while (!e.mailbox.empty() && !deliveringLocked()) {
       refuseQueuedLocked(e.mailbox.take(), out);
     }
-    if (!e.mailbox.empty()) {
+    // A pinned entity stopped while its shard may run again (the fence lifted, the shard taken
+    // back during its handoff) is started again.
+    if (e.pinned && canRunLocked(e.shard)) {
+      e.needsStart = true;
+      e.startBackoff = false;
+    }
+    if (!e.mailbox.empty() || startOwedLocked(e)) {
       startNextLocked(e, out);
     } else {
       removeEntityLocked(key, out);

@@ -22,6 +22,13 @@ class HeldHost : public EntityHost {
     std::function<void(Status)> done;
     std::uint64_t lastTurn = 0;
   };
+  struct Start {
+    EntityKey key;
+    ShardId shard;
+    Epoch epoch;
+    std::uint64_t turn;
+    StartCallback done;
+  };
 
   void deliver(Message message, Epoch epoch,
                UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
@@ -30,6 +37,26 @@ class HeldHost : public EntityHost {
   void stop(const EntityKey& key, ShardId, std::uint64_t lastTurn,
             std::function<void(Status)> done) override {
     stops.push_back({key, std::move(done), lastTurn});
+  }
+
+  void start(const EntityKey& key, ShardId shard, Epoch epoch, std::uint64_t turn,
+             StartCallback done) override {
+    starts.push_back({key, shard, epoch, turn, std::move(done)});
+  }
+
+  // Answers the oldest held start: 200 (with Kshard-Passivate when `passivate`), or `error`.
+  void completeStart(Status error = {}, bool passivate = false) {
+    ASSERT_FALSE(starts.empty()) << "no start is held at the app";
+    Start s = std::move(starts.front());
+    starts.pop_front();
+    if (!error.ok()) {
+      s.done(std::move(error));
+      return;
+    }
+    http::Response r;
+    r.status = 200;
+    if (passivate) r.headers.set(std::string(protocol::kPassivateHeader), "true");
+    s.done(std::move(r));
   }
 
   // Answers the oldest held delivery with `status` and the message body echoed back.
@@ -51,6 +78,7 @@ class HeldHost : public EntityHost {
 
   std::deque<Delivery> deliveries;
   std::deque<Stop> stops;
+  std::deque<Start> starts;
 };
 
 }  // namespace kshard::sidecar::testing

@@ -1,0 +1,475 @@
+// Entities that run without a message (sidecar/entity_registry_pinned.cc): keepActive and its
+// start turns, pinned entities, the shards-taken listeners, the recorder of remembered entities
+// and the passivation an app asks for.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <set>
+
+#include "sidecar/entity_recorder.h"
+#include "sidecar/entity_registry.h"
+#include "tests/sidecar/held_host.h"
+
+namespace kshard::sidecar {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+using testing::HeldHost;
+
+// A recorder whose calls are held until the test answers them.
+class HeldRecorder final : public EntityRecorder {
+ public:
+  struct Call {
+    EntityKey key;
+    ShardId shard;
+    Epoch epoch;
+    std::function<void(Status)> done;
+  };
+  bool remembered(const std::string& type) override { return types.count(type) > 0; }
+  void started(const EntityKey& key, ShardId shard, Epoch epoch,
+               std::function<void(Status)> done) override {
+    starts.push_back({key, shard, epoch, std::move(done)});
+  }
+  void forgotten(const EntityKey& key, ShardId shard, Epoch epoch,
+                 std::function<void(Status)> done) override {
+    forgets.push_back({key, shard, epoch, std::move(done)});
+  }
+  static void complete(std::deque<Call>& calls, Status st = {}) {
+    ASSERT_FALSE(calls.empty()) << "no recorder call is held";
+    Call c = std::move(calls.front());
+    calls.pop_front();
+    c.done(std::move(st));
+  }
+
+  std::set<std::string> types{"counter"};
+  std::deque<Call> starts;
+  std::deque<Call> forgets;
+};
+
+struct Outcomes {
+  std::vector<DeliveryOutcome> got;
+  EntityRegistry::DeliveryCallback callback() {
+    return [this](DeliveryOutcome o) { got.push_back(std::move(o)); };
+  }
+};
+
+Message msg(const std::string& id, ShardId shard, DeliveryMode mode = DeliveryMode::kAsk) {
+  Message m;
+  m.key = {"counter", id};
+  m.shard = shard;
+  m.mode = mode;
+  m.body = "m";
+  return m;
+}
+
+const EntityKey kTicker{std::string(kSingletonEntityType), "ticker"};
+const EntityKey kA{"counter", "a"};
+
+class PinnedEntityTest : public ::testing::Test {
+ protected:
+  PinnedEntityTest() : registry_(host_, scheduler_, options(), Logger("test", LogLevel::kError)) {}
+
+  static EntityRegistryOptions options() {
+    EntityRegistryOptions o;
+    o.idleTimeout = seconds(60);
+    o.maxMailbox = 10;
+    return o;
+  }
+  SteadyTime now() const { return scheduler_.clock().now(); }
+  // Answers the oldest held delivery 200, with Kshard-Passivate: true.
+  void completeDeliveryAskingPassivation() {
+    ASSERT_FALSE(host_.deliveries.empty());
+    HeldHost::Delivery d = std::move(host_.deliveries.front());
+    host_.deliveries.pop_front();
+    http::Response r;
+    r.status = 200;
+    r.headers.set(std::string(protocol::kPassivateHeader), "true");
+    d.done(std::move(r));
+  }
+  // The listener a SingletonKeeper would add: keeps `key` active when its shard is taken.
+  void keepOnTaken(EntityKey key, ShardId shard) {
+    registry_.addShardsTakenListener([this, key, shard](std::vector<ShardId> shards, Epoch epoch) {
+      taken_.emplace_back(shards, epoch);
+      if (std::find(shards.begin(), shards.end(), shard) != shards.end())
+        registry_.keepActive(key, shard);
+    });
+  }
+  bool released(ShardId shard, Epoch epoch) {
+    bool done = false;
+    registry_.unassign({shard}, epoch, seconds(300),
+                       [&done](std::vector<ShardId> busy) { done = busy.empty(); });
+    return done;
+  }
+
+  HeldHost host_;
+  ManualScheduler scheduler_;
+  EntityRegistry registry_;
+  Outcomes out_;
+  std::vector<std::pair<std::vector<ShardId>, Epoch>> taken_;
+};
+
+TEST_F(PinnedEntityTest, KeepActiveStartsAnEntityWithoutAMessage) {
+  ASSERT_THAT(registry_.assign({7}, 3), IsEmpty());
+  EXPECT_TRUE(registry_.keepActive(kA, 7));
+  ASSERT_EQ(host_.starts.size(), 1u);
+  EXPECT_EQ(host_.starts[0].key, kA);
+  EXPECT_EQ(host_.starts[0].shard, 7);
+  EXPECT_EQ(host_.starts[0].epoch, 3u);
+  EXPECT_GT(host_.starts[0].turn, 0u);
+  EXPECT_TRUE(host_.deliveries.empty());
+  EXPECT_EQ(registry_.activeEntities(), 1u);
+  EXPECT_TRUE(registry_.pinned(kA));
+  host_.completeStart();
+  EXPECT_TRUE(registry_.keepActive(kA, 7));
+  EXPECT_TRUE(host_.starts.empty()) << "an active entity was started again";
+}
+
+TEST_F(PinnedEntityTest, MessagesWaitBehindTheStartTurn) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  registry_.deliver(msg("a", 7), out_.callback());
+  EXPECT_TRUE(host_.deliveries.empty()) << "a message reached the app during the start turn";
+  const std::uint64_t startTurn = host_.starts.front().turn;
+  host_.completeStart();
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  EXPECT_GT(host_.deliveries[0].message.turn, startTurn);
+  host_.completeDelivery();
+  EXPECT_EQ(out_.got.size(), 1u);
+}
+
+TEST_F(PinnedEntityTest, NoStartWhileTheShardIsNotOwned) {
+  EXPECT_FALSE(registry_.keepActive(kA, 7)) << "not assigned";
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("b", 7), out_.callback());  // keeps the shard handing off
+  registry_.unassign({7}, 2, seconds(30), [](std::vector<ShardId>) {});
+  EXPECT_FALSE(registry_.keepActive(kA, 7)) << "handing off";
+  host_.completeDelivery();
+  host_.completeStop();
+  EXPECT_FALSE(registry_.keepActive(kA, 7)) << "released";
+  EXPECT_TRUE(host_.starts.empty());
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(PinnedEntityTest, NoStartWhileTheLeaseIsFencedOrNotYetConfirmed) {
+  registry_.setLeaseDuration(seconds(30));
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  EXPECT_FALSE(registry_.keepActive(kA, 7)) << "no confirmation yet";
+  registry_.renewLease(now());
+  scheduler_.advance(seconds(23));  // past the fence (30 s - 7.5 s)
+  EXPECT_FALSE(registry_.keepActive(kA, 7)) << "fenced";
+  EXPECT_TRUE(host_.starts.empty());
+}
+
+TEST_F(PinnedEntityTest, FailedStartIsRetriedWithBackoffWhileOwned) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  host_.completeStart(unavailable("app down"));
+  EXPECT_TRUE(host_.starts.empty()) << "retried without waiting";
+  scheduler_.advance(milliseconds(200));
+  ASSERT_EQ(host_.starts.size(), 1u);
+  host_.completeStart(unavailable("app down"));
+  scheduler_.advance(milliseconds(200));
+  EXPECT_TRUE(host_.starts.empty()) << "the second retry did not back off";
+  scheduler_.advance(milliseconds(200));
+  ASSERT_EQ(host_.starts.size(), 1u);
+  // Messages are not held behind a start that keeps failing.
+  registry_.deliver(msg("a", 7), out_.callback());
+  EXPECT_TRUE(host_.deliveries.empty()) << "the start is at the app";
+  host_.completeStart(unavailable("app down"));
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  host_.completeDelivery();
+  scheduler_.advance(milliseconds(800));
+  ASSERT_EQ(host_.starts.size(), 1u) << "owed start not tried again after the message";
+  host_.completeStart();
+  scheduler_.advance(seconds(10));
+  EXPECT_TRUE(host_.starts.empty()) << "a start that succeeded was tried again";
+}
+
+TEST_F(PinnedEntityTest, StartRetryIsAbandonedWhenTheShardHandsOff) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  host_.completeStart(unavailable("app down"));
+  bool done = false;
+  registry_.unassign({7}, 2, seconds(30),
+                     [&done](std::vector<ShardId> busy) { done = busy.empty(); });
+  ASSERT_EQ(host_.stops.size(), 1u) << "the start may have reached the app: it is stopped";
+  host_.completeStop();
+  EXPECT_TRUE(done);
+  scheduler_.advance(seconds(30));
+  EXPECT_TRUE(host_.starts.empty()) << "started on a shard handed off";
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(PinnedEntityTest, PinnedEntitiesAreNeverPassivatedForIdleness) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  host_.completeStart();
+  registry_.deliver(msg("b", 7), out_.callback());
+  host_.completeDelivery();
+  registry_.keepActive({"counter", "b"}, 7);  // an entity a message started, pinned later
+  EXPECT_TRUE(host_.starts.empty()) << "an entity the app holds needs no start";
+  registry_.deliver(msg("c", 7), out_.callback());
+  host_.completeDelivery();
+  scheduler_.advance(minutes(10));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_EQ(host_.stops[0].key.id, "c") << "only the unpinned entity passivates";
+  host_.completeStop();
+  registry_.unpin(kA, false);
+  scheduler_.advance(seconds(60));
+  ASSERT_EQ(host_.stops.size(), 1u) << "an unpinned entity passivates again";
+  EXPECT_EQ(host_.stops[0].key, kA);
+}
+
+TEST_F(PinnedEntityTest, UnpinWithStopStopsAfterTheCurrentTurn) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  registry_.unpin(kA, true);
+  EXPECT_TRUE(host_.stops.empty()) << "stopped during its start turn";
+  host_.completeStart();
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(PinnedEntityTest, StoppedOnHandoffAndStartedAgainByTheListenerWhenRetaken) {
+  keepOnTaken(kTicker, 7);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  ASSERT_EQ(host_.starts.size(), 1u) << "the listener did not start it";
+  host_.completeStart();
+  EXPECT_FALSE(released(7, 2)) << "released before the pinned entity stopped";
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_EQ(host_.stops[0].key, kTicker);
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  ASSERT_THAT(registry_.assign({7}, 5), IsEmpty());
+  ASSERT_EQ(host_.starts.size(), 1u);
+  EXPECT_EQ(host_.starts[0].epoch, 5u);
+}
+
+TEST_F(PinnedEntityTest, StoppedOnDrainAndStartedAgainAfterUndrain) {
+  keepOnTaken(kTicker, 7);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  host_.completeStart();
+  bool drained = false;
+  registry_.drain(seconds(30), [&drained](bool complete) { drained = complete; });
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  EXPECT_TRUE(drained);
+  registry_.undrain();
+  ASSERT_THAT(registry_.assign({7}, 2), IsEmpty());
+  EXPECT_EQ(host_.starts.size(), 1u);
+}
+
+TEST_F(PinnedEntityTest, StoppedByTheLeaseFenceAndStartedAgainByTheRenewal) {
+  keepOnTaken(kTicker, 7);
+  registry_.setLeaseDuration(seconds(30));
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  EXPECT_TRUE(host_.starts.empty()) << "started before the lease was confirmed";
+  registry_.renewLease(now());
+  ASSERT_EQ(host_.starts.size(), 1u) << "the first confirmation did not start it";
+  host_.completeStart();
+  scheduler_.advance(seconds(23));
+  ASSERT_EQ(host_.stops.size(), 1u) << "the fence did not stop a pinned entity";
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  registry_.renewLease(now());
+  EXPECT_EQ(host_.starts.size(), 1u) << "the renewal that lifted the fence did not start it";
+}
+
+TEST_F(PinnedEntityTest, TheListenerHearsEveryWayShardsAreTaken) {
+  keepOnTaken(kTicker, 99);
+  ASSERT_THAT(registry_.assign({7, 8}, 1), IsEmpty());
+  ASSERT_THAT(taken_, ElementsAre(Pair(ElementsAre(7, 8), 1u)));
+  ASSERT_THAT(registry_.assign({7, 8}, 2), IsEmpty());
+  EXPECT_EQ(taken_.size(), 1u) << "an assign of owned shards is no take";
+  // Taken back while handing off (an entity keeps shard 7 busy).
+  registry_.deliver(msg("a", 7), out_.callback());
+  registry_.unassign({7}, 3, seconds(30), [](std::vector<ShardId>) {});
+  ASSERT_THAT(registry_.assign({7}, 4), IsEmpty());
+  ASSERT_EQ(taken_.size(), 2u);
+  EXPECT_THAT(taken_[1], Pair(ElementsAre(7), 4u));
+  // From the map.
+  ASSERT_THAT(registry_.assign({9}, 5, true), IsEmpty());
+  ASSERT_EQ(taken_.size(), 3u);
+  EXPECT_THAT(taken_[2], Pair(ElementsAre(9), 5u));
+  // The lease: its first confirmation, then the renewal that lifts its fence (once per epoch).
+  registry_.setLeaseDuration(seconds(30));
+  registry_.renewLease(now());
+  ASSERT_EQ(taken_.size(), 6u);
+  EXPECT_THAT(taken_[3], Pair(ElementsAre(8), 2u));
+  EXPECT_THAT(taken_[4], Pair(ElementsAre(7), 4u));
+  EXPECT_THAT(taken_[5], Pair(ElementsAre(9), 5u));
+  registry_.renewLease(now());
+  EXPECT_EQ(taken_.size(), 6u) << "a renewal of a running lease is no take";
+  host_.completeDelivery();
+  scheduler_.advance(seconds(23));
+  ASSERT_EQ(host_.stops.size(), 1u);  // the fence stops a
+  registry_.renewLease(now());
+  EXPECT_EQ(taken_.size(), 9u) << "the renewal that lifts the fence";
+  // The undrain.
+  registry_.drain(seconds(30), [](bool) {});
+  host_.completeStop();
+  ASSERT_THAT(registry_.assign({7}, 9), ElementsAre(7)) << "a draining pod takes no shard";
+  registry_.undrain();
+  EXPECT_EQ(taken_.size(), 9u) << "nothing owned after the drain";
+  ASSERT_THAT(registry_.assign({7}, 9), IsEmpty());
+  EXPECT_EQ(taken_.size(), 10u);
+}
+
+TEST_F(PinnedEntityTest, StartRacingAnUnassignStopsTheEntityOnceItsStartReturns) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kTicker, 7);
+  bool done = false;
+  registry_.unassign({7}, 2, seconds(30),
+                     [&done](std::vector<ShardId> busy) { done = busy.empty(); });
+  EXPECT_FALSE(done) << "released while a start was at the app";
+  EXPECT_TRUE(host_.stops.empty()) << "stopped during its start turn";
+  host_.completeStart();
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_EQ(host_.stops[0].lastTurn, 1u) << "the stop names the start turn";
+  host_.completeStop();
+  EXPECT_TRUE(done);
+}
+
+TEST_F(PinnedEntityTest, StartInFlightWhenTheFenceBeginsStopsItAfterward) {
+  registry_.setLeaseDuration(seconds(30));
+  registry_.renewLease(now());
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kTicker, 7);
+  scheduler_.advance(seconds(23));
+  EXPECT_TRUE(host_.stops.empty());
+  host_.completeStart();
+  ASSERT_EQ(host_.stops.size(), 1u) << "a started entity ran on behind the fence";
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  scheduler_.advance(seconds(30));
+  EXPECT_TRUE(host_.starts.empty());
+}
+
+TEST_F(PinnedEntityTest, TheFirstTurnOfARememberedEntityWaitsForItsRecord) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 4), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  registry_.deliver(msg("a", 7, DeliveryMode::kTell), out_.callback());
+  EXPECT_TRUE(host_.deliveries.empty()) << "delivered before it was recorded";
+  EXPECT_TRUE(out_.got.empty()) << "a tell answered before its entity was recorded";
+  ASSERT_EQ(recorder.starts.size(), 1u);
+  EXPECT_EQ(recorder.starts[0].key, kA);
+  EXPECT_EQ(recorder.starts[0].epoch, 4u);
+  HeldRecorder::complete(recorder.starts);
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].response->status, 202);
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  host_.completeDelivery();
+  host_.completeDelivery();
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeDelivery();
+  EXPECT_TRUE(recorder.starts.empty()) << "recorded twice";
+  registry_.deliver({msg("x", 7)}, out_.callback());
+  EXPECT_EQ(recorder.starts.size(), 1u);
+  recorder.types.clear();
+  registry_.deliver({msg("y", 7)}, out_.callback());
+  EXPECT_EQ(recorder.starts.size(), 1u) << "a type not remembered was recorded";
+  HeldRecorder::complete(recorder.starts);
+  while (!host_.deliveries.empty()) host_.completeDelivery();
+  scheduler_.advance(minutes(5));
+  ASSERT_EQ(host_.stops.size(), 1u) << "only y passivates: a and x are remembered";
+  EXPECT_EQ(host_.stops[0].key.id, "y");
+}
+
+TEST_F(PinnedEntityTest, AFailedRecordRefusesTheWaitingMessages) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  registry_.deliver(msg("a", 7, DeliveryMode::kTell), out_.callback());
+  HeldRecorder::complete(recorder.starts, unavailable("store down"));
+  ASSERT_EQ(out_.got.size(), 2u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kNotOwned);
+  EXPECT_EQ(out_.got[1].refusal, Refusal::kNotOwned) << "the tell was not refused";
+  EXPECT_TRUE(host_.deliveries.empty());
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  EXPECT_TRUE(released(7, 2));
+}
+
+TEST_F(PinnedEntityTest, KeptActiveEntitiesAreNotRecordedAgain) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  registry_.deliver(msg("a", 7), out_.callback());
+  host_.completeStart();
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+  EXPECT_TRUE(recorder.starts.empty());
+}
+
+TEST_F(PinnedEntityTest, PassivationAskedByTheAppForgetsThenStopsAfterTheTurn) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  HeldRecorder::complete(recorder.starts);
+  completeDeliveryAskingPassivation();
+  EXPECT_EQ(out_.got.size(), 1u);
+  ASSERT_EQ(recorder.forgets.size(), 1u);
+  EXPECT_EQ(recorder.forgets[0].key, kA);
+  EXPECT_TRUE(host_.stops.empty()) << "stopped before it was forgotten";
+  // A tell arriving now restarts it after the stop, and is answered once it is recorded again.
+  registry_.deliver(msg("a", 7, DeliveryMode::kTell), out_.callback());
+  EXPECT_EQ(out_.got.size(), 1u);
+  HeldRecorder::complete(recorder.forgets);
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  ASSERT_EQ(recorder.starts.size(), 1u) << "restarted without a record";
+  HeldRecorder::complete(recorder.starts);
+  ASSERT_EQ(out_.got.size(), 2u);
+  EXPECT_EQ(out_.got[1].response->status, 202);
+  EXPECT_EQ(host_.deliveries.size(), 1u);
+}
+
+TEST_F(PinnedEntityTest, AFailedForgetKeepsTheEntityActive) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  HeldRecorder::complete(recorder.starts);
+  completeDeliveryAskingPassivation();
+  HeldRecorder::complete(recorder.forgets, unavailable("store down"));
+  scheduler_.advance(minutes(5));
+  EXPECT_TRUE(host_.stops.empty()) << "stopped while still recorded";
+  EXPECT_TRUE(registry_.pinned(kA));
+}
+
+TEST_F(PinnedEntityTest, PassivationAskedByAStartUnpinsAndStops) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kA, 7);
+  host_.completeStart({}, true);
+  ASSERT_EQ(host_.stops.size(), 1u);
+  EXPECT_FALSE(registry_.pinned(kA));
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+TEST_F(PinnedEntityTest, ASingletonIgnoresPassivation) {
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.keepActive(kTicker, 7);
+  host_.completeStart({}, true);
+  Message m = msg("ticker", 7);
+  m.key = kTicker;
+  registry_.deliver(m, out_.callback());
+  completeDeliveryAskingPassivation();
+  scheduler_.advance(minutes(5));
+  EXPECT_TRUE(host_.stops.empty());
+  EXPECT_TRUE(registry_.pinned(kTicker));
+}
+
+}  // namespace
+}  // namespace kshard::sidecar

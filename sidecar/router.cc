@@ -44,7 +44,7 @@ Router::Router(RoutingTable& table, EntityRegistry& registry, PeerClient& peers,
       options_(std::move(options)),
       metrics_(metrics),
       log_(std::move(logger)),
-      random_(random) {}
+      schedule_(random, options_.initialBackoff, options_.maxBackoff) {}
 
 void Router::send(Message message, Duration sendTimeout, Done done) {
   auto a = std::make_shared<Attempt>();
@@ -52,7 +52,7 @@ void Router::send(Message message, Duration sendTimeout, Done done) {
   a->start = scheduler_.clock().now();
   a->deadline = a->start + sendTimeout;
   a->sendTimeout = sendTimeout;
-  a->backoff = options_.initialBackoff;
+  a->backoff = schedule_.initial();
   a->done = std::move(done);
   attempt(a);
 }
@@ -135,18 +135,9 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
                  });
 }
 
-Duration Router::jittered(Duration backoff) {
-  // Equal jitter: half fixed, half random, so retries from many senders spread out but none
-  // waits much longer than planned.
-  const auto half = backoff / 2;
-  std::lock_guard lock(randomMu_);
-  const auto extra = random_.uniform(static_cast<std::uint64_t>(half.count()) + 1);
-  return half + Duration(static_cast<Duration::rep>(extra));
-}
-
 void Router::retry(const std::shared_ptr<Attempt>& a, std::string_view reason) {
   a->lastReason = std::string(reason);
-  const Duration wait = jittered(a->backoff);
+  const Duration wait = schedule_.wait(a->backoff);
   if (scheduler_.clock().now() + wait >= a->deadline) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(a->sendTimeout).count();
     finish(a,
@@ -158,7 +149,7 @@ void Router::retry(const std::shared_ptr<Attempt>& a, std::string_view reason) {
     return;
   }
   ++a->retries;
-  a->backoff = std::min(a->backoff * 2, options_.maxBackoff);
+  a->backoff = schedule_.next(a->backoff);
   scheduler_.runAfter(wait, [this, a] { attempt(a); });
 }
 

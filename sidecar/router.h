@@ -23,6 +23,7 @@
 #include "http/message.h"
 #include "sidecar/entity_registry.h"
 #include "sidecar/peer_client.h"
+#include "sidecar/retry_schedule.h"
 #include "sidecar/routing_table.h"
 #include "sidecar/sidecar_error.h"
 #include "sidecar/sidecar_metrics.h"
@@ -53,7 +54,6 @@ class Router {
   void attempt(const std::shared_ptr<Attempt>& a);
   void retry(const std::shared_ptr<Attempt>& a, std::string_view reason);
   void finish(const std::shared_ptr<Attempt>& a, http::Response&& response, MessageResult result);
-  Duration jittered(Duration backoff);
 
   RoutingTable& table_;
   EntityRegistry& registry_;
@@ -63,12 +63,11 @@ class Router {
   RouterOptions options_;
   SidecarMetrics& metrics_;
   Logger log_;
-  std::mutex randomMu_;
+  RetrySchedule schedule_;
   // "message not delivered": at most one line per 5 s, with the messages it stands for, so that
   // an outage does not cost a line per message.
   std::mutex failureLogMu_;
   LogThrottle failureLog_{std::chrono::seconds(5)};
-  Random& random_;
 };
 
 }  // namespace kshard::sidecar

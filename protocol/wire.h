@@ -54,6 +54,10 @@ inline constexpr std::string_view kManagerAuthorizationHeader = "Kshard-Manager-
 // The per-pod secret of the preStop drain hook (the injector puts it in the hook and in the
 // sidecar's KSHARD_DRAIN_TOKEN): only the kubelet, which runs the hook, knows it.
 inline constexpr std::string_view kDrainTokenHeader = "Kshard-Drain-Token";
+// On a topic publication, to the peer API and to the app's topic callback: the topic, and the pod
+// whose app published it (as its sidecar states it: informative, not a credential).
+inline constexpr std::string_view kTopicHeader = "Kshard-Topic";
+inline constexpr std::string_view kPublisherHeader = "Kshard-Publisher";
 
 // Error codes in {"error": {"code": …, "message": …}} bodies.
 namespace errors {
@@ -86,6 +90,12 @@ inline constexpr std::string_view kWrongTarget = "WrongTarget";
 // 409 to an assign or unassign whose epoch lies further past the sidecar's copy of the ShardMap
 // than the operator can have issued (sidecar/peer_api.h, kMaxEpochLead): nothing is applied.
 inline constexpr std::string_view kEpochTooFarAhead = "EpochTooFarAhead";
+// Topic publications (sidecar/topic_publisher.h), per pod: 503 from a pod whose ownership lease
+// has run out without a renewal (it takes no new work); the app answered the topic callback with
+// a status other than 2xx; the pod left the ShardMap before the publication could be sent to it.
+inline constexpr std::string_view kLeaseFenced = "LeaseFenced";
+inline constexpr std::string_view kAppRefused = "AppRefused";
+inline constexpr std::string_view kPodLeft = "PodLeft";
 }  // namespace errors
 
 // POST /v1/shardmaps/{ns}/{name}/register

@@ -2,6 +2,7 @@
 //   POST /v1/entities/{type}/{id}[?mode=tell]  send to an entity wherever it lives
 //   POST /v1/drain                             stop entities and unregister (the preStop hook)
 //   GET  /v1/shard-map                         this sidecar's cached view, for debugging
+// (and POST /v1/topics/{topic}, in sidecar/topic_api.h)
 #pragma once
 
 #include <cstddef>

@@ -21,6 +21,10 @@ std::string entityCallbackPath(const EntityKey& key) {
   return entityPath("/kshard/entities/", key);
 }
 
+std::string topicCallbackPath(std::string_view topic) {
+  return "/kshard/topics/" + http::percentEncode(topic);
+}
+
 bool isHopByHopHeader(std::string_view name) {
   // Called for every field of every message, several times: dispatch on the length first, so
   // that most fields are compared with no name at all.
@@ -94,6 +98,23 @@ void AppHost::deliver(Message message, Epoch epoch,
   if (message.turn != 0)
     req->headers.addParsed(protocol::kTurnHeader, std::to_string(message.turn));
   req->body = std::move(message.body);
+  client_.send(std::move(*req), std::move(done));
+}
+
+void AppHost::deliverTopic(std::shared_ptr<const Publication> publication,
+                           UniqueFunction<void(StatusOr<http::Response>&&)> done) {
+  auto req = callback(topicCallbackPath(publication->topic), deliverTimeout_, publication->headers);
+  if (!req) {
+    done(unavailable("the ownership lease has run out: the publication was not sent to the app"));
+    return;
+  }
+  // Both validated as writable (a topic has no control character; a publisher's pod name is a
+  // field the peer API parsed); add() checks again.
+  req->headers.add(protocol::kTopicHeader, publication->topic);
+  req->headers.add(protocol::kPublisherHeader, publication->publisher);
+  addIncarnation(req->headers);
+  const std::string* body = &publication->body;
+  req->sharedBody = std::shared_ptr<const std::string>(std::move(publication), body);
   client_.send(std::move(*req), std::move(done));
 }
 

@@ -7,6 +7,9 @@
 //                                           of type kSingletonEntityType)
 //   POST /kshard/reset                      2xx once the app holds no entity (each stopped
 //                                           and saved as by the stop callback)
+//   POST /kshard/topics/{topic}             a topic's publication (sidecar/topic_delivery.h);
+//                                           2xx once taken; carries Kshard-Topic and
+//                                           Kshard-Publisher
 // Messages carry Kshard-Shard, Kshard-Epoch (the fencing token) and Kshard-Mode, starts the first
 // two; every callback carries Kshard-Incarnation, this sidecar process.
 #pragma once
@@ -19,10 +22,11 @@
 
 #include "http/client.h"
 #include "sidecar/entity_registry.h"
+#include "sidecar/topic_delivery.h"
 
 namespace kshard::sidecar {
 
-class AppHost final : public EntityHost {
+class AppHost final : public EntityHost, public TopicHost {
  public:
   // `client` points at the app's origin. `deliverTimeout` bounds one message at the app;
   // `stopTimeout` one stop call.
@@ -40,6 +44,9 @@ class AppHost final : public EntityHost {
             std::function<void(Status)> done) override;
   void start(const EntityKey& key, ShardId shard, Epoch epoch, std::uint64_t turn,
              StartCallback done) override;
+  // Bounded like a message (deliverTimeout, the lease's deadline).
+  void deliverTopic(std::shared_ptr<const Publication> publication,
+                    UniqueFunction<void(StatusOr<http::Response>&&)> done) override;
 
   // Asks the app to stop every entity it holds: a sidecar that (re)starts does not know which
   // entities its app still runs from before, so it asks this before it takes any shard.
@@ -68,6 +75,8 @@ class AppHost final : public EntityHost {
 // The path of an entity callback: "/kshard/entities/{type}/{id}" with both parts percent-encoded,
 // or "/kshard/singletons/{name}" for a singleton.
 std::string entityCallbackPath(const EntityKey& key);
+// The path of the topic callback: "/kshard/topics/{topic}", the topic percent-encoded.
+std::string topicCallbackPath(std::string_view topic);
 
 // True for headers that describe one hop (connection management, framing) and are not passed
 // between the app, the sidecars and the caller.

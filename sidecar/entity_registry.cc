@@ -245,6 +245,19 @@ std::size_t EntityRegistry::activeEntities(const std::string& type) const {
   return it == typeCounts_.end() ? 0 : it->second;
 }
 
+std::vector<std::pair<EntityKey, ShardId>> EntityRegistry::activeEntitiesOf(
+    const std::string& type) const {
+  std::vector<std::pair<EntityKey, ShardId>> out;
+  std::lock_guard lock(mu_);
+  if (!typeCounts_.contains(type)) return out;
+  out.reserve(typeCounts_.at(type));
+  for (const auto& [key, e] : entities_) {
+    // One that is stopping would be started again by a message: it is no longer active.
+    if (key.type == type && !e.stopping) out.emplace_back(key, e.shard);
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::size_t>> EntityRegistry::activeEntitiesByType() const {
   std::vector<std::pair<std::string, std::size_t>> out;
   {

@@ -221,6 +221,9 @@ class EntityRegistry {
   std::vector<ShardId> ownedShards() const;
   std::size_t activeEntities() const;
   std::size_t activeEntities(const std::string& type) const;
+  // The entities of `type` active now and not stopping, with their shards: whom a topic's
+  // publication with ?entities={type} is told to. A pass over every active entity.
+  std::vector<std::pair<EntityKey, ShardId>> activeEntitiesOf(const std::string& type) const;
   // Active entities per type, sorted by type; a type with none active is not listed.
   std::vector<std::pair<std::string, std::size_t>> activeEntitiesByType() const;
   bool draining() const;

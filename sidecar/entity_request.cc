@@ -11,13 +11,18 @@
 
 namespace kshard::sidecar {
 
-Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes) {
-  if (key.type.empty()) return invalidArgument("entity type: must not be empty");
-  if (key.type.size() > kMaxEntityTypeBytes) {
+Status validateEntityType(std::string_view type) {
+  if (type.empty()) return invalidArgument("entity type: must not be empty");
+  if (type.size() > kMaxEntityTypeBytes) {
     return invalidArgument("entity type: longer than " + std::to_string(kMaxEntityTypeBytes) +
                            " bytes");
   }
-  if (Status s = validateUtf8(key.type); !s.ok()) return s.withContext("entity type");
+  if (Status s = validateUtf8(type); !s.ok()) return s.withContext("entity type");
+  return {};
+}
+
+Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes) {
+  if (Status s = validateEntityType(key.type); !s.ok()) return s;
   if (key.id.empty()) return invalidArgument("entity id: must not be empty");
   if (key.id.size() > maxIdBytes) {
     return invalidArgument("entity id: longer than " + std::to_string(maxIdBytes) + " bytes");

@@ -19,6 +19,8 @@ inline constexpr std::size_t kDefaultMaxEntityIdBytes = 1024;
 
 // OK, or InvalidArgument naming the problem ("entity id: longer than 1024 bytes").
 [[nodiscard]] Status validateEntityKey(const EntityKey& key, std::size_t maxIdBytes);
+// The type's part of it: not empty, at most kMaxEntityTypeBytes, valid UTF-8.
+[[nodiscard]] Status validateEntityType(std::string_view type);
 
 // The route patterns, after the APIs' prefix ("/v1/entities", "/v1/peer/entities"), of a message
 // to an entity: the real one, and the shapes with an empty or missing type or id, routed to the

@@ -3,6 +3,7 @@
 //   GET  /v1/ping                       the operator's liveness check; lists the shards held
 //   POST /v1/shards/assign              the operator gives shards (idempotent, epoch-fenced)
 //   POST /v1/shards/unassign            the operator takes shards; answers once they are released
+// (and POST /v1/peer/topics/{topic}, a publication for this pod: sidecar/topic_api.h)
 // The operator's three commands name their target (pod, uid, sidecar incarnation): a sidecar
 // answers one meant for anyone else 409 WrongTarget and does nothing. An assign or unassign whose
 // epoch lies more than kMaxEpochLead past the epoch of this sidecar's copy of the map is answered

@@ -1,5 +1,6 @@
 // PeerClient: forwards a message to the sidecar that owns its shard (the peer API,
-// POST /v1/peer/entities/{type}/{id}).
+// POST /v1/peer/entities/{type}/{id}), and sends a topic's publication to one pod's sidecar
+// (POST /v1/peer/topics/{topic}).
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 #include "base/unique_function.h"
 #include "http/message.h"
 #include "sidecar/entity_registry.h"
+#include "sidecar/publication.h"
 #include "sidecar/routing_table.h"
 
 namespace kshard::sidecar {
@@ -39,6 +41,10 @@ class PeerClient {
   // `message` is sent from where it is, without a copy: `message` is kept until `done` ran.
   virtual void forward(const RouteOwner& owner, std::shared_ptr<const Message> message,
                        Epoch senderEpoch, Duration timeout, ForwardCallback done) = 0;
+  // Sends `publication` to the sidecar of `pod`, with the same outcomes (kNotManaged aside: a
+  // pod's refusal of a publication is an answer, kAnswered). Same contract as forward.
+  virtual void publish(const RouteOwner& pod, std::shared_ptr<const Publication> publication,
+                       Duration timeout, ForwardCallback done) = 0;
 };
 
 // Tells the operator that a pod did not answer (notify-unhealthy). Implementations rate-limit.

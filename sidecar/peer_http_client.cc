@@ -8,6 +8,10 @@ namespace kshard::sidecar {
 
 std::string peerEntityPath(const EntityKey& key) { return entityPath("/v1/peer/entities/", key); }
 
+std::string peerTopicPath(const Publication& publication) {
+  return topicPath("/v1/peer/topics/", publication);
+}
+
 PeerHttpClient::PeerHttpClient(ClientFactory factory, std::size_t maxPeers,
                                std::function<std::string()> authorization)
     : factory_(std::move(factory)), maxPeers_(maxPeers), authorization_(std::move(authorization)) {}
@@ -85,17 +89,38 @@ void PeerHttpClient::forward(const RouteOwner& owner, std::shared_ptr<const Mess
   const std::string* body = &message->body;
   req.sharedBody = std::shared_ptr<const std::string>(std::move(message), body);
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  send(owner.address, std::move(req), std::move(done));
+}
+
+void PeerHttpClient::publish(const RouteOwner& pod, std::shared_ptr<const Publication> publication,
+                             Duration timeout, ForwardCallback done) {
+  http::Request req;
+  req.method = http::Method::kPost;
+  req.target = peerTopicPath(*publication);
+  req.headers = publication->headers;
+  // The headers were filtered when the app published: these are the only Kshard-* fields. The
+  // topic travels in the path; the publisher is for the receiving app.
+  req.headers.add(protocol::kPublisherHeader, publication->publisher);
+  if (authorization_) req.headers.add(protocol::kAuthorizationHeader, authorization_());
+  // One body for every pod's request, kept by the publisher until the last one answered.
+  const std::string* body = &publication->body;
+  req.sharedBody = std::shared_ptr<const std::string>(std::move(publication), body);
+  req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  send(pod.address, std::move(req), std::move(done));
+}
+
+void PeerHttpClient::send(const std::string& address, http::Request request, ForwardCallback done) {
   http::Client* client;
   std::shared_ptr<std::atomic<int>> inFlight;
   {
     std::lock_guard lock(mu_);
-    Entry& entry = entryFor(owner.address);
+    Entry& entry = entryFor(address);
     // Counted before the lock is released, so the client cannot be evicted under the request.
     entry.inFlight->fetch_add(1);
     client = entry.client.get();
     inFlight = entry.inFlight;
   }
-  client->send(std::move(req), [inFlight, done = std::move(done)](StatusOr<http::Response> r) {
+  client->send(std::move(request), [inFlight, done = std::move(done)](StatusOr<http::Response> r) {
     done(classify(std::move(r)));
     // Counted down after the callback: a client dropped from another thread meanwhile would wait
     // in its destructor for this callback, which may need a lock that thread holds.

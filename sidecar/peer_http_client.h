@@ -28,6 +28,8 @@ class PeerHttpClient final : public PeerClient {
 
   void forward(const RouteOwner& owner, std::shared_ptr<const Message> message, Epoch senderEpoch,
                Duration timeout, ForwardCallback done) override;
+  void publish(const RouteOwner& pod, std::shared_ptr<const Publication> publication,
+               Duration timeout, ForwardCallback done) override;
 
   // How a transport result maps onto the router's retry decision.
   static ForwardResult classify(StatusOr<http::Response> result);
@@ -39,6 +41,8 @@ class PeerHttpClient final : public PeerClient {
     std::list<std::string>::iterator pos;
   };
   Entry& entryFor(const std::string& address);
+  // Sends `request` to `address` on its client and calls `done` with the classified result.
+  void send(const std::string& address, http::Request request, ForwardCallback done);
 
   ClientFactory factory_;
   std::size_t maxPeers_;
@@ -50,5 +54,7 @@ class PeerHttpClient final : public PeerClient {
 
 // The peer API path of a forwarded message: "/v1/peer/entities/{type}/{id}".
 std::string peerEntityPath(const EntityKey& key);
+// The peer API path of a publication: "/v1/peer/topics/{topic}[?entities={type}]".
+std::string peerTopicPath(const Publication& publication);
 
 }  // namespace kshard::sidecar

@@ -9,6 +9,7 @@ constexpr const char* kPathNames[] = {"local", "forwarded", "received"};
 constexpr const char* kResultNames[] = {"ok",         "app_error", "refused",
                                         "overloaded", "timeout",   "failed"};
 constexpr const char* kReasonNames[] = {"no_owner", "not_managed", "unreachable", "caller_refused"};
+constexpr const char* kTopicResultNames[] = {"accepted", "refused", "unknown", "not_sent"};
 
 // Sets `values` on the family's series of label `label`, and removes the series of values shown
 // before and missing now; `shown` holds the values with a series.
@@ -63,7 +64,17 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                                     "Bytes of the ShardMap's versions read, by source.")
                            .with({{"source", "manager"}})),
       mapBytesApi_(
-          registry.counter("kshard_sidecar_map_bytes_total", "").with({{"source", "api"}})) {
+          registry.counter("kshard_sidecar_map_bytes_total", "").with({{"source", "api"}})),
+      publishes_(registry
+                     .counter("kshard_sidecar_topic_publishes_total",
+                              "Topic publications this pod's app published.")
+                     .with({})) {
+  auto& deliveries = registry.counter(
+      "kshard_sidecar_topic_deliveries_total",
+      "Topic publications sent to each pod of the ShardMap, by what the pod made of them as the "
+      "publisher saw it (accepted; refused; unknown: may have been delivered; not_sent).");
+  for (std::size_t r = 0; r < kTopicResults; ++r)
+    topicDeliveries_[r] = &deliveries.with({{"result", kTopicResultNames[r]}});
   auto& messages = registry.counter(
       "kshard_sidecar_messages_total",
       "Entity messages by path (local: delivered here for this pod's app; forwarded: sent to "

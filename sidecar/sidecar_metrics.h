@@ -14,6 +14,12 @@
 //                                                     (kTopShards: bounded cardinality)
 //   kshard_sidecar_map_versions_total{source}         changes | api
 //   kshard_sidecar_map_bytes_total{source}            manager | api
+//   kshard_sidecar_topic_publishes_total              publications this pod's app published
+//   kshard_sidecar_topic_deliveries_total{result}     one per pod of each publication, as the
+//                                                     publisher saw it: accepted | refused |
+//                                                     unknown (may have been delivered) |
+//                                                     not_sent (timed out before it went out,
+//                                                     or the pod left)
 #pragma once
 
 #include <array>
@@ -33,6 +39,7 @@ namespace kshard::sidecar {
 enum class MessagePath { kLocal = 0, kForwarded, kReceived };
 enum class MessageResult { kOk = 0, kAppError, kRefused, kOverloaded, kTimeout, kFailed };
 enum class RetryReason { kNoOwner = 0, kNotManaged, kUnreachable, kCallerRefused };
+enum class TopicResult { kAccepted = 0, kRefused, kUnknown, kNotSent };
 
 class SidecarMetrics {
  public:
@@ -43,6 +50,10 @@ class SidecarMetrics {
   void countRetry(RetryReason reason);
   void countPassivation() { passivations_.inc(); }
   void countHandoff(bool ok) { (ok ? handoffOk_ : handoffTimeout_).inc(); }
+  void countPublish() { publishes_.inc(); }
+  void countTopicDelivery(TopicResult result) {
+    topicDeliveries_[static_cast<std::size_t>(result)]->inc();
+  }
   // Sets the gauges read at scrape time: the active entities of each type listed (a type
   // listed before and missing now loses its series) and the number of shards owned.
   void refresh(const std::vector<std::pair<std::string, std::size_t>>& activeByType,
@@ -60,6 +71,7 @@ class SidecarMetrics {
   static constexpr std::size_t kPaths = 3;
   static constexpr std::size_t kResults = 6;
   static constexpr std::size_t kReasons = 4;
+  static constexpr std::size_t kTopicResults = 4;
   std::array<std::array<metrics::Counter*, kResults>, kPaths> messages_{};
   std::array<metrics::Histogram*, kPaths> latency_{};
   std::array<metrics::Counter*, kReasons> retries_{};
@@ -79,6 +91,8 @@ class SidecarMetrics {
   metrics::Counter& mapBytesManager_;
   metrics::Counter& mapBytesApi_;
   MapSyncStats mapShown_;  // under refreshMu_
+  metrics::Counter& publishes_;
+  std::array<metrics::Counter*, kTopicResults> topicDeliveries_{};
 };
 
 }  // namespace kshard::sidecar

@@ -138,6 +138,10 @@ Status SidecarServer::buildRouting() {
       random_, part("manager"), managerOptions, managerAuthorization_);
   router_ = std::make_unique<Router>(table_, *entities_, *peers_, *manager_, scheduler_, random_,
                                      RouterOptions{self_.pod}, metrics_, part("router"));
+  topicDelivery_ = std::make_unique<TopicDelivery>(*entities_, *appHost_);
+  topicPublisher_ = std::make_unique<TopicPublisher>(
+      table_, *topicDelivery_, *peers_, *manager_, scheduler_, random_,
+      TopicPublisherOptions{self_.pod}, metrics_, part("topics"));
   // A drain that was undone registers again.
   drainer_ = std::make_unique<Drainer>(
       *entities_, *manager_, table_, scheduler_, part("drain"),
@@ -227,6 +231,9 @@ Status SidecarServer::buildServers() {
       std::make_unique<AppApi>(self_, *router_, table_, *entities_, *drainer_, part("app-api"),
                                AppApi::Options{static_cast<std::size_t>(cfg_.maxIdBytes)});
   appApi_->addRoutes(*appServer_);
+  topicApi_ =
+      std::make_unique<TopicApi>(self_, *topicPublisher_, *topicDelivery_, table_, *authorizer_);
+  topicApi_->addAppRoutes(*appServer_);
 
   peerApi_ = std::make_unique<PeerApi>(self_, *entities_, table_, *authorizer_, metrics_,
                                        scheduler_.clock(), part("peer-api"),
@@ -240,6 +247,7 @@ Status SidecarServer::buildServers() {
   peerOptions.admit = [this](const http::Request& head) { return peerApi_->admit(head); };
   peerServer_ = http::makeServer(backend_, peerOptions);
   peerApi_->addRoutes(*peerServer_);
+  topicApi_->addPeerRoutes(*peerServer_);
 
   http::ServerOptions adminOptions;
   adminOptions.host = cfg_.adminBindAddress;

@@ -48,6 +48,9 @@
 #include "sidecar/routing_table.h"
 #include "sidecar/sidecar_metrics.h"
 #include "sidecar/token_authorizer.h"
+#include "sidecar/topic_api.h"
+#include "sidecar/topic_delivery.h"
+#include "sidecar/topic_publisher.h"
 
 namespace kshard::sidecar {
 
@@ -113,6 +116,8 @@ class SidecarServer {
   std::unique_ptr<PeerHttpClient> peers_;
   std::unique_ptr<ManagerClient> manager_;
   std::unique_ptr<Router> router_;
+  std::unique_ptr<TopicDelivery> topicDelivery_;
+  std::unique_ptr<TopicPublisher> topicPublisher_;
   std::unique_ptr<Drainer> drainer_;
   // The Kubernetes API: the ShardMap watch and the service-account issuer keys.
   std::unique_ptr<http::Client> kubeTransport_;
@@ -126,6 +131,7 @@ class SidecarServer {
   std::unique_ptr<http::Server> appServer_;
   std::unique_ptr<AppApi> appApi_;
   std::unique_ptr<PeerApi> peerApi_;
+  std::unique_ptr<TopicApi> topicApi_;
   std::unique_ptr<http::Server> peerServer_;
   std::unique_ptr<http::Server> adminServer_;
   std::unique_ptr<DrainEndpoint> drainEndpoint_;

@@ -74,7 +74,18 @@ class StubApp {
                    [this](http::Request r, http::Responder res) { onStop(r, res); });
     server_->route(http::Method::kPost, "/kshard/reset",
                    [this](http::Request, http::Responder res) { onReset(res); });
+    server_->route(http::Method::kPost, "/kshard/topics/{topic}",
+                   [this](http::Request r, http::Responder res) {
+                     std::lock_guard lock(heldMu_);
+                     topics_[std::string(r.param("topic")) + " " + r.body]++;
+                     res.send(http::Response::json(200, "{}"));
+                   });
     EXPECT_TRUE(server_->start().ok());
+  }
+  // How many times the topic callback got `body` published to `topic`.
+  int published(const std::string& topic, const std::string& body) {
+    std::lock_guard lock(heldMu_);
+    return topics_[topic + " " + body];
   }
   ~StubApp() {
     releaseHeld();
@@ -206,6 +217,7 @@ class StubApp {
   std::vector<std::pair<http::Responder, http::Response>> held_;
   std::map<std::string, int> received_;
   std::map<std::string, std::string> keys_;
+  std::map<std::string, int> topics_;  // "{topic} {body}" -> receipts
   std::mutex delayedMu_;
   bool closing_ = false;                   // guarded by delayedMu_
   std::vector<std::thread> delayedStops_;  // joined before the server goes
@@ -545,10 +557,10 @@ class SidecarComponentTest : public ::testing::Test {
   // Starts (again) the sidecar process of `sc` with its flags; its log goes to a file per start.
   void launch(Sidecar& sc) {
     ++sc.starts;
-    sc.process = std::make_unique<Subprocess>(
-        sc.argv, std::map<std::string, std::string>{},
-        ::testing::TempDir() + "/sidecar-" + testFileName() + "-" + sc.pod + "-" +
-            std::to_string(sc.starts) + ".log");
+    sc.process =
+        std::make_unique<Subprocess>(sc.argv, std::map<std::string, std::string>{},
+                                     ::testing::TempDir() + "/sidecar-" + testFileName() + "-" +
+                                         sc.pod + "-" + std::to_string(sc.starts) + ".log");
   }
   // SIGKILLs the sidecar process alone (its app keeps running, as after an OOM kill of the
   // sidecar's container) and starts it again.
@@ -573,9 +585,9 @@ class SidecarComponentTest : public ::testing::Test {
                   "--version=1.0.0", "--app-port=" + std::to_string(apps_.back()->port()),
                   "--api-port=" + std::to_string(sc->apiPort),
                   "--peer-port=" + std::to_string(peerPort),
-                  "--admin-port=" + std::to_string(sc->adminPort),
-                  "--admin-bind-address=127.0.0.1", "--map-source=manager",
-                  "--manager-address=" + operator_.address(), "--map-poll-interval=100ms",
+                  "--admin-port=" + std::to_string(sc->adminPort), "--admin-bind-address=127.0.0.1",
+                  "--map-source=manager", "--manager-address=" + operator_.address(),
+                  "--map-poll-interval=100ms",
                   "--max-concurrent-stops=" + std::to_string(kMaxConcurrentStops),
                   "--peer-transport=" + peerTransport(),
                   // No API server for the issuer keys here: the fixture's stub operator sends

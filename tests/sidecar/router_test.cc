@@ -35,6 +35,10 @@ class HeldPeers : public PeerClient {
                Duration timeout, PeerClient::ForwardCallback done) override {
     calls.push_back({owner, *message, epoch, timeout, std::move(done), clock_.now()});
   }
+  void publish(const RouteOwner&, std::shared_ptr<const Publication>, Duration,
+               PeerClient::ForwardCallback) override {
+    ADD_FAILURE() << "the router published";
+  }
   void complete(ForwardOutcome outcome, int status = 200, std::string body = "") {
     ASSERT_FALSE(calls.empty()) << "no forward is in flight";
     Call c = std::move(calls.front());

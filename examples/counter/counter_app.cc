@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <nlohmann/json.hpp>
 
 namespace kshard::examples {
 
@@ -59,6 +58,8 @@ void CounterApp::addEntityRoutes(http::Server& server) {
                [this](http::Request r, http::Responder res) { onStop(std::move(r), std::move(res)); });
   server.route(http::Method::kPost, "/kshard/reset",
                [this](http::Request r, http::Responder res) { onReset(r, std::move(res)); });
+  server.route(http::Method::kPost, "/kshard/topics/{topic}",
+               [this](http::Request r, http::Responder res) { onTopic(r, std::move(res)); });
 }
 
 void CounterApp::addPublicRoutes(http::Server& server) {
@@ -78,6 +79,20 @@ void CounterApp::addPublicRoutes(http::Server& server) {
   server.route(http::Method::kGet, "/counters/{id}", [this](http::Request r, http::Responder res) {
     forward(std::string(r.param("id")), R"({"op":"get"})", std::move(res));
   });
+  server.route(http::Method::kPost, "/topics/{topic}/publish",
+               [this](http::Request r, http::Responder res) {
+                 http::Request req;
+                 req.method = http::Method::kPost;
+                 req.target = "/v1/topics/" + http::percentEncode(r.param("topic"));
+                 if (auto type = r.queryParam("entities")) {
+                   req.target += "?entities=" + http::percentEncode(*type);
+                 }
+                 req.headers.set("Content-Type", "application/json");
+                 req.body = std::move(r.body);
+                 forward(std::move(req), std::move(res));
+               });
+  server.route(http::Method::kGet, "/topics",
+               [this](http::Request, http::Responder res) { topicCounts(std::move(res)); });
   server.route(http::Method::kGet, "/healthz", [](http::Request, http::Responder res) {
     res.send(http::Response::json(200, R"({"status":"ok"})"));
   });
@@ -89,6 +104,10 @@ void CounterApp::forward(const std::string& id, std::string body, http::Responde
   req.target = "/v1/entities/counter/" + http::percentEncode(id);
   req.headers.set("Content-Type", "application/json");
   req.body = std::move(body);
+  forward(std::move(req), std::move(responder));
+}
+
+void CounterApp::forward(http::Request req, http::Responder responder) {
   auto res = std::make_shared<http::Responder>(std::move(responder));
   sidecar_.send(std::move(req), [res](StatusOr<http::Response> r) {
     if (!r.ok()) {
@@ -300,6 +319,30 @@ Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it, const 
   return {};
 }
 
+void CounterApp::onTopic(const http::Request& request, http::Responder responder) {
+  // Any topic is taken: the counter only counts what it receives, for the end-to-end checks.
+  const std::string topic(request.param("topic"));
+  {
+    std::lock_guard lock(topicsMu_);
+    ++topics_[topic];
+  }
+  writeLine({{"event", "topic"},
+             {"topic", topic},
+             {"pod", options_.pod},
+             {"publisher", request.headers.get("Kshard-Publisher").value_or("")}});
+  responder.send(http::Response::json(200, "{}"));
+}
+
+void CounterApp::topicCounts(http::Responder responder) const {
+  json counts = json::object();
+  {
+    std::lock_guard lock(topicsMu_);
+    for (const auto& [topic, n] : topics_) counts[topic] = n;
+  }
+  responder.send(
+      http::Response::json(200, json{{"pod", options_.pod}, {"topics", std::move(counts)}}.dump()));
+}
+
 std::size_t CounterApp::activeCounters() const {
   std::lock_guard lock(mu_);
   return active_.size();
@@ -307,14 +350,19 @@ std::size_t CounterApp::activeCounters() const {
 
 void CounterApp::writeEvent(const std::string& event, const std::string& id,
                             const std::string& shard, std::uint64_t epoch, std::int64_t value) {
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          clock_.wallNow().time_since_epoch())
-                          .count();
-  const std::string line = json{{"ts_us", micros},  {"event", event}, {"entity", id},
-                                {"pod", options_.pod}, {"shard", shard}, {"epoch", epoch},
-                                {"value", value}}
-                               .dump() +
-                           "\n";
+  writeLine({{"event", event},
+             {"entity", id},
+             {"pod", options_.pod},
+             {"shard", shard},
+             {"epoch", epoch},
+             {"value", value}});
+}
+
+void CounterApp::writeLine(json event) {
+  event["ts_us"] = std::chrono::duration_cast<std::chrono::microseconds>(
+                       clock_.wallNow().time_since_epoch())
+                       .count();
+  const std::string line = event.dump() + "\n";
   // One write(2) with O_APPEND: lines from all pods interleave whole.
   if (eventFd_ >= 0 && ::write(eventFd_, line.data(), line.size()) < 0) {
     log_.warn("event log write failed");

@@ -6,15 +6,20 @@
 //       POST /kshard/entities/counter/{id}/stop  save and forget the counter
 //       POST /kshard/reset                       save and forget every counter (the sidecar
 //                                                started: it does not know what this app holds)
+//       POST /kshard/topics/{topic}              a topic's publication: counted per topic
 //   - a public API for users and load drivers, on the pod IP, which reaches every counter
 //     through the local sidecar (POST http://127.0.0.1:7100/v1/entities/counter/{id}):
 //       POST /counters/{id}/increment   GET /counters/{id}
+//     and the topics (POST http://127.0.0.1:7100/v1/topics/{topic}):
+//       POST /topics/{topic}/publish    the sidecar's answer: how many pods accepted it
+//       GET  /topics                    {"pod", "topics": {topic: publications received here}}
 //
 // A counter is loaded from the CounterStore on its first message (activation), which claims the
 // shard's epoch in the store, and saved on every increment and on stop, with that epoch as
 // fencing token: a previous owner that still writes is refused. Every activation and
 // stop is written as a JSON line, with a timestamp and the pod, to stdout and to an optional
-// shared event log that end-to-end checks read to prove no counter ran on two pods at once.
+// shared event log that end-to-end checks read to prove no counter ran on two pods at once; so is
+// every publication received ("event":"topic", with the topic and the publisher).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -77,9 +83,15 @@ class CounterApp {
   // Saves the counter and forgets it (the stop callback's work); an error when it could not be
   // saved (it stays active). Under mu_.
   Status stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard);
+  void onTopic(const http::Request& request, http::Responder responder);
+  void topicCounts(http::Responder responder) const;
+  // Sends `request` to the sidecar and its answer back through `responder`.
+  void forward(http::Request request, http::Responder responder);
   void forward(const std::string& id, std::string body, http::Responder responder);
   void writeEvent(const std::string& event, const std::string& id, const std::string& shard,
                   std::uint64_t epoch, std::int64_t value);
+  // `event` with its time (ts_us) as one JSON line, to stdout and the event log.
+  void writeLine(nlohmann::json event);
 
   CounterStore& store_;
   http::Client& sidecar_;
@@ -94,6 +106,8 @@ class CounterApp {
   std::map<std::string, Stopped> stopped_;
   std::deque<std::pair<SteadyTime, std::string>> stopOrder_;  // stopped_'s records, oldest first
   std::string resetBy_;  // the incarnation of the sidecar process of the last reset
+  mutable std::mutex topicsMu_;
+  std::map<std::string, std::uint64_t> topics_;  // publications received, by topic
 };
 
 }  // namespace kshard::examples

@@ -29,6 +29,11 @@ class CounterAppTest : public ::testing::Test {
                             forwarded_ = std::string(r.param("id")) + " " + r.body;
                             res.send(http::Response::json(200, R"({"value":1})"));
                           });
+    sidecarServer_->route(http::Method::kPost, "/v1/topics/{topic}",
+                          [this](http::Request r, http::Responder res) {
+                            forwarded_ = r.target + " " + r.body;
+                            res.send(http::Response::json(200, R"({"pods":3,"accepted":3})"));
+                          });
     EXPECT_TRUE(sidecarServer_->start().ok());
     sidecar_ = clientFor(sidecarServer_->port());
     app_ = std::make_unique<CounterApp>(store_, *sidecar_, SystemClock::instance(),
@@ -269,6 +274,53 @@ TEST_F(CounterAppTest, PublicApiGoesThroughTheSidecar) {
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(forwarded_, R"(user/1 {"by":3,"op":"increment"})");
+}
+
+TEST_F(CounterAppTest, PublicationsAreCountedPerTopicAndLoggedOneLineEach) {
+  const auto publication = [&](const std::string& topic) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/kshard/topics/" + topic;
+    r.body = "hello";
+    r.headers.set("Kshard-Topic", topic);
+    r.headers.set("Kshard-Publisher", "pod-b");
+    return client_->sendSync(std::move(r));
+  };
+  ASSERT_EQ(publication("news%2Fa")->status, 200);
+  ASSERT_EQ(publication("news%2Fa")->status, 200);
+  ASSERT_EQ(publication("b")->status, 200);
+  auto c = clientFor(public_->port());
+  http::Request get;
+  get.target = "/topics";
+  auto counts = c->sendSync(std::move(get));
+  ASSERT_TRUE(counts.ok());
+  ASSERT_EQ(counts->status, 200) << counts->body;
+  EXPECT_EQ(json::parse(counts->body),
+            (json{{"pod", "pod-a"}, {"topics", {{"news/a", 2}, {"b", 1}}}}));
+  std::vector<std::string> logged;
+  for (const auto& e : events()) {
+    if (e["event"] != "topic") continue;
+    EXPECT_EQ(e["pod"], "pod-a");
+    EXPECT_EQ(e["publisher"], "pod-b");
+    EXPECT_TRUE(e.contains("ts_us"));
+    logged.push_back(e["topic"]);
+  }
+  EXPECT_EQ(logged, (std::vector<std::string>{"news/a", "news/a", "b"}));
+  // The counters are untouched.
+  EXPECT_EQ(app_->activeCounters(), 0u);
+}
+
+TEST_F(CounterAppTest, APublishGoesThroughTheSidecarAndReturnsItsAnswer) {
+  auto c = clientFor(public_->port());
+  http::Request r;
+  r.method = http::Method::kPost;
+  r.target = "/topics/news%2Fa/publish?entities=counter";
+  r.body = R"({"op":"increment"})";
+  auto res = c->sendSync(std::move(r));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["accepted"], 3);
+  EXPECT_EQ(forwarded_, R"(/v1/topics/news%2Fa?entities=counter {"op":"increment"})");
 }
 
 }  // namespace

@@ -30,14 +30,18 @@ type Event struct {
 // Time of the event.
 func (e Event) Time() time.Time { return time.UnixMicro(e.TsUs) }
 
-// Parse reads the log; lines that are not events are counted, not fatal.
+// Parse reads the log's activations and stops; lines that are not events are counted, not fatal.
+// A publication the counter received ("event":"topic", no entity) is no entity's: skipped.
 func Parse(r io.Reader) (events []Event, bad int, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var e Event
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Entity == "" || e.Pod == "" ||
-			(e.Event != "activate" && e.Event != "stop") {
+		parsed := json.Unmarshal(sc.Bytes(), &e) == nil
+		if parsed && e.Event == "topic" {
+			continue
+		}
+		if !parsed || e.Entity == "" || e.Pod == "" || (e.Event != "activate" && e.Event != "stop") {
 			bad++
 			continue
 		}

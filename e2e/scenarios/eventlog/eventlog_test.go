@@ -15,6 +15,7 @@ func TestParseSkipsBadLines(t *testing.T) {
 garbage
 {"ts_us":2,"event":"stop","entity":"a","pod":"p1","shard":"3","epoch":2,"value":5}
 {"ts_us":3,"event":"other","entity":"a","pod":"p1"}
+{"ts_us":4,"event":"topic","topic":"news","pod":"p1","publisher":"p2"}
 `
 	events, bad, err := Parse(strings.NewReader(log))
 	if err != nil || len(events) != 2 || bad != 2 || events[1].Value != 5 {

@@ -117,6 +117,7 @@ func scenarios() []scenario {
 		{"apiserver-outage", "API server outage of 30 s", scenarioAPIServerOutage},
 		{"bad-input", "Bad input to the API, sidecar, manager and webhook", scenarioBadInput},
 		{"skewed-load", "Skewed load: Zipf traffic on one pod's shards, balanced by load", scenarioSkewedLoad},
+		{"topics", "Topics: each publication reaches every pod of the map once", scenarioTopics},
 		{"single-owner", "Single owner over the whole run", scenarioSingleOwner},
 	}
 }

@@ -323,6 +323,14 @@ void CounterApp::onTopic(const http::Request& request, http::Responder responder
   // Any topic is taken: the counter only counts what it receives, for the end-to-end checks.
   const std::string topic(request.param("topic"));
   {
+    std::unique_lock lock(mu_);
+    if (auto stale = staleSender(request)) {
+      lock.unlock();
+      responder.send(std::move(*stale));
+      return;
+    }
+  }
+  {
     std::lock_guard lock(topicsMu_);
     ++topics_[topic];
   }

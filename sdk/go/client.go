@@ -128,6 +128,11 @@ func (c *Client) Tell(ctx context.Context, typ, id string, body []byte, opts ...
 
 func (c *Client) send(ctx context.Context, typ, id, query string, body []byte,
 	opts []CallOption) (*Response, error) {
+	return c.post(ctx, "/v1/entities/"+PathEscape(typ)+"/"+PathEscape(id)+query, body, opts)
+}
+
+// post sends body to the app API's `target` (path and query).
+func (c *Client) post(ctx context.Context, target string, body []byte, opts []CallOption) (*Response, error) {
 	cl := call{timeout: c.timeout, header: http.Header{"Content-Type": {"application/json"}}}
 	for _, o := range opts {
 		o(&cl)
@@ -138,8 +143,7 @@ func (c *Client) send(ctx context.Context, typ, id, query string, body []byte,
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
 	})
-	url := c.base + "/v1/entities/" + PathEscape(typ) + "/" + PathEscape(id) + query
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+target, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

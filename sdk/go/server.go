@@ -44,6 +44,7 @@ type Server struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
 	onReset  func(ctx context.Context) error
+	topics   TopicHandler
 	t        *table
 }
 
@@ -83,14 +84,16 @@ func (s *Server) handler(entityType string) Handler {
 	return s.handlers[entityType]
 }
 
-// ServeHTTP routes /kshard/entities/{type}/{id}, .../stop and /kshard/reset.
+// ServeHTTP routes /kshard/entities/{type}/{id}, .../stop, /kshard/reset and
+// /kshard/topics/{topic}.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
+	topic, isTopic := strings.CutPrefix(path, "/kshard/topics/")
 	isReset := path == "/kshard/reset"
 	rest, isEntity := strings.CutPrefix(path, "/kshard/entities/")
 	parts := strings.Split(rest, "/")
 	isEntity = isEntity && (len(parts) == 2 || (len(parts) == 3 && parts[2] == "stop"))
-	if !isReset && !isEntity {
+	if !isReset && !isEntity && !isTopic {
 		writeError(w, http.StatusNotFound, "NotFound", "no such callback: "+path)
 		return
 	}
@@ -101,6 +104,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isReset {
 		s.serveReset(w, r)
+		return
+	}
+	if isTopic {
+		s.serveTopic(w, r, topic)
 		return
 	}
 	typ, err1 := url.PathUnescape(parts[0])
@@ -125,7 +132,9 @@ func headerUint(h http.Header, name string) uint64 {
 	return n
 }
 
-func (s *Server) readMessage(w http.ResponseWriter, r *http.Request, k entityKey) (*Message, bool) {
+// readBody reads a callback's body, at most maxBody bytes; when it cannot, it answers and
+// returns false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -135,6 +144,14 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request, k entityKey
 		} else {
 			writeError(w, http.StatusBadRequest, "BadRequest", "cannot read the body: "+err.Error())
 		}
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request, k entityKey) (*Message, bool) {
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return nil, false
 	}
 	shard, _ := strconv.Atoi(r.Header.Get(HeaderShard))

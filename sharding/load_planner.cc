@@ -27,6 +27,10 @@ Status validateLoadInput(const LoadPlanningInput& in) {
                              " has a load that is negative or not finite");
     }
   }
+  if (!in.base.withheld.empty() && in.base.withheld.size() != shards) {
+    return invalidArgument("withheld has " + std::to_string(in.base.withheld.size()) +
+                           " entries for " + std::to_string(shards) + " shards");
+  }
   if (!in.roundsSinceMoved.empty() && in.roundsSinceMoved.size() != shards) {
     return invalidArgument("roundsSinceMoved has " + std::to_string(in.roundsSinceMoved.size()) +
                            " entries for " + std::to_string(shards) + " shards");
@@ -101,7 +105,7 @@ struct Round {
   }
 };
 
-// Each donor's movable shards: loaded, out of their cooldown.
+// Each donor's movable shards: loaded, out of their cooldown, not withheld.
 std::vector<std::set<ShardLoad>> movableShards(const LoadPlanningInput& in,
                                                const std::vector<bool>& isDonor) {
   std::vector<std::set<ShardLoad>> movable(in.base.pods.size());
@@ -109,6 +113,7 @@ std::vector<std::set<ShardLoad>> movableShards(const LoadPlanningInput& in,
     const PodIndex owner = in.base.owners[i];
     if (owner == kNoPod || !isDonor[static_cast<std::size_t>(owner)] || in.load[i] <= 0) continue;
     if (!in.roundsSinceMoved.empty() && in.roundsSinceMoved[i] < in.cooldownRounds) continue;
+    if (!in.base.withheld.empty() && in.base.withheld[i]) continue;
     movable[static_cast<std::size_t>(owner)].insert({in.load[i], static_cast<ShardId>(i + 1)});
   }
   return movable;

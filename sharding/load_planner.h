@@ -12,9 +12,10 @@
 //   2. Donors are the pods with L(p) > T(p), most loaded first. For each donor, while it is above
 //      its target and the round's budget lasts: the receiver is the least loaded pod that can
 //      receive; the candidates are the donor's shards that keep the receiver at or below C,
-//      carry load, and have not moved in the last `cooldownRounds` rounds. Of those, the
-//      heaviest that takes the donor no lower than the mean, else the lightest (the one that
-//      overshoots least). No candidate: the donor is left for a later round.
+//      carry load, are not withheld (PlanningInput::withheld) and have not moved in the last
+//      `cooldownRounds` rounds. Of those, the heaviest that takes the donor no lower than the
+//      mean, else the lightest (the one that overshoots least). No candidate: the donor is left
+//      for a later round.
 //   3. The budget is periodicReceiveCap(shards, rebalanceRate) moves in the round, in all.
 //
 // Hysteresis: a move never takes its receiver above C <= its target, so a pod that received never

@@ -35,6 +35,10 @@ Status validatePlanningInput(const PlanningInput& in) {
   if (!(in.rebalanceRate > 0 && in.rebalanceRate <= 1)) {
     return invalidArgument("rebalanceRate must be > 0 and <= 1");
   }
+  if (!in.withheld.empty() && in.withheld.size() != in.owners.size()) {
+    return invalidArgument("withheld has " + std::to_string(in.withheld.size()) + " entries for " +
+                           std::to_string(in.shardCount) + " shards");
+  }
   return {};
 }
 
@@ -139,9 +143,17 @@ std::vector<ShardId> offeredShards(const PlanningInput& in, const std::vector<st
   }
   for (PodIndex p : donors) {
     const auto first = static_cast<std::size_t>(start[static_cast<std::size_t>(p)]);
-    const auto n = static_cast<std::size_t>(counts[static_cast<std::size_t>(p)]);
-    const auto extra = n - static_cast<std::size_t>(average);
-    // Partial Fisher-Yates: a uniform random sample of `extra` of the pod's n shards.
+    const auto begin = byOwner.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = begin + counts[static_cast<std::size_t>(p)];
+    // Withheld shards go last and are never sampled. Stable, so that without any the sample is
+    // the one a seed gave before withheld shards existed.
+    const auto offerable = [&](ShardId s) {
+      return in.withheld.empty() || !in.withheld[static_cast<std::size_t>(s - 1)];
+    };
+    const auto n = static_cast<std::size_t>(std::stable_partition(begin, end, offerable) - begin);
+    const auto extra =
+        std::min(n, static_cast<std::size_t>(counts[static_cast<std::size_t>(p)] - average));
+    // Partial Fisher-Yates: a uniform random sample of `extra` of the pod's n offerable shards.
     for (std::size_t i = 0; i < extra; ++i) {
       const std::size_t j = i + static_cast<std::size_t>(random.uniform(n - i));
       std::swap(byOwner[first + i], byOwner[first + j]);

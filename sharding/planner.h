@@ -8,7 +8,8 @@
 //      unassigned shards are placed, in ascending shard order, with no cap.
 //      Periodic round otherwise: average = shards / pods (integer division, all registered pods);
 //      each pod above the average offers a uniformly random sample of (count - average) of its
-//      shards; nothing is offered while registered pods run different versions (a rolling update).
+//      shards that are not withheld (PlanningInput::withheld; all of those when fewer are left);
+//      nothing is offered while registered pods run different versions (a rolling update).
 //      Offered shards are ordered by their owner's shard count, most first, then by the owner's
 //      registration order (Shardcake's "then shards on old pods": the owner registered earlier,
 //      since all pods run one version when anything is offered), then in sample order.
@@ -74,6 +75,10 @@ struct PlanningInput {
   bool immediate = false;
   // (0, 1]: in a periodic round one pod receives at most this share of all shards.
   double rebalanceRate = 0.02;
+  // withheld[shard - 1]: the shard is not offered in a periodic round; it stays with its owner
+  // (the operator's repeated-failure throttle: its handoffs keep failing). Empty: none is.
+  // Placement of unassigned shards does not read it.
+  std::vector<bool> withheld;
 };
 
 // Give `shard` to `to`, taking it from `from` when it has an owner. The operator unassigns it
@@ -100,8 +105,8 @@ std::vector<bool> eligibleReceivers(const std::vector<PlannerPod>& pods);
 bool allSameVersion(const std::vector<PlannerPod>& pods);
 
 // The moves of one round, in the order decided. InvalidArgument when the input is inconsistent
-// (shard count outside 1..100000, owners of the wrong size or naming an unknown pod,
-// rebalanceRate outside (0, 1]).
+// (shard count outside 1..100000, owners or a non-empty withheld of the wrong size, owners naming
+// an unknown pod, rebalanceRate outside (0, 1]).
 [[nodiscard]] StatusOr<std::vector<Move>> decide(const PlanningInput& input, Random& random);
 
 }  // namespace kshard::sharding

@@ -39,7 +39,8 @@ Status validateSpec(const ShardMapSpec& spec) {
                           std::pair{spec.rebalanceRetryInterval, "rebalanceRetryInterval"},
                           std::pair{spec.pingTimeout, "pingTimeout"},
                           std::pair{spec.handoffTimeout, "handoffTimeout"},
-                          std::pair{spec.sendTimeout, "sendTimeout"}}) {
+                          std::pair{spec.sendTimeout, "sendTimeout"},
+                          std::pair{spec.handoffBackoff, "handoffBackoff"}}) {
     if (Status s = requirePositive(d, field); !s.ok()) return s;
   }
   if (spec.entityIdleTimeout < Duration::zero()) {
@@ -51,6 +52,10 @@ Status validateSpec(const ShardMapSpec& spec) {
   }
   if (!(spec.loadTolerance > 0 && spec.loadTolerance <= 10)) {
     return invalidArgument("spec.loadTolerance: must be > 0 and <= 10");
+  }
+  if (spec.handoffFailureLimit < 0 || spec.handoffFailureLimit > kMaxHandoffFailureLimit) {
+    return invalidArgument("spec.handoffFailureLimit: must be in 0.." +
+                           std::to_string(kMaxHandoffFailureLimit) + " (0 = never throttle)");
   }
   return {};
 }

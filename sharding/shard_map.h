@@ -29,6 +29,8 @@ inline constexpr char kShardMapKind[] = "ShardMap";
 inline constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 
 inline constexpr Duration kMinOwnershipLease = std::chrono::seconds(3);
+// The largest spec.handoffFailureLimit: beyond it the throttle would never act in practice.
+inline constexpr std::int32_t kMaxHandoffFailureLimit = 1000;
 
 // What a periodic round balances: the pods' shard counts (sharding/planner.h), or the load their
 // shards measure (sharding/load_planner.h).
@@ -56,6 +58,11 @@ struct ShardMapSpec {
   Balance balance = Balance::kCount;
   // (0, 10]: in load mode, a pod is overloaded above (1 + loadTolerance) x the mean pod load.
   double loadTolerance = 0.10;
+  // A shard whose handoff failed this many times in a row is not moved by balancing until
+  // handoffBackoff x 2^(failures - limit), at most 10 minutes, has passed since the last failure
+  // (operator/handoff_throttle.h). 0 never throttles.
+  std::int32_t handoffFailureLimit = 3;
+  Duration handoffBackoff = std::chrono::seconds(30);
   friend bool operator==(const ShardMapSpec&, const ShardMapSpec&) = default;
 };
 

@@ -133,6 +133,9 @@ StatusOr<ShardMapSpec> readSpec(JsonFieldReader& r) {
     r.fail("balance", "must be \"count\" or \"load\"");
   }
   spec.loadTolerance = r.optionalNumber("loadTolerance", spec.loadTolerance);
+  spec.handoffFailureLimit = static_cast<std::int32_t>(
+      r.optionalInt("handoffFailureLimit", spec.handoffFailureLimit, 0, kMaxHandoffFailureLimit));
+  spec.handoffBackoff = readDuration(r, "handoffBackoff", spec.handoffBackoff);
   if (!r.ok()) return r.status();
   if (Status s = validateSpec(spec); !s.ok()) return s;
   return spec;
@@ -191,6 +194,8 @@ json toJson(const ShardMapSpec& spec) {
       {"ownershipLease", formatDuration(spec.ownershipLease)},
       {"balance", balanceName(spec.balance)},
       {"loadTolerance", spec.loadTolerance},
+      {"handoffFailureLimit", spec.handoffFailureLimit},
+      {"handoffBackoff", formatDuration(spec.handoffBackoff)},
   };
 }
 

@@ -128,6 +128,22 @@ TEST(LoadPlanner, ShardsInTheirCooldownOrWithoutLoadStay) {
   EXPECT_EQ(moves[0].shard, 3);
 }
 
+TEST(LoadPlanner, WithheldShardsStay) {
+  // Shard 1 is the best pick (the heaviest that keeps the donor at or above the mean); withheld,
+  // the donor gives the next one instead; all withheld, nothing.
+  LoadPlanningInput in = mapOf(2, {0, 0, 0}, {3, 2, 3});
+  const std::vector<Move> free = decideOrFail(in);
+  ASSERT_EQ(free.size(), 1u);
+  in.base.withheld = {free[0].shard == 1, free[0].shard == 2, free[0].shard == 3};
+  const std::vector<Move> moves = decideOrFail(in);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_NE(moves[0].shard, free[0].shard);
+  in.base.withheld = {true, true, true};
+  EXPECT_TRUE(decideOrFail(in).empty());
+  in.base.withheld = {true};
+  EXPECT_EQ(decideByLoad(in).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(LoadPlanner, NothingMovesDuringARollingUpdateOrWithUnassignedShards) {
   LoadPlanningInput in = mapOf(2, {0, 0, 0, 0}, {1, 1, 1, 1});
   in.base.pods[1].version = "2.0.0";

@@ -106,6 +106,8 @@ void checkAndApply(PlanningInput& in, const std::vector<Move>& moves, const std:
     ASSERT_FALSE(lost[static_cast<std::size_t>(m.to)]) << where << " receiver lost a shard";
     if (periodic) {
       ASSERT_LE(++received[static_cast<std::size_t>(m.to)], cap) << where << " cap exceeded";
+      ASSERT_TRUE(in.withheld.empty() || !in.withheld[static_cast<std::size_t>(m.shard - 1)])
+          << where << " a withheld shard moved";
     } else {
       ASSERT_EQ(owner, kNoPod) << where << " placement round moved an assigned shard";
     }
@@ -134,6 +136,20 @@ TEST(PlannerPropertyTest, RoundsKeepOneOwnerPerShardAndOnlyFeedEligiblePods) {
       EXPECT_TRUE(moves.empty()) << "map " << i << ": balanced during a rolling update";
     }
     checkAndApply(s.input, moves, "map " + std::to_string(i));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(PlannerPropertyTest, WithheldShardsStayWhereTheyAreInPeriodicRounds) {
+  SeededRandom r(35);
+  for (int i = 0; i < kMaps; ++i) {
+    Scenario s = randomScenario(r, r.uniform(2) == 0);
+    const std::uint64_t percent = r.uniform(101);
+    s.input.withheld.assign(static_cast<std::size_t>(s.input.shardCount), false);
+    for (std::size_t k = 0; k < s.input.withheld.size(); ++k) {
+      s.input.withheld[k] = r.uniform(100) < percent;
+    }
+    checkAndApply(s.input, decideOrFail(s.input, s.seed), "map " + std::to_string(i));
     if (HasFatalFailure()) return;
   }
 }

@@ -257,6 +257,52 @@ TEST(PlannerTest, ReceiveCapRoundsUpAndIsAtLeastOne) {
   EXPECT_EQ(periodicReceiveCap(100000, 0.02), 2000);
 }
 
+// --- Withheld shards (the operator's repeated-failure throttle) ---
+
+TEST(PlannerTest, AWithheldShardIsNeverOffered) {
+  // Pod 0 offers one of 1-3; with 2 withheld, every seed picks 1 or 3, and both get picked.
+  PlanningInput in = input(4, {{"1-3"}, {"4"}});
+  in.withheld = {false, true, false, false};
+  std::set<ShardId> picked;
+  for (std::uint64_t seed = 0; seed < 64; ++seed) {
+    const std::vector<Move> moves = plan(in, seed);
+    ASSERT_EQ(moves.size(), 1u) << "seed " << seed;
+    picked.insert(moves[0].shard);
+  }
+  EXPECT_EQ(picked, (std::set<ShardId>{1, 3}));
+}
+
+TEST(PlannerTest, APodOffersOnlyWhatIsNotWithheld) {
+  // average 2: pod 0 would offer two of 1-4. Three are withheld: only 4 moves.
+  PlanningInput in = input(6, {{"1-4"}, {"5"}, {"6"}});
+  in.withheld = {true, true, true, false, false, false};
+  const std::vector<Move> moves = plan(in);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].shard, 4);
+  // All withheld: nothing moves, and the map stays unbalanced.
+  in.withheld[3] = true;
+  EXPECT_TRUE(plan(in).empty());
+}
+
+TEST(PlannerTest, PlacementIgnoresWithheldShards) {
+  // The withheld vector may mark anything; shards without an owner are placed all the same.
+  PlanningInput in = input(4, {{"1-2"}, {""}});
+  in.withheld.assign(4, true);
+  const std::vector<Move> moves = plan(in);
+  EXPECT_THAT(sources(moves), ElementsAre(kNoPod, kNoPod));
+  EXPECT_THAT(countsAfter(in, moves), ElementsAre(2, 2));
+}
+
+TEST(PlannerTest, NothingWithheldGivesTheSameDecisionAsNoWithheldList) {
+  PlanningInput in = input(300, {{"1-200"}, {"201-300"}, {""}}, false, 0.02);
+  for (std::uint64_t seed = 0; seed < 16; ++seed) {
+    const std::vector<Move> without = plan(in, seed);
+    PlanningInput none = in;
+    none.withheld.assign(300, false);
+    EXPECT_EQ(plan(none, seed), without) << "seed " << seed;
+  }
+}
+
 // --- Examples and input checks ---
 
 TEST(PlannerTest, KshardctlExampleMovesOneOfShardsOneToThreeToTheSecondPod) {
@@ -286,6 +332,9 @@ TEST(PlannerTest, RejectsInconsistentInput) {
   in.shardCount = 0;
   in.owners.clear();
   EXPECT_EQ(decide(in, random).status().message(), "shard count 0 is outside 1..100000");
+  in = input(4, {{"1-4"}});
+  in.withheld = {true};
+  EXPECT_EQ(decide(in, random).status().message(), "withheld has 1 entries for 4 shards");
 }
 
 }  // namespace

@@ -104,10 +104,12 @@ TEST(ShardMapJsonTest, EncodesWithTheDesignFieldNames) {
   for (const char* key :
        {"shards", "versionLabel", "rebalanceInterval", "rebalanceRetryInterval", "rebalanceRate",
         "pingTimeout", "handoffTimeout", "entityIdleTimeout", "sendTimeout", "ownershipLease",
-        "balance", "loadTolerance"}) {
+        "balance", "loadTolerance", "handoffFailureLimit", "handoffBackoff"}) {
     EXPECT_TRUE(spec.contains(key)) << key;
   }
-  EXPECT_EQ(spec.size(), 12u);
+  EXPECT_EQ(spec.size(), 14u);
+  EXPECT_EQ(spec["handoffFailureLimit"], 3);
+  EXPECT_EQ(spec["handoffBackoff"], "30s");
   EXPECT_EQ(spec["ownershipLease"], "30s");
   EXPECT_EQ(spec["balance"], "count");
   EXPECT_EQ(spec["loadTolerance"], 0.1);
@@ -145,6 +147,29 @@ TEST(ShardMapJsonTest, BadBalanceAndLoadFieldsNameTheField) {
   j = json::parse(kDesignExample);
   j["status"]["load"] = {{"peakToMean", 1.2}, {"hottest", {{{"shard", 301}}}}};
   EXPECT_EQ(errorOf(j), "status.load.hottest[0].shard: must be in 1..300");
+}
+
+TEST(ShardMapJsonTest, RoundTripsTheHandoffThrottle) {
+  ShardMap m = decoded(kDesignExample);
+  m.spec.handoffFailureLimit = 0;
+  m.spec.handoffBackoff = std::chrono::minutes(2);
+  const json j = toJson(m);
+  EXPECT_EQ(j["spec"]["handoffFailureLimit"], 0);
+  EXPECT_EQ(j["spec"]["handoffBackoff"], "2m0s");
+  StatusOr<ShardMap> back = shardMapFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(*back, m);
+}
+
+TEST(ShardMapJsonTest, BadHandoffThrottleFieldsNameTheField) {
+  json j = minimal();
+  j["spec"]["handoffFailureLimit"] = -1;
+  EXPECT_NE(errorOf(j).find("spec.handoffFailureLimit"), std::string::npos) << errorOf(j);
+  j["spec"]["handoffFailureLimit"] = 1001;
+  EXPECT_NE(errorOf(j).find("spec.handoffFailureLimit"), std::string::npos) << errorOf(j);
+  j = minimal();
+  j["spec"]["handoffBackoff"] = "0s";
+  EXPECT_EQ(errorOf(j), "spec.handoffBackoff: must be > 0");
 }
 
 TEST(ShardMapJsonTest, RoundTripsTheWholeResource) {

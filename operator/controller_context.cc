@@ -130,19 +130,25 @@ bool ControllerContext::movesPending(const ShardMap& map, const ShardTable& tabl
 StatusOr<std::vector<sharding::Move>> ControllerContext::decideMoves(
     const ShardMap& map, const ShardTable& table, const std::vector<PodRuntime>& pods,
     bool immediate, Random& random) const {
+  const SteadyTime now = d.scheduler.clock().now();
+  const auto input = [&](bool placeOnly) {
+    sharding::PlanningInput in = planningInput(map, table, pods, placeOnly);
+    // A shard whose handoffs keep failing stays where it is for its backoff; a placement round
+    // places only shards without an owner, which nothing withholds.
+    if (!placeOnly) in.withheld = throttle.withheld(table.shardCount(), now, map.spec);
+    return in;
+  };
   if (!immediate && map.spec.balance == sharding::Balance::kLoad) {
     if (balancesByLoad(map, table, loads)) {
-      return sharding::decideByLoad(loadPlanningInput(planningInput(map, table, pods, false),
-                                                      loads, map.spec.loadTolerance,
-                                                      d.scheduler.clock().now(),
-                                                      map.spec.rebalanceInterval));
+      return sharding::decideByLoad(loadPlanningInput(input(false), loads, map.spec.loadTolerance,
+                                                      now, map.spec.rebalanceInterval));
     }
     // Pods that will never report (older sidecars): counts, as before the map asked for load.
     // Pods not heard from yet (a new term): wait for them, placing unassigned shards only.
     const bool silent = loadKnowledge(map.status.pods, loads) == LoadKnowledge::kSilentPods;
-    return sharding::decide(planningInput(map, table, pods, !silent), random);
+    return sharding::decide(input(!silent), random);
   }
-  return sharding::decide(planningInput(map, table, pods, immediate), random);
+  return sharding::decide(input(immediate), random);
 }
 
 void ControllerContext::setConditions(ShardMap& map, const ShardTable& table, bool retry) const {

@@ -27,6 +27,7 @@
 #include "base/scheduler.h"
 #include "http/message.h"
 #include "operator/event_sink.h"
+#include "operator/handoff_throttle.h"
 #include "operator/leadership.h"
 #include "operator/map_history.h"
 #include "operator/operator_metrics.h"
@@ -133,6 +134,8 @@ struct ControllerContext {
   std::optional<sharding::ManagerRef> storedManager;
   LeaseFacts leases;
   ShardLoads loads;  // what the pods' ping answers reported (spec.balance: load, status.load)
+  // Handoffs that failed in a row, per shard, in this term (handoff_throttle.h).
+  HandoffThrottle throttle;
   // The versions of the map this replica stored or read, for sidecars' reads of changes.
   MapHistory history;
   // Reads of changes waiting for the version their watch announced (answerChanges).
@@ -166,6 +169,7 @@ struct ControllerContext {
   // periodic round with every pod's load known asks the load planner; while a pod has not
   // answered yet it only places unassigned shards (counts are not what this map balances); with
   // a pod that answers without load, the count planner's round. Otherwise the count planner's.
+  // Periodic rounds withhold the shards in a handoff backoff (`throttle`).
   StatusOr<std::vector<sharding::Move>> decideMoves(const sharding::ShardMap& map,
                                                   const sharding::ShardTable& table,
                                                   const std::vector<PodRuntime>& pods,

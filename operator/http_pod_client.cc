@@ -31,6 +31,20 @@ StatusOr<T> decodeOk(StatusOr<http::Response> res, const char* what, Decode deco
   return value;
 }
 
+// The shards a 504 HandoffTimeout names as still busy ({"busy": "3,7-9"}), of those `asked`.
+std::vector<sharding::ShardId> busyShards(const http::Response& response,
+                                          const sharding::ShardSet& asked) {
+  std::vector<sharding::ShardId> out;
+  auto j = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("busy") || !j["busy"].is_string()) return out;
+  auto busy = sharding::ShardSet::parse(j["busy"].get<std::string>(), sharding::kMaxShardCount);
+  if (!busy.ok()) return out;
+  busy->forEach([&](sharding::ShardId s) {
+    if (asked.contains(s)) out.push_back(s);
+  });
+  return out;
+}
+
 }  // namespace
 
 Status podErrorStatus(const http::Response& response) {
@@ -164,12 +178,17 @@ void HttpPodClient::assign(const std::string& address, const protocol::ShardsReq
 void HttpPodClient::unassign(const std::string& address, const protocol::ShardsRequest& request,
                              Duration timeout, UnassignCallback done) {
   send(address, request.shardMap, jsonPost("/v1/shards/unassign", protocol::encode(request)),
-       timeout, [done = std::move(done)](StatusOr<http::Response> res) {
+       timeout, [done = std::move(done), asked = request.shards](StatusOr<http::Response> res) {
          if (!res.ok()) {
-           done(res.status());
+           done({res.status(), {}});
            return;
          }
-         done(res->status == 200 ? Status{} : podErrorStatus(*res));
+         if (res->status == 200) {
+           done({});
+           return;
+         }
+         done({podErrorStatus(*res),
+               res->status == 504 ? busyShards(*res, asked) : std::vector<sharding::ShardId>{}});
        });
 }
 

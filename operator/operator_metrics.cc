@@ -37,6 +37,12 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& registry)
                                 "shard's load over the mean")),
       shardLoad_(registry.gauge("kshard_operator_shard_load",
                                 "Measured load (app seconds per second) of the hottest shards")),
+      throttled_(registry.gauge("kshard_operator_throttled_shards",
+                                "Shards whose handoff failed handoffFailureLimit times in a row, "
+                                "left where they are until their backoff has passed")),
+      throttleStarts_(registry.counter("kshard_operator_handoff_throttles_total",
+                                       "Backoffs begun by shards whose handoff failed "
+                                       "handoffFailureLimit times or more in a row")),
       leader_(
           registry.gauge("kshard_operator_leader", "1 while this replica is the leader").with({})) {
 }
@@ -99,6 +105,15 @@ void OperatorMetrics::forget(const std::string& shardMap) {
   pods_.remove({{"shard_map", shardMap}});
   podShardsMin_.remove({{"shard_map", shardMap}});
   podShardsMax_.remove({{"shard_map", shardMap}});
+  throttled_.remove({{"shard_map", shardMap}});
+}
+
+void OperatorMetrics::observeThrottled(const std::string& shardMap, std::size_t shards) {
+  throttled_.with({{"shard_map", shardMap}}).set(static_cast<double>(shards));
+}
+
+void OperatorMetrics::throttleStarted(const std::string& shardMap, std::size_t shards) {
+  throttleStarts_.with({{"shard_map", shardMap}}).inc(static_cast<double>(shards));
 }
 
 void OperatorMetrics::setLeader(bool leader) { leader_.set(leader ? 1 : 0); }

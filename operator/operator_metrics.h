@@ -13,6 +13,9 @@
 //   kshard_operator_load_bound{shard_map}                  the peak-to-mean the hottest shard forces
 //   kshard_operator_shard_load{shard_map,shard}            the load of the hottest shards only
 //                                                          (status.load.hottest, at most 10)
+//   kshard_operator_throttled_shards{shard_map}            shards periodic rounds leave where
+//                                                          they are: their handoff backoff runs
+//   kshard_operator_handoff_throttles_total{shard_map}     backoffs begun (handoff_throttle.h)
 //   kshard_operator_leader                                 1 while this replica leads
 //   kshard_operator_api_requests_total{verb,code}          manager API requests by HTTP status
 //
@@ -43,6 +46,10 @@ class OperatorMetrics {
   void observeStatus(const std::string& shardMap, const sharding::ShardMapStatus& status);
   // The ShardMap is gone: drop its gauge series.
   void forget(const std::string& shardMap);
+  // The repeated-failure throttle (handoff_throttle.h): the shards in a backoff now (set by the
+  // leader as of its latest round; 0 on a follower), and backoffs that began.
+  void observeThrottled(const std::string& shardMap, std::size_t shards);
+  void throttleStarted(const std::string& shardMap, std::size_t shards);
   void setLeader(bool leader);
   void apiRequest(std::string_view verb, int httpStatus);
 
@@ -51,6 +58,8 @@ class OperatorMetrics {
   metrics::Family<metrics::Gauge>& unassigned() { return unassigned_; }
   metrics::Family<metrics::Gauge>& pods() { return pods_; }
   metrics::Family<metrics::Counter>& apiRequests() { return apiRequests_; }
+  metrics::Family<metrics::Gauge>& throttled() { return throttled_; }
+  metrics::Family<metrics::Counter>& throttleStarts() { return throttleStarts_; }
   metrics::Gauge& leader() { return leader_; }
 
  private:
@@ -65,6 +74,8 @@ class OperatorMetrics {
   metrics::Family<metrics::Gauge>& peakToMean_;
   metrics::Family<metrics::Gauge>& loadBound_;
   metrics::Family<metrics::Gauge>& shardLoad_;
+  metrics::Family<metrics::Gauge>& throttled_;
+  metrics::Family<metrics::Counter>& throttleStarts_;
   metrics::Gauge& leader_;
   std::mutex mu_;  // the controllers of several maps observe at once
   std::map<std::string, std::vector<sharding::ShardId>> hotShards_;  // by map: the shard series

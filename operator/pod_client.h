@@ -11,18 +11,28 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
 #include "protocol/wire.h"
+#include "sharding/shard_id.h"
 
 namespace kshard::manager {
+
+// The answer to an unassign: OK once the pod released every shard. On a 504 HandoffTimeout,
+// `busy` lists the shards of the request the pod still held busy (it released the others);
+// empty for any other answer (nothing is known of which shards were released).
+struct UnassignAnswer {
+  Status status;
+  std::vector<sharding::ShardId> busy;
+};
 
 class PodClient {
  public:
   using PingCallback = std::function<void(StatusOr<protocol::PingResponse>)>;
   using AssignCallback = std::function<void(StatusOr<protocol::AssignResponse>)>;
-  using UnassignCallback = std::function<void(Status)>;
+  using UnassignCallback = std::function<void(UnassignAnswer)>;
 
   virtual ~PodClient() = default;
 
@@ -34,7 +44,7 @@ class PodClient {
   // POST /v1/shards/assign, to request.target. `shardCount` bounds the shard ids of the answer.
   virtual void assign(const std::string& address, const protocol::ShardsRequest& request,
                       std::int32_t shardCount, Duration timeout, AssignCallback done) = 0;
-  // POST /v1/shards/unassign; OK once the pod has stopped the shards' entities.
+  // POST /v1/shards/unassign; OK once the pod has stopped the shards' entities (UnassignAnswer).
   virtual void unassign(const std::string& address, const protocol::ShardsRequest& request,
                         Duration timeout, UnassignCallback done) = 0;
   // The pod at `address` is gone: drop what is kept for it (its keep-alive connection).

@@ -131,7 +131,9 @@ void PodHealthMonitor::releaseDeadPod(const sharding::RegisteredPod& pod) {
                               static_cast<protocol::Epoch>(fence), shards};
   c_.d.pods.unassign(
       pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
-      c_.strand.wrap<Status>([this, key, name = pod.name, term = c_.termStart](Status s) {
+      c_.strand.wrap<UnassignAnswer>([this, key, name = pod.name,
+                                      term = c_.termStart](UnassignAnswer answer) {
+        const Status& s = answer.status;
         c_.leases.releasing.erase(key);
         if (!s.ok()) {
           c_.log.info("a vanished pod's sidecar did not release its shards",

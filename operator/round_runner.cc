@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kube/api_time.h"
 #include "operator/shard_loads.h"
 
 namespace kshard::manager {
@@ -40,6 +41,8 @@ struct RoundRunner::Round {
   std::vector<PingOutcome> pings;
   RoundPlan plan;
   std::set<PodIndex> unassignFailed;
+  // Per pod whose unassign answered 504 HandoffTimeout: the shards it named still busy.
+  std::map<PodIndex, std::vector<ShardId>> busy;
   std::optional<RoundCommit> commit;
   std::map<std::string, std::string> failed;  // pod name -> what failed
   std::size_t outstanding = 0;                // calls of the current step not answered yet
@@ -86,6 +89,10 @@ void RoundRunner::decide(const RoundPtr& round) {
       return finish(round, "failed");
     }
     round->table = std::move(*table);
+    // Failures of shards that have another owner since (a drain, a death) no longer count.
+    c_.throttle.forgetMoved(round->table, c_.current.status.pods);
+    c_.d.metrics.observeThrottled(
+        c_.key, c_.throttle.throttled(c_.d.scheduler.clock().now(), c_.current.spec));
     // Normally status.epoch. Higher only if an unassign of this replica carried an epoch that no
     // write has reached yet; the round then persists at least that epoch (epoch rule 3).
     round->epoch = std::max(c_.current.status.epoch, c_.fenceFloor - 1);
@@ -164,15 +171,16 @@ void RoundRunner::unassign(const RoundPtr& round) {
     const sharding::RegisteredPod pod = c_.pod(p);
     protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
                                 static_cast<protocol::Epoch>(fence), ShardSet::of(shards)};
-    c_.d.pods.unassign(pod.address, req,
-                       c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
-                       c_.strand.wrap<Status>([this, round, podName = p, pod](Status s) {
-                         if (!s.ok()) {
-                           round->unassignFailed.insert(podName);
-                           round->failed[pod.name] = "unassign: " + s.toString();
-                         }
-                         if (--round->outstanding == 0) advance(round);
-                       }));
+    c_.d.pods.unassign(
+        pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
+        c_.strand.wrap<UnassignAnswer>([this, round, podName = p, pod](UnassignAnswer answer) {
+          if (!answer.status.ok()) {
+            round->unassignFailed.insert(podName);
+            round->failed[pod.name] = "unassign: " + answer.status.toString();
+            if (!answer.busy.empty()) round->busy[podName] = answer.busy;
+          }
+          if (--round->outstanding == 0) advance(round);
+        }));
   }
 }
 
@@ -189,6 +197,7 @@ void RoundRunner::persist(const RoundPtr& round) {
   round->commit =
       commitRound(round->table, round->epoch, round->plan, round->unassignFailed, mustPersist);
   const RoundCommit& commit = *round->commit;
+  recordHandoffs(round);
   ShardMap next = c_.current;
   if (commit.persist) {
     // Epoch rule 1: a persisted change of the owners is a new epoch; the moved shards' groups
@@ -211,6 +220,53 @@ void RoundRunner::persist(const RoundPtr& round) {
     if (writesLoad) loadWritten();
     then(round, Step::kAssign);
   });
+}
+
+// The throttle's count of this round's handoffs (handoff_throttle.h): a shard its source released
+// starts over; a move abandoned because its source failed the unassign is a failure of that
+// shard, unless the source answered 504 naming other shards as the busy ones (it released this
+// one). The shards that enter a backoff are told in a Warning Event, one per pod and count.
+void RoundRunner::recordHandoffs(const RoundPtr& round) {
+  const RoundCommit& commit = *round->commit;
+  const SteadyTime now = c_.d.scheduler.clock().now();
+  const sharding::ShardMapSpec& spec = c_.current.spec;
+  for (const Move& m : commit.applied) {
+    if (m.from) c_.throttle.succeeded(m.shard);
+  }
+  // By source pod and failures in a row: the shards, and the backoff they entered.
+  std::map<std::pair<PodIndex, std::int32_t>, std::pair<Shards, ThrottleStart>> started;
+  std::size_t starts = 0;
+  for (const Move& m : commit.abandoned) {
+    const auto busy = round->busy.find(*m.from);
+    if (busy != round->busy.end() &&
+        std::find(busy->second.begin(), busy->second.end(), m.shard) == busy->second.end()) {
+      continue;
+    }
+    if (auto start = c_.throttle.failed(m.shard, c_.pod(*m.from), now, spec)) {
+      auto& [shards, first] = started[{*m.from, start->inARow}];
+      if (shards.empty()) first = *start;
+      shards.push_back(m.shard);
+      ++starts;
+    }
+  }
+  c_.d.metrics.observeThrottled(c_.key, c_.throttle.throttled(now, spec));
+  if (starts == 0) return;
+  c_.d.metrics.throttleStarted(c_.key, starts);
+  for (const auto& [key, entry] : started) {
+    const auto& [shards, start] = entry;
+    const std::string pod = c_.pod(key.first).name;
+    const std::string set = ShardSet::of(shards).toString();
+    const std::string until =
+        kube::formatTime(c_.d.scheduler.clock().wallNow() +
+                         std::chrono::duration_cast<WallTime::duration>(start.until - now));
+    c_.log.warn("handoff throttled",
+                {{"pod", pod}, {"shards", set}, {"failures", start.inARow}, {"until", until}});
+    c_.event(EventType::kWarning, "HandoffThrottled",
+             "handoff of shard" + std::string(shards.size() > 1 ? "s " : " ") + set + " from pod " +
+                 pod + " failed " + std::to_string(start.inARow) +
+                 " times in a row; balancing leaves it there until " + until + " (backoff " +
+                 sharding::formatDuration(start.backoff) + ")");
+  }
 }
 
 // status.load with this round's write, or alone when due and changed materially (every write

@@ -7,8 +7,9 @@
 //                reconcile), in parallel, within pingTimeout; planRound drops moves touching a
 //                pod that failed;
 //   kUnassign    unassign in parallel at epoch + 1 (epoch rule 2);
-//   kPersist     commitRound drops moves whose unassign failed; persist the new owners at
-//                epoch + 1 before telling anyone (write-ahead);
+//   kPersist     commitRound drops moves whose unassign failed (the throttle counts them:
+//                handoff_throttle.h); persist the new owners at epoch + 1 before telling anyone
+//                (write-ahead);
 //   kAssign      assign in parallel at the persisted epoch;
 //   kCheckFailed the pods that failed a step are checked with the API: dead ones are removed
 //                and a round follows at once; otherwise the round is retried after
@@ -49,6 +50,8 @@ class RoundRunner : public ControllerOperation {
   void assign(const RoundPtr& round);
   void checkFailed(const RoundPtr& round);
   void finish(const RoundPtr& round, std::string_view result);
+  // The repeated-failure throttle's bookkeeping of the round's handoffs, its Events and metrics.
+  void recordHandoffs(const RoundPtr& round);
   // status.load: refreshed into `next` when due (shard_loads.h), and the bookkeeping after the
   // write.
   bool refreshLoad(sharding::ShardMap& next, const RoundCommit& commit);

@@ -59,6 +59,8 @@ void ShardMapController::startLeading() {
     c_.termStart = c_.d.scheduler.clock().now();
     // Figures from an earlier term may be hours old: the term's first rounds measure afresh.
     c_.loads = ShardLoads{};
+    // Failures counted in an earlier term may be about shards that moved since: start afresh.
+    c_.throttle = HandoffThrottle{};
     takeover_.enqueue();
   });
 }
@@ -76,6 +78,7 @@ void ShardMapController::stopLeading() {
     c_.waitingReads.clear();
     c_.history.clear();
     health_.dropQueuedRemovals();
+    c_.d.metrics.observeThrottled(c_.key, 0);  // the leader's figure, not a follower's
     c_.log.info("leadership lost; stopping");
   });
 }

@@ -193,7 +193,9 @@ void Unregistration::release(const protocol::UnregisterRequest& request, const R
   protocol::ShardsRequest req{c_.key, ControllerContext::targetOf(pod),
                               static_cast<protocol::Epoch>(fence), shards};
   c_.d.pods.unassign(pod.address, req, c_.current.spec.handoffTimeout + c_.current.spec.pingTimeout,
-                     c_.strand.wrap<Status>([this, request, reply, attempt, done, pod](Status s) {
+                     c_.strand.wrap<UnassignAnswer>([this, request, reply, attempt, done,
+                                                     pod](UnassignAnswer answer) {
+                       const Status& s = answer.status;
                        if (!c_.acting()) {
                          reply(notLeaderResponse(""));
                          return done();

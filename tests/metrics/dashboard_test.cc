@@ -63,6 +63,8 @@ std::set<std::string> exportedNames() {
   operatorMetrics.observeStatus("demo/counter", status);
   operatorMetrics.setLeader(true);
   operatorMetrics.apiRequest("register", 200);
+  operatorMetrics.observeThrottled("demo/counter", 1);
+  operatorMetrics.throttleStarted("demo/counter", 1);
 
   std::set<std::string> names;
   const std::regex type(R"(# TYPE (\S+) (\S+))");

@@ -99,6 +99,10 @@ void StubHost::deliver(sidecar::Message message, sidecar::Epoch,
 void StubHost::stop(const sidecar::EntityKey& key, sidecar::ShardId, std::uint64_t,
                     std::function<void(Status)> done) {
   scheduler_.runAfter(stopLatency, [this, id = key.id, done] {
+    if (failingStops.count(id)) {
+      done(unavailable("injected: the app failed to stop entity " + id));
+      return;
+    }
     active_.erase(id);
     done({});
   });
@@ -276,7 +280,10 @@ void StubPods::assign(const std::string& address, const protocol::ShardsRequest&
 void StubPods::unassign(const std::string& address, const protocol::ShardsRequest& request,
                         Duration timeout, UnassignCallback done) {
   StubPod* pod = byAddress(address);
-  if (pod != nullptr) ++pod->unassigns;
+  if (pod != nullptr) {
+    ++pod->unassigns;
+    pod->unassignLog.push_back(request);
+  }
   const Fault fault = pod ? pod->unassignFault : Fault::kNone;
   if (pod == nullptr || fault != Fault::kNone) {
     // Faults answer like the other calls; the pod's handoff (if the request arrives) runs in the
@@ -290,17 +297,19 @@ void StubPods::unassign(const std::string& address, const protocol::ShardsReques
           pod->registry->unassign(shards, request.epoch, handoffTimeout, [](auto) {});
           return {};
         },
-        std::move(done));
+        [done](Status s) {
+          done({std::move(s), {}});
+        });
     return;
   }
   // The answer comes when the handoff finished (or its deadline passed), as the sidecar does.
   scheduler_.runAfter(latency, [this, pod, request, done, timeout] {
     if (!pod->alive) {
-      scheduler_.runAfter(timeout, [done] { done(deadlineExceeded("injected: no answer")); });
+      scheduler_.runAfter(timeout, [done] { done({deadlineExceeded("injected: no answer"), {}}); });
       return;
     }
     if (auto refused = wrongTarget(*pod, request.target)) {
-      scheduler_.runAfter(latency, [done, r = *refused] { done(r); });
+      scheduler_.runAfter(latency, [done, r = *refused] { done({r, {}}); });
       return;
     }
     std::vector<sharding::ShardId> shards;
@@ -309,9 +318,12 @@ void StubPods::unassign(const std::string& address, const protocol::ShardsReques
         shards, request.epoch, handoffTimeout,
         [this, pod, done](std::vector<sidecar::ShardId> busy) {
           if (afterEvent) afterEvent();
-          Status result = busy.empty() ? Status{}
-                                       : deadlineExceeded("HandoffTimeout: shards still busy: " +
-                                                          sharding::ShardSet::of(busy).toString());
+          UnassignAnswer result;
+          if (!busy.empty()) {
+            result.status = deadlineExceeded("HandoffTimeout: shards still busy: " +
+                                             sharding::ShardSet::of(busy).toString());
+            result.busy.assign(busy.begin(), busy.end());
+          }
           scheduler_.runAfter(latency, [pod, done, result] {
             if (!pod->alive) return;
             done(result);

@@ -80,6 +80,8 @@ class StubHost final : public sidecar::EntityHost {
   std::set<sidecar::ShardId> activeShards() const;
 
   Duration stopLatency = std::chrono::milliseconds(5);
+  // Entity ids whose stop fails (the app answers an error) until taken out of the set.
+  std::set<std::string> failingStops;
 
  private:
   Scheduler& scheduler_;
@@ -108,6 +110,7 @@ struct StubPod {
   int refusedShards = 0;  // shards of assigns the registry refused as stale (fenced)
   bool reportsLoad = true;  // false: a sidecar of a release that does not measure load
   std::vector<protocol::ShardsRequest> assignLog;
+  std::vector<protocol::ShardsRequest> unassignLog;  // every unassign sent to it
 
   // Shards this pod serves: owned while its lease runs, or with entities still running
   // (handing off, or stopping behind the lease's fence).

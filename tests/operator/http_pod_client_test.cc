@@ -250,10 +250,10 @@ TEST(HttpPodClient, SendsTheTokenOfTheTargetsShardMapWhichOnlyThatMapsSidecarsTa
     std::lock_guard lock(mu);
     EXPECT_EQ(asked, std::vector<std::string>(asked.size(), "demo/counter"));
   }
-  auto unassign = await<Status>([&](auto done) {
+  auto unassign = await<UnassignAnswer>([&](auto done) {
     aPod.unassign(pod.address, shards(4, {1, 2}), 2s, done);
   });
-  EXPECT_FALSE(unassign.ok());
+  EXPECT_FALSE(unassign.status.ok());
   EXPECT_EQ(pod.registry.ownedShards().size(), 2u) << "a refused unassign changed the ownership";
 }
 
@@ -281,7 +281,9 @@ TEST(HttpPodClient, AnEpochFurtherAheadThanTheOperatorCanHaveIssuedIsRefused) {
        {std::numeric_limits<std::uint64_t>::max(), sidecar::kMaxEpochLead + 1}) {
     auto request = shards(0, {1, 2});
     request.epoch = epoch;
-    Status s = await<Status>([&](auto done) { client.unassign(pod.address, request, 2s, done); });
+    Status s = await<UnassignAnswer>([&](auto done) {
+                 client.unassign(pod.address, request, 2s, done);
+               }).status;
     EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << epoch;
     EXPECT_NE(s.message().find("409 EpochTooFarAhead"), std::string::npos) << s.toString();
     auto assign = request;
@@ -298,17 +300,18 @@ TEST(HttpPodClient, AnEpochFurtherAheadThanTheOperatorCanHaveIssuedIsRefused) {
   // The bound itself is taken.
   auto request = shards(0, {1});
   request.epoch = sidecar::kMaxEpochLead;
-  EXPECT_TRUE(
-      await<Status>([&](auto done) { client.unassign(pod.address, request, 2s, done); }).ok());
+  EXPECT_TRUE(await<UnassignAnswer>([&](auto done) {
+                client.unassign(pod.address, request, 2s, done);
+              }).status.ok());
 }
 
 TEST(HttpPodClient, AnAssignOlderThanAnUnassignIsRefusedAsStale) {
   PeerPod pod("counter-0", 30, 5s);
   HttpPodClient client(beastClients());
-  auto unassigned = await<Status>([&](auto done) {
+  auto unassigned = await<UnassignAnswer>([&](auto done) {
     client.unassign(pod.address, shards(5, {4, 5}), 2s, done);
   });
-  ASSERT_TRUE(unassigned.ok()) << unassigned.toString();
+  ASSERT_TRUE(unassigned.status.ok()) << unassigned.status.toString();
   auto assigned = await<StatusOr<protocol::AssignResponse>>([&](auto done) {
     client.assign(pod.address, shards(4, {4, 5, 6}), 30, 2s, done);
   });
@@ -338,9 +341,9 @@ TEST(HttpPodClient, ACommandMeantForAnotherPodOrSidecarProcessIsRefused) {
     EXPECT_FALSE(ping.ok()) << "a ping for " << other.pod << "/" << other.incarnation;
   }
   EXPECT_TRUE(pod.registry.ownedShards().empty()) << "a command for another target was applied";
-  ASSERT_TRUE(await<Status>([&](auto done) {
+  ASSERT_TRUE(await<UnassignAnswer>([&](auto done) {
                 client.unassign(pod.address, shards(1, {1}), 2s, done);
-              }).ok());
+              }).status.ok());
 }
 
 TEST(HttpPodClient, UnassignWaitsForTheHandoffAndReportsABusyShardAsDeadlineExceeded) {
@@ -356,10 +359,14 @@ TEST(HttpPodClient, UnassignWaitsForTheHandoffAndReportsABusyShardAsDeadlineExce
   m.mode = sidecar::DeliveryMode::kTell;
   pod.registry.deliver(m, [](sidecar::DeliveryOutcome) {});
   const auto start = std::chrono::steady_clock::now();
-  Status s =
-      await<Status>([&](auto done) { client.unassign(pod.address, shards(2, {9}), 3s, done); });
+  const UnassignAnswer answer = await<UnassignAnswer>([&](auto done) {
+    client.unassign(pod.address, shards(2, {8, 9}), 3s, done);
+  });
+  const Status& s = answer.status;
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.toString();
   EXPECT_NE(s.message().find("HandoffTimeout"), std::string::npos) << s.toString();
+  // Only the shard whose entity did not stop is named: the operator's throttle counts it alone.
+  EXPECT_EQ(answer.busy, std::vector<sharding::ShardId>{9});
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 

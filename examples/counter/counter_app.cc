@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace kshard::examples {
@@ -96,6 +97,36 @@ void CounterApp::addPublicRoutes(http::Server& server) {
   server.route(http::Method::kGet, "/healthz", [](http::Request, http::Responder res) {
     res.send(http::Response::json(200, R"({"status":"ok"})"));
   });
+  addFaultRoutes(server);
+}
+
+void CounterApp::addFaultRoutes(http::Server& server) {
+  server.route(http::Method::kPut, "/faults/stop/{prefix}",
+               [this](http::Request r, http::Responder res) {
+                 const std::string prefix(r.param("prefix"));
+                 {
+                   std::lock_guard lock(mu_);
+                   failingStops_.insert(prefix);
+                 }
+                 log_.warn("stops will fail on purpose", {{"prefix", prefix}});
+                 res.send(http::Response::json(200, "{}"));
+               });
+  server.route(http::Method::kDelete, "/faults/stop/{prefix}",
+               [this](http::Request r, http::Responder res) {
+                 std::lock_guard lock(mu_);
+                 failingStops_.erase(std::string(r.param("prefix")));
+                 res.send(http::Response::json(200, "{}"));
+               });
+  server.route(http::Method::kDelete, "/faults/stop", [this](http::Request, http::Responder res) {
+    std::lock_guard lock(mu_);
+    failingStops_.clear();
+    res.send(http::Response::json(200, "{}"));
+  });
+}
+
+bool CounterApp::stopFailsLocked(const std::string& id) const {
+  return std::any_of(failingStops_.begin(), failingStops_.end(),
+                     [&](const std::string& prefix) { return id.starts_with(prefix); });
 }
 
 void CounterApp::forward(const std::string& id, std::string body, http::Responder responder) {
@@ -219,6 +250,12 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
   if (auto stale = staleSender(request)) {
     lock.unlock();
     responder.send(std::move(*stale));
+    return;
+  }
+  if (stopFailsLocked(id)) {
+    // Before anything is recorded: as an app that failed at the start of its stop.
+    lock.unlock();
+    responder.send(error(500, "InjectedFault", "stops of counter " + id + " fail on purpose"));
     return;
   }
   auto it = active_.find(id);

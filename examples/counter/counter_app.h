@@ -13,6 +13,11 @@
 //     and the topics (POST http://127.0.0.1:7100/v1/topics/{topic}):
 //       POST /topics/{topic}/publish    the sidecar's answer: how many pods accepted it
 //       GET  /topics                    {"pod", "topics": {topic: publications received here}}
+//     and a fault switch for tests of what the operator does when a handoff keeps failing:
+//       PUT /faults/stop/{prefix}   from now on the stop of every counter whose id starts with
+//                                   {prefix} answers 500 (the counter stays active), on this pod
+//       DELETE /faults/stop/{prefix}, DELETE /faults/stop   stops work again
+//     No fault is set unless asked: by default every stop saves and forgets its counter.
 //
 // A counter is loaded from the CounterStore on its first message (activation), which claims the
 // shard's epoch in the store, and saved on every increment and on stop, with that epoch as
@@ -29,6 +34,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "base/clock.h"
@@ -66,6 +72,9 @@ class CounterApp {
     std::uint64_t turn = 0;
     SteadyTime at{};
   };
+  void addFaultRoutes(http::Server& server);
+  // Whether a stop of counter `id` is to fail (a prefix set by PUT /faults/stop). Under mu_.
+  bool stopFailsLocked(const std::string& id) const;
   void onMessage(http::Request request, http::Responder responder);
   void onStop(http::Request request, http::Responder responder);
   // Loads counter `id` and claims `epoch` for it in the store: its value, FailedPrecondition
@@ -106,6 +115,7 @@ class CounterApp {
   std::map<std::string, Stopped> stopped_;
   std::deque<std::pair<SteadyTime, std::string>> stopOrder_;  // stopped_'s records, oldest first
   std::string resetBy_;  // the incarnation of the sidecar process of the last reset
+  std::set<std::string> failingStops_;  // id prefixes whose stops answer 500 (addFaultRoutes)
   mutable std::mutex topicsMu_;
   std::map<std::string, std::uint64_t> topics_;  // publications received, by topic
 };

@@ -265,6 +265,39 @@ TEST_F(CounterAppTest, AStopOfAnotherTypeLeavesTheCounterOfThatIdRunning) {
   for (const auto& e : events()) EXPECT_NE(e["event"], "stop") << e.dump();
 }
 
+TEST_F(CounterAppTest, StopsOfCountersUnderAFaultFailUntilItIsCleared) {
+  auto c = clientFor(public_->port());
+  const auto fault = [&](http::Method method, const std::string& target) {
+    http::Request r;
+    r.method = method;
+    r.target = target;
+    auto res = c->sendSync(std::move(r));
+    return res.ok() ? res->status : 0;
+  };
+  ASSERT_EQ(post("/kshard/entities/counter/stuck-1", R"({"op":"increment"})")->status, 200);
+  ASSERT_EQ(post("/kshard/entities/counter/other", R"({"op":"increment"})")->status, 200);
+  ASSERT_EQ(fault(http::Method::kPut, "/faults/stop/stuck-"), 200);
+  auto refused = post("/kshard/entities/counter/stuck-1/stop", "");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 500);
+  EXPECT_EQ(app_->activeCounters(), 2u) << "a failed stop forgot its counter";
+  // Counters the prefix does not name stop as always.
+  EXPECT_EQ(post("/kshard/entities/counter/other/stop", "")->status, 200);
+  // It keeps counting while its stop fails.
+  auto more = post("/kshard/entities/counter/stuck-1", R"({"op":"increment"})");
+  EXPECT_EQ(json::parse(more->body)["value"], 2);
+  ASSERT_EQ(fault(http::Method::kDelete, "/faults/stop/stuck-"), 200);
+  EXPECT_EQ(post("/kshard/entities/counter/stuck-1/stop", "")->status, 200);
+  EXPECT_EQ(app_->activeCounters(), 0u);
+  EXPECT_EQ(store_.load("stuck-1")->value, 2);
+  // DELETE /faults/stop clears every prefix.
+  ASSERT_EQ(fault(http::Method::kPut, "/faults/stop/a"), 200);
+  ASSERT_EQ(fault(http::Method::kPut, "/faults/stop/b"), 200);
+  ASSERT_EQ(fault(http::Method::kDelete, "/faults/stop"), 200);
+  ASSERT_EQ(post("/kshard/entities/counter/ab", R"({"op":"increment"})")->status, 200);
+  EXPECT_EQ(post("/kshard/entities/counter/ab/stop", "")->status, 200);
+}
+
 TEST_F(CounterAppTest, PublicApiGoesThroughTheSidecar) {
   auto c = clientFor(public_->port());
   http::Request r;

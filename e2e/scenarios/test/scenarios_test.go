@@ -118,6 +118,7 @@ func scenarios() []scenario {
 		{"bad-input", "Bad input to the API, sidecar, manager and webhook", scenarioBadInput},
 		{"skewed-load", "Skewed load: Zipf traffic on one pod's shards, balanced by load", scenarioSkewedLoad},
 		{"topics", "Topics: each publication reaches every pod of the map once", scenarioTopics},
+		{"handoff-throttle", "Handoff throttle: a pod whose stops fail is left alone, the rest balances", scenarioHandoffThrottle},
 		{"single-owner", "Single owner over the whole run", scenarioSingleOwner},
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"kshard.local/e2e/scenarios/load"
 )
 
-// scenarioSingleOwner (10): over the whole run, from the counter's shared event log, no counter
+// scenarioSingleOwner (12): over the whole run, from the counter's shared event log, no counter
 // was ever active on two pods at overlapping times and no stop → activation lost a value; every
 // counter read at the end lies within what its driver knows (no acknowledged increment lost);
 // and no version of the ShardMap gave one shard to two pods.

@@ -6,7 +6,10 @@ import (
 	"time"
 )
 
-type entityKey struct{ typ, id string }
+type entityKey struct {
+	typ, id   string
+	singleton bool // the singleton named id (typ is SingletonType)
+}
 
 // entity is what the Server remembers of one entity: whether the app holds it, and the bound
 // below which its messages are late. Its fields are guarded by table.mu; calls holds one call at
@@ -14,7 +17,8 @@ type entityKey struct{ typ, id string }
 type entity struct {
 	calls     sync.Mutex
 	refs      int       // calls waiting for or holding `calls`
-	active    bool      // a message reached the handler since the last stop
+	active    bool      // a message or a start reached the handler since the last stop
+	started   bool      // a start succeeded since the last stop (what runs a singleton)
 	bound     uint64    // the last turn handled or stopped; a message must be above it
 	stoppedAt time.Time // when the last stop was recorded (while !active)
 }
@@ -89,6 +93,38 @@ func (t *table) admit(e *entity, turn uint64) (uint64, bool) {
 	return e.bound, false
 }
 
+// admitStart checks a start's turn as admit does, and raises the bound, but marks nothing
+// active: startDone does once the start is known. need says whether a handler must run it: an
+// entity not active yet, a singleton not started yet (a message may have reached it first).
+func (t *table) admitStart(k entityKey, e *entity, turn uint64) (bound uint64, late, need bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if turn != 0 && turn <= e.bound {
+		return e.bound, true, false
+	}
+	if turn > e.bound {
+		e.bound = turn
+	}
+	if k.singleton {
+		return e.bound, false, !e.started
+	}
+	return e.bound, false, !e.active
+}
+
+// startDone records a start's outcome: a started entity is active; one whose start failed
+// stays as it was, its bound kept (and forgotten in time) as a stop's when it is not active.
+func (t *table) startDone(k entityKey, e *entity, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ok {
+		e.active, e.started = true, true
+		return
+	}
+	if !e.active {
+		t.stoppedLocked(k, e, 0)
+	}
+}
+
 func (t *table) isActive(e *entity) (bool, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -106,7 +142,7 @@ func (t *table) stopped(k entityKey, e *entity, turn uint64) {
 func (t *table) stoppedLocked(k entityKey, e *entity, turn uint64) {
 	now := t.now()
 	t.pruneLocked(now)
-	e.active = false
+	e.active, e.started = false, false
 	if turn > e.bound {
 		e.bound = turn
 	}
@@ -156,6 +192,9 @@ func (t *table) beginReset(from string) []entityKey {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].singleton != keys[j].singleton {
+			return !keys[i].singleton
+		}
 		if keys[i].typ != keys[j].typ {
 			return keys[i].typ < keys[j].typ
 		}

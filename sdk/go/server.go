@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,9 @@ const (
 	HeaderOwner          = "Kshard-Owner"
 	HeaderError          = "Kshard-Error"
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderPassivate on an answer asks the sidecar to stop the entity after the turn (set it
+	// with Reply.Passivate).
+	HeaderPassivate = "Kshard-Passivate"
 )
 
 // DefaultMaxBodyBytes is the sidecar's default --max-body-bytes: the largest message it sends.
@@ -43,6 +45,7 @@ type Server struct {
 	maxBody  int64
 	mu       sync.RWMutex
 	handlers map[string]Handler
+	singles  map[string]SingletonHandler
 	onReset  func(ctx context.Context) error
 	topics   TopicHandler
 	t        *table
@@ -57,7 +60,7 @@ func NewServer(opts ServerOptions) *Server {
 		opts.StopBoundsKeptFor = 10 * time.Minute
 	}
 	return &Server{maxBody: opts.MaxBodyBytes, handlers: map[string]Handler{},
-		t: newTable(opts.StopBoundsKeptFor)}
+		singles: map[string]SingletonHandler{}, t: newTable(opts.StopBoundsKeptFor)}
 }
 
 // Handle registers the handler of an entity type.
@@ -78,22 +81,12 @@ func (s *Server) OnReset(f func(ctx context.Context) error) {
 // ActiveEntities is the number of entities whose handler got a message since their last stop.
 func (s *Server) ActiveEntities() int { return s.t.activeCount() }
 
-func (s *Server) handler(entityType string) Handler {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.handlers[entityType]
-}
-
-// ServeHTTP routes /kshard/entities/{type}/{id}, .../stop, /kshard/reset and
-// /kshard/topics/{topic}.
+// ServeHTTP routes /kshard/entities/{type}/{id}[/stop|/start],
+// /kshard/singletons/{name}[/stop|/start], /kshard/reset and /kshard/topics/{topic}.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
-	topic, isTopic := strings.CutPrefix(path, "/kshard/topics/")
-	isReset := path == "/kshard/reset"
-	rest, isEntity := strings.CutPrefix(path, "/kshard/entities/")
-	parts := strings.Split(rest, "/")
-	isEntity = isEntity && (len(parts) == 2 || (len(parts) == 3 && parts[2] == "stop"))
-	if !isReset && !isEntity && !isTopic {
+	c, ok := routeOf(path)
+	if !ok {
 		writeError(w, http.StatusNotFound, "NotFound", "no such callback: "+path)
 		return
 	}
@@ -102,28 +95,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "callbacks are POST")
 		return
 	}
-	if isReset {
+	switch c.kind {
+	case kindReset:
 		s.serveReset(w, r)
 		return
-	}
-	if isTopic {
-		s.serveTopic(w, r, topic)
+	case kindTopic:
+		s.serveTopic(w, r, c.segments[0])
 		return
 	}
-	typ, err1 := url.PathUnescape(parts[0])
-	id, err2 := url.PathUnescape(parts[1])
-	if err := errors.Join(err1, err2); err != nil {
+	k, err := c.key()
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "InvalidArgument", "bad percent-escape: "+err.Error())
 		return
 	}
-	if typ == "" || id == "" {
+	if k.typ == "" || k.id == "" {
 		writeError(w, http.StatusBadRequest, "BadRequest", "entity type and id must not be empty")
 		return
 	}
-	if len(parts) == 3 {
-		s.serveStop(w, r, entityKey{typ, id})
-	} else {
-		s.serveMessage(w, r, entityKey{typ, id})
+	switch c.kind {
+	case kindStop:
+		s.serveStop(w, r, k)
+	case kindStart:
+		s.serveStart(w, r, k)
+	default:
+		s.serveMessage(w, r, k)
 	}
 }
 
@@ -175,36 +170,49 @@ func (s *Server) refuseStale(w http.ResponseWriter, from string) bool {
 }
 
 func (s *Server) serveMessage(w http.ResponseWriter, r *http.Request, k entityKey) {
-	h := s.handler(k.typ)
+	h := s.callsOf(k)
 	if h == nil {
-		writeError(w, http.StatusNotFound, "UnknownEntityType", "no handler for entity type "+k.typ)
+		writeUnknown(w, k)
 		return
 	}
 	m, ok := s.readMessage(w, r, k)
 	if !ok {
 		return
 	}
-	s.t.gate.RLock()
-	defer s.t.gate.RUnlock()
-	if s.refuseStale(w, m.Incarnation) {
-		return
-	}
-	e := s.t.acquire(k)
-	defer s.t.release(k, e)
-	e.calls.Lock()
-	defer e.calls.Unlock()
-	if bound, late := s.t.admit(e, m.Turn); late {
-		writeError(w, http.StatusConflict, "LateMessage", fmt.Sprintf(
-			"turn %d of %s %s came after turn or stop %d was handled", m.Turn, k.typ, k.id, bound))
-		return
-	}
-	reply, err := callMessage(r.Context(), h, m)
-	writeReply(w, reply, err)
+	s.inTurn(w, k, m.Incarnation, func(e *entity) {
+		if bound, late := s.t.admit(e, m.Turn); late {
+			writeError(w, http.StatusConflict, "LateMessage", fmt.Sprintf(
+				"turn %d of %s %s came after turn or stop %d was handled", m.Turn, k.typ, k.id, bound))
+			return
+		}
+		reply, err := callMessage(r.Context(), h, m)
+		writeReply(w, reply, err)
+	})
 }
 
 func (s *Server) serveStop(w http.ResponseWriter, r *http.Request, k entityKey) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, s.maxBody))
 	from := r.Header.Get(HeaderIncarnation)
+	s.inTurn(w, k, from, func(e *entity) {
+		turn := headerUint(r.Header, HeaderTurn)
+		if active, bound := s.t.isActive(e); active {
+			if h := s.callsOf(k); h != nil {
+				shard, _ := strconv.Atoi(r.Header.Get(HeaderShard))
+				stop := &Stop{Type: k.typ, ID: k.id, Shard: shard, Turn: max(turn, bound), Incarnation: from}
+				if err := callStop(r.Context(), h, stop); err != nil {
+					writeReply(w, nil, err) // it stays active: the sidecar asks again
+					return
+				}
+			}
+		}
+		s.t.stopped(k, e, turn)
+		writeJSON(w, http.StatusOK, []byte("{}"))
+	})
+}
+
+// inTurn runs fn as entity k's call: one at a time for the entity, the shared gate held (a
+// reset waits for it), a stale sidecar process's callback refused.
+func (s *Server) inTurn(w http.ResponseWriter, k entityKey, from string, fn func(e *entity)) {
 	s.t.gate.RLock()
 	defer s.t.gate.RUnlock()
 	if s.refuseStale(w, from) {
@@ -214,19 +222,7 @@ func (s *Server) serveStop(w http.ResponseWriter, r *http.Request, k entityKey) 
 	defer s.t.release(k, e)
 	e.calls.Lock()
 	defer e.calls.Unlock()
-	turn := headerUint(r.Header, HeaderTurn)
-	if active, bound := s.t.isActive(e); active {
-		if h := s.handler(k.typ); h != nil {
-			shard, _ := strconv.Atoi(r.Header.Get(HeaderShard))
-			stop := &Stop{Type: k.typ, ID: k.id, Shard: shard, Turn: max(turn, bound), Incarnation: from}
-			if err := callStop(r.Context(), h, stop); err != nil {
-				writeReply(w, nil, err) // it stays active: the sidecar asks again
-				return
-			}
-		}
-	}
-	s.t.stopped(k, e, turn)
-	writeJSON(w, http.StatusOK, []byte("{}"))
+	fn(e)
 }
 
 // serveReset stops every active entity, after the calls in flight (the exclusive gate), and
@@ -239,7 +235,7 @@ func (s *Server) serveReset(w http.ResponseWriter, r *http.Request) {
 	for _, k := range s.t.beginReset(from) {
 		e := s.t.entityOf(k)
 		_, bound := s.t.isActive(e)
-		if h := s.handler(k.typ); h != nil {
+		if h := s.callsOf(k); h != nil {
 			stop := &Stop{Type: k.typ, ID: k.id, Turn: bound, Incarnation: from, Reset: true}
 			if err := callStop(r.Context(), h, stop); err != nil {
 				writeReply(w, nil, err)
@@ -261,7 +257,7 @@ func (s *Server) serveReset(w http.ResponseWriter, r *http.Request) {
 }
 
 // callMessage runs the handler; a panic is an error (500 Internal), not a lost connection.
-func callMessage(ctx context.Context, h Handler, m *Message) (reply *Reply, err error) {
+func callMessage(ctx context.Context, h messageHandler, m *Message) (reply *Reply, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			reply, err = nil, fmt.Errorf("handler panicked: %v", p)
@@ -270,7 +266,7 @@ func callMessage(ctx context.Context, h Handler, m *Message) (reply *Reply, err 
 	return h.OnMessage(ctx, m)
 }
 
-func callStop(ctx context.Context, h Handler, s *Stop) (err error) {
+func callStop(ctx context.Context, h stopHandler, s *Stop) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("stop handler panicked: %v", p)
@@ -305,6 +301,9 @@ func writeReply(w http.ResponseWriter, reply *Reply, err error) {
 			continue
 		}
 		w.Header()[http.CanonicalHeaderKey(name)] = values
+	}
+	if reply.Passivate {
+		w.Header().Set(HeaderPassivate, "true")
 	}
 	status := reply.Status
 	if status == 0 {

@@ -316,7 +316,7 @@ func TestStopBoundsAreForgottenAfterTheirTime(t *testing.T) {
 	post(t, msgURL(base, "a")+"/stop", nil, HeaderTurn, "5")
 	now = now.Add(2 * time.Minute)
 	post(t, msgURL(base, "b")+"/stop", nil, HeaderTurn, "5")
-	if s.t.entityOf(entityKey{"counter", "a"}) != nil || s.t.entityOf(entityKey{"counter", "b"}) == nil {
+	if s.t.entityOf(entityKey{typ: "counter", id: "a"}) != nil || s.t.entityOf(entityKey{typ: "counter", id: "b"}) == nil {
 		t.Fatal("the old bound was kept or the new one dropped")
 	}
 }

@@ -37,11 +37,28 @@ type Stop struct {
 	Reset bool
 }
 
+// Start starts an entity without a message (a remembered entity after its shard moved or its
+// pod restarted) or a singleton on this pod. It is a turn like a message.
+type Start struct {
+	Type string // SingletonType for a singleton, whose name is ID
+	ID   string
+	// Shard, Epoch, Turn and Incarnation are as on a Message: write Epoch with the state.
+	Shard       int
+	Epoch       uint64
+	Turn        uint64
+	Incarnation string
+	Header      http.Header
+}
+
 // Reply is a handler's answer; the sidecar returns it to the sender unchanged.
 type Reply struct {
 	Status int // 200 when 0
 	Header http.Header
 	Body   []byte
+	// Passivate asks the sidecar to stop the entity after this turn (Kshard-Passivate: true):
+	// the stop callback follows, and a remembered entity is forgotten first. On the answer to
+	// a message or an entity's start; the sidecar ignores it for singletons.
+	Passivate bool
 }
 
 // JSONReply encodes v as a JSON reply with the given status.
@@ -79,10 +96,29 @@ type Handler interface {
 	OnStop(ctx context.Context, s *Stop) error
 }
 
-// HandlerFuncs adapts two functions to a Handler; a nil Stop does nothing.
+// Starter is a Handler that is told when the sidecar starts one of its entities without a
+// message (POST /kshard/entities/{type}/{id}/start). OnStart loads the entity as a first
+// message would; a nil Reply answers 200, one with Passivate asks for the entity's stop, an
+// error (or a Reply whose status is not 2xx) leaves it not started and the sidecar asks again.
+// It is not called for an entity already active: the start is then answered 200. A Handler
+// that is no Starter has its entities marked active by a start, with no call.
+type Starter interface {
+	OnStart(ctx context.Context, s *Start) (*Reply, error)
+}
+
+// HandlerFuncs adapts functions to a Handler (and a Starter); a nil Stop or Start does nothing.
 type HandlerFuncs struct {
 	Message func(ctx context.Context, m *Message) (*Reply, error)
 	Stop    func(ctx context.Context, s *Stop) error
+	Start   func(ctx context.Context, s *Start) (*Reply, error)
+}
+
+// OnStart calls f.Start, if any.
+func (f HandlerFuncs) OnStart(ctx context.Context, s *Start) (*Reply, error) {
+	if f.Start == nil {
+		return nil, nil
+	}
+	return f.Start(ctx, s)
 }
 
 // OnMessage calls f.Message.

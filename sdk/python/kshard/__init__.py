@@ -11,11 +11,13 @@ from http.server import ThreadingHTTPServer
 
 from .server import (DEFAULT_MAX_BODY_BYTES, EntityServer, Message, Reply, Stop, error_reply,
                      json_reply, make_request_handler, serve_in_thread)
+from .topics import PodFailure, Publication, PublishResult
 
 __all__ = [
     "AppUnavailableError", "BadRequestError", "CallTimeoutError", "Client",
     "DEFAULT_MAX_BODY_BYTES", "EntityOverloadedError", "EntityServer", "Error", "KshardError",
-    "Message", "NotDeliveredError", "NotReadyError", "OutcomeUnknownError", "PayloadTooLargeError", "Reply",
+    "Message", "NotDeliveredError", "NotReadyError", "OutcomeUnknownError", "PayloadTooLargeError", "PodFailure",
+    "Publication", "PublishResult", "Reply",
     "Response", "SendTimeoutError", "ThreadingHTTPServer", "SidecarError", "SidecarUnavailableError", "Stop",
     "decode_error", "error_body", "error_reply", "json_reply", "make_request_handler",
     "path_escape", "serve_in_thread",

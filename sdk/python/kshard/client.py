@@ -11,6 +11,7 @@ import time
 from .errors import (CallTimeoutError, Error, OutcomeUnknownError, SidecarUnavailableError,
                      decode_error, sidecar_error)
 from .server import HEADER_ERROR, HEADER_IDEMPOTENCY_KEY, HEADER_OWNER
+from .topics import PublishResult
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -77,14 +78,34 @@ class Client:
         if r.status != 202:
             raise Error(r.status, "UnexpectedAnswer", f"tell answered {r.status}, not 202")
 
+    def publish(self, topic, body=b"", *, entities=None, timeout=None, headers=None,
+                idempotency_key=None, content_type="application/json"):
+        """Sends body once to every pod of the ShardMap, whose apps get it through their topic
+        handler (EntityServer.handle_topics); with `entities` (an entity type), as a tell to
+        every entity of that type active on any pod instead. Each pod gets it at most once;
+        returns a PublishResult saying which did. Raises as ask does."""
+        path = "/v1/topics/" + path_escape(topic)
+        if entities is not None:
+            path += "?entities=" + path_escape(entities)
+        r = self._post(path, body, timeout, headers, idempotency_key, content_type)
+        if r.status != 200:
+            raise Error(r.status, "UnexpectedAnswer", f"publish answered {r.status}, not 200")
+        try:
+            return PublishResult.from_json(r.json())
+        except (ValueError, TypeError, AttributeError) as e:
+            raise Error(r.status, "UnexpectedAnswer", f"the publish answer is not one: {e}") from e
+
     def _send(self, typ, ident, query, body, timeout, headers, key, content_type):
+        path = f"/v1/entities/{path_escape(typ)}/{path_escape(ident)}{query}"
+        return self._post(path, body, timeout, headers, key, content_type)
+
+    def _post(self, path, body, timeout, headers, key, content_type):
         if isinstance(body, str):
             body = body.encode("utf-8")
         hdrs = {"Content-Type": content_type, "Content-Length": str(len(body))}
         if key is not None:
             hdrs[HEADER_IDEMPOTENCY_KEY] = key
         hdrs.update(headers or {})
-        path = f"/v1/entities/{path_escape(typ)}/{path_escape(ident)}{query}"
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         conn = self._take(deadline)
         sent = False

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ._table import Table
 from .errors import Error, error_body
+from .topics import HEADER_PUBLISHER, HEADER_TOPIC, Publication
 
 log = logging.getLogger("kshard")
 
@@ -98,6 +99,7 @@ class EntityServer:
         self.max_body_bytes = max_body_bytes
         self._handlers = {}
         self._on_reset = None
+        self._on_topic = None
         self._table = Table(stop_bounds_kept_for)
 
     def handle(self, entity_type, handler=None, *, on_message=None, on_stop=None):
@@ -113,30 +115,53 @@ class EntityServer:
         self._on_reset = fn
         return fn
 
+    def handle_topics(self, fn):
+        """Registers fn(Publication), called for every topic's publication (POST
+        /kshard/topics/{topic}), beside entity calls: a publication is tied to no entity.
+        Returning accepts it; raising kshard.Error answers its status, anything else 500
+        Internal (the publisher counts the pod as AppRefused). Without it a publication is
+        answered 404. Usable as a decorator."""
+        self._on_topic = fn
+        return fn
+
     def active_entities(self):
         return self._table.active_count()
 
     def respond(self, method, raw_path, headers, body):
         """The answer (a Reply) to a callback; `headers` has lower-case names."""
         path = raw_path.split("?", 1)[0]
-        is_reset = path == "/kshard/reset"
-        prefix = "/kshard/entities/"
-        parts = path[len(prefix):].split("/") if path.startswith(prefix) else []
-        is_entity = len(parts) == 2 or (len(parts) == 3 and parts[2] == "stop")
-        if not is_reset and not is_entity:
+        route = _route(path)
+        if route is None:
             return error_reply(404, "NotFound", "no such callback: " + path)
         if method != "POST":
             return error_reply(405, "MethodNotAllowed", "callbacks are POST", Allow="POST")
-        if is_reset:
+        kind, segments = route
+        if kind == "reset":
             return self._reset(headers.get(HEADER_INCARNATION.lower(), ""))
-        typ, ident = _unquote(parts[0]), _unquote(parts[1])
+        if kind == "topic":
+            return self._topic(segments[0], headers, body)
+        typ, ident = _unquote(segments[0]), _unquote(segments[1])
         if typ is None or ident is None:
             return error_reply(400, "InvalidArgument", "bad percent-escape or UTF-8 in " + path)
         if not typ or not ident:
             return error_reply(400, "BadRequest", "entity type and id must not be empty")
-        if len(parts) == 3:
+        if kind == "stop":
             return self._stop((typ, ident), headers)
         return self._message((typ, ident), headers, body)
+
+    def _topic(self, escaped, headers, body):
+        topic = _unquote(escaped)
+        if not topic or "/" in escaped:
+            return error_reply(400, "BadRequest", "the topic must be one non-empty path segment")
+        fn = self._on_topic
+        if fn is None:
+            return error_reply(404, "NotFound", "this app takes no topic publications")
+        sender = headers.get(HEADER_INCARNATION.lower(), "")
+        stale = self._stale(sender)
+        if stale:
+            return stale
+        pub = Publication(topic, headers.get(HEADER_PUBLISHER.lower(), ""), sender, headers, body)
+        return _call(lambda: fn(pub), stop=True) or json_reply({})
 
     def _stale(self, sender):
         reset_by = self._table.stale_sender(sender)
@@ -223,6 +248,21 @@ class EntityServer:
     def http_server(self, host="127.0.0.1", port=8080):
         """A ThreadingHTTPServer (HTTP/1.1, keep-alive) serving this server's callbacks."""
         return ThreadingHTTPServer((host, port), make_request_handler(self))
+
+
+def _route(path):
+    """(kind, escaped path segments) of a callback's path, or None when it names none."""
+    if path == "/kshard/reset":
+        return "reset", []
+    if path.startswith("/kshard/topics/"):
+        return "topic", [path[len("/kshard/topics/"):]]
+    prefix = "/kshard/entities/"
+    parts = path[len(prefix):].split("/") if path.startswith(prefix) else []
+    if len(parts) == 2:
+        return "message", parts
+    if len(parts) == 3 and parts[2] == "stop":
+        return "stop", parts[:2]
+    return None
 
 
 def _call(fn, stop=False):

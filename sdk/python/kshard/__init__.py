@@ -9,8 +9,9 @@ from .errors import (AppUnavailableError, BadRequestError, CallTimeoutError, Ent
                      error_body)
 from http.server import ThreadingHTTPServer
 
-from .server import (DEFAULT_MAX_BODY_BYTES, EntityServer, Message, Reply, Stop, error_reply,
-                     json_reply, make_request_handler, serve_in_thread)
+from .server import (DEFAULT_MAX_BODY_BYTES, SINGLETON_TYPE, EntityServer, Message, Reply,
+                     Start, Stop, error_reply, json_reply, make_request_handler,
+                     serve_in_thread)
 from .topics import PodFailure, Publication, PublishResult
 
 __all__ = [
@@ -18,7 +19,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES", "EntityOverloadedError", "EntityServer", "Error", "KshardError",
     "Message", "NotDeliveredError", "NotReadyError", "OutcomeUnknownError", "PayloadTooLargeError", "PodFailure",
     "Publication", "PublishResult", "Reply",
-    "Response", "SendTimeoutError", "ThreadingHTTPServer", "SidecarError", "SidecarUnavailableError", "Stop",
+    "Response", "SINGLETON_TYPE", "SendTimeoutError", "Start", "ThreadingHTTPServer", "SidecarError", "SidecarUnavailableError", "Stop",
     "decode_error", "error_body", "error_reply", "json_reply", "make_request_handler",
     "path_escape", "serve_in_thread",
 ]

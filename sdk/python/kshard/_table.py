@@ -44,14 +44,20 @@ class RWLock:
 class Entity:
     """One entity's record; its fields are guarded by Table.mu, `calls` holds one call at a time."""
 
-    __slots__ = ("calls", "refs", "active", "bound", "stopped_at")
+    __slots__ = ("calls", "refs", "active", "started", "bound", "stopped_at")
 
     def __init__(self):
         self.calls = threading.Lock()
         self.refs = 0
-        self.active = False  # a message reached the handler since the last stop
+        self.active = False  # a message or a start reached the handler since the last stop
+        self.started = False  # a start succeeded since the last stop (what runs a singleton)
         self.bound = 0  # the last turn handled or stopped: a message must be above it
         self.stopped_at = 0.0
+
+
+def is_singleton(key):
+    """Singletons' keys are (SINGLETON_TYPE, name, True), apart from any entity's (type, id)."""
+    return len(key) == 3
 
 
 class Table:
@@ -94,6 +100,25 @@ class Table:
             e.active = True
             return e.bound, False
 
+    def admit_start(self, key, e, turn):
+        """(bound, late, need): a start's turn checked and taken as admit does, but nothing
+        marked active until start_done. `need`: a handler must run it (an entity not active, a
+        singleton not started: a message may have reached it first)."""
+        with self.mu:
+            if turn and turn <= e.bound:
+                return e.bound, True, False
+            e.bound = max(e.bound, turn)
+            return e.bound, False, not (e.started if is_singleton(key) else e.active)
+
+    def start_done(self, key, e, ok):
+        """A started entity is active; one whose start failed stays as it was, its bound kept
+        (and forgotten in time) as a stop's when it is not active."""
+        with self.mu:
+            if ok:
+                e.active = e.started = True
+            elif not e.active:
+                self._stopped(key, e, 0)
+
     def state(self, e):
         with self.mu:
             return e.active, e.bound
@@ -101,16 +126,19 @@ class Table:
     def stopped(self, key, e, turn):
         """Records the stop as of `turn` (the bound is the newer of it and the last handled)."""
         with self.mu:
-            now = self.clock()
-            self._prune(now)
-            e.active = False
-            e.bound = max(e.bound, turn)
-            if e.bound == 0:
-                if e.refs == 0:
-                    self.entities.pop(key, None)
-                return
-            e.stopped_at = now
-            self.stops.append((now, key))
+            self._stopped(key, e, turn)
+
+    def _stopped(self, key, e, turn):
+        now = self.clock()
+        self._prune(now)
+        e.active = e.started = False
+        e.bound = max(e.bound, turn)
+        if e.bound == 0:
+            if e.refs == 0:
+                self.entities.pop(key, None)
+            return
+        e.stopped_at = now
+        self.stops.append((now, key))
 
     def _prune(self, now):
         while self.stops and now - self.stops[0][0] > self.keep:

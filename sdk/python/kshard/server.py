@@ -1,6 +1,7 @@
 """The entity server: serves the sidecar's callbacks with the app contract's semantics
 (sdk/README.md) on http.server."""
 
+import functools
 import json
 import logging
 import re
@@ -10,7 +11,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ._table import Table
+from ._table import Table, is_singleton
 from .errors import Error, error_body
 from .topics import HEADER_PUBLISHER, HEADER_TOPIC, Publication
 
@@ -24,6 +25,12 @@ HEADER_INCARNATION = "Kshard-Incarnation"
 HEADER_OWNER = "Kshard-Owner"
 HEADER_ERROR = "Kshard-Error"
 HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"
+#: on an answer: stop the entity after this turn (set it with Reply.passivate)
+HEADER_PASSIVATE = "Kshard-Passivate"
+
+#: the entity type of singletons (ShardMap spec.singletons): a singleton's Start, Message and
+#: Stop have it as `type` and its name as `id`
+SINGLETON_TYPE = "kshard.io/singleton"
 
 #: the sidecar's default --max-body-bytes: the largest message it sends
 DEFAULT_MAX_BODY_BYTES = 4 << 20
@@ -56,14 +63,31 @@ class Stop:
 
 
 @dataclass
+class Start:
+    """Start the entity without a message (a remembered entity after its shard moved or its pod
+    restarted), or the singleton, on this pod: a turn, as a message's. Write `epoch` with the
+    state."""
+    type: str
+    id: str
+    shard: int
+    epoch: int
+    turn: int
+    incarnation: str
+    headers: dict
+
+
+@dataclass
 class Reply:
+    """A handler's answer. `passivate` asks the sidecar to stop the entity after this turn
+    (Kshard-Passivate: true; a remembered entity is forgotten first); ignored for singletons."""
     status: int = 200
     headers: dict = field(default_factory=dict)
     body: bytes = b""
+    passivate: bool = False
 
 
-def json_reply(obj, status=200):
-    return Reply(status, {"Content-Type": "application/json"}, json.dumps(obj).encode())
+def json_reply(obj, status=200, passivate=False):
+    return Reply(status, {"Content-Type": "application/json"}, json.dumps(obj).encode(), passivate)
 
 
 def error_reply(status, code, message, **headers):
@@ -98,17 +122,33 @@ class EntityServer:
     def __init__(self, max_body_bytes=DEFAULT_MAX_BODY_BYTES, stop_bounds_kept_for=600.0):
         self.max_body_bytes = max_body_bytes
         self._handlers = {}
+        self._singletons = {}
         self._on_reset = None
         self._on_topic = None
         self._table = Table(stop_bounds_kept_for)
 
-    def handle(self, entity_type, handler=None, *, on_message=None, on_stop=None):
-        """Registers the handler of a type: an object with on_message(Message) -> Reply and
-        on_stop(Stop), or the two functions (on_stop may be omitted)."""
+    def handle(self, entity_type, handler=None, *, on_message=None, on_stop=None, on_start=None):
+        """Registers the handler of a type: an object with on_message(Message) -> Reply,
+        on_stop(Stop) and, optionally, on_start(Start) -> Reply or None; or those functions
+        (on_stop and on_start may be omitted)."""
         if handler is None:
             handler = types.SimpleNamespace(
-                on_message=on_message, on_stop=on_stop or (lambda stop: None))
+                on_message=on_message, on_stop=on_stop or (lambda stop: None), on_start=on_start)
         self._handlers[entity_type] = handler
+
+    def handle_singleton(self, name, handler=None, *, on_start=None, on_message=None,
+                         on_stop=None):
+        """Registers the singleton `name` (spec.singletons): an object with on_start(Start),
+        on_message(Message) -> Reply and on_stop(Stop), or those functions. Any may be missing:
+        a start or a stop then does nothing, a message is answered 404."""
+        if handler is not None:
+            on_start = getattr(handler, "on_start", None)
+            on_message = getattr(handler, "on_message", None)
+            on_stop = getattr(handler, "on_stop", None)
+        self._singletons[name] = types.SimpleNamespace(
+            on_start=on_start or (lambda start: None),
+            on_message=on_message or functools.partial(_no_messages, name),
+            on_stop=on_stop or (lambda stop: None))
 
     def on_reset(self, fn):
         """An app-wide function called by the reset after every active entity was stopped."""
@@ -140,14 +180,14 @@ class EntityServer:
             return self._reset(headers.get(HEADER_INCARNATION.lower(), ""))
         if kind == "topic":
             return self._topic(segments[0], headers, body)
-        typ, ident = _unquote(segments[0]), _unquote(segments[1])
-        if typ is None or ident is None:
+        names = [_unquote(segment) for segment in segments]
+        if None in names:
             return error_reply(400, "InvalidArgument", "bad percent-escape or UTF-8 in " + path)
-        if not typ or not ident:
+        if not all(names):
             return error_reply(400, "BadRequest", "entity type and id must not be empty")
-        if kind == "stop":
-            return self._stop((typ, ident), headers)
-        return self._message((typ, ident), headers, body)
+        key = (SINGLETON_TYPE, names[0], True) if len(names) == 1 else tuple(names)
+        return {"stop": self._stop, "start": self._start}.get(kind, self._message)(
+            key, headers, body)
 
     def _topic(self, escaped, headers, body):
         topic = _unquote(escaped)
@@ -170,36 +210,33 @@ class EntityServer:
         return error_reply(409, "StaleSidecar", f"sent by sidecar process {sender}, not "
                            f"{reset_by}, the one that reset this app")
 
-    def _message(self, key, headers, body):
-        handler = self._handlers.get(key[0])
-        if handler is None:
-            return error_reply(404, "UnknownEntityType", "no handler for entity type " + key[0])
-        msg = Message(key[0], key[1], _uint(headers, HEADER_SHARD), _uint(headers, HEADER_EPOCH),
-                      headers.get("kshard-mode") or "ask", _uint(headers, HEADER_TURN),
-                      headers.get("kshard-incarnation", ""), headers, body)
-        t = self._table
-        t.gate.acquire_read()
-        try:
-            stale = self._stale(msg.incarnation)
-            if stale:
-                return stale
-            e = t.acquire(key)
-            try:
-                with e.calls:
-                    bound, late = t.admit(e, msg.turn)
-                    if late:
-                        return error_reply(409, "LateMessage", f"turn {msg.turn} of {key[0]} "
-                                           f"{key[1]} came after turn or stop {bound} was handled")
-                    return _call(lambda: handler.on_message(msg))
-            finally:
-                t.release(key, e)
-        finally:
-            t.gate.release_read()
+    def _calls_of(self, key):
+        """The handler of an entity's type or of a singleton, or None."""
+        if is_singleton(key):
+            return self._singletons.get(key[1])
+        return self._handlers.get(key[0])
 
-    def _stop(self, key, headers):
+    def _start_fn(self, key):
+        """fn(Start) -> Reply or None that runs a start; None when nothing handles the key."""
+        handler = self._calls_of(key)
+        if handler is None:
+            return None
+        if is_singleton(key):
+            def start_singleton(start):
+                handler.on_start(start)  # no Kshard-Passivate: a singleton runs where the spec says
+            return start_singleton
+        return getattr(handler, "on_start", None) or (lambda start: None)
+
+    @staticmethod
+    def _unknown(key):
+        if is_singleton(key):
+            return error_reply(404, "UnknownSingleton", "no handler for singleton " + key[1])
+        return error_reply(404, "UnknownEntityType", "no handler for entity type " + key[0])
+
+    def _in_turn(self, key, sender, fn):
+        """fn(entity record) as the entity's call: one at a time for it, the shared gate held
+        (a reset waits for it), a stale sidecar process's callback refused."""
         t = self._table
-        sender = headers.get("kshard-incarnation", "")
-        turn = _uint(headers, HEADER_TURN)
         t.gate.acquire_read()
         try:
             stale = self._stale(sender)
@@ -208,20 +245,64 @@ class EntityServer:
             e = t.acquire(key)
             try:
                 with e.calls:
-                    active, bound = t.state(e)
-                    handler = self._handlers.get(key[0])
-                    if active and handler is not None:
-                        stop = Stop(key[0], key[1], _uint(headers, HEADER_SHARD), max(turn, bound),
-                                    sender)
-                        failed = _call(lambda: handler.on_stop(stop), stop=True)
-                        if failed:
-                            return failed  # it stays active: the sidecar asks again
-                    t.stopped(key, e, turn)
-                    return json_reply({})
+                    return fn(e)
             finally:
                 t.release(key, e)
         finally:
             t.gate.release_read()
+
+    def _message(self, key, headers, body):
+        handler = self._calls_of(key)
+        if handler is None:
+            return self._unknown(key)
+        msg = Message(key[0], key[1], _uint(headers, HEADER_SHARD), _uint(headers, HEADER_EPOCH),
+                      headers.get("kshard-mode") or "ask", _uint(headers, HEADER_TURN),
+                      headers.get("kshard-incarnation", ""), headers, body)
+
+        def run(e):
+            bound, late = self._table.admit(e, msg.turn)
+            if late:
+                return error_reply(409, "LateMessage", f"turn {msg.turn} of {key[0]} {key[1]} "
+                                   f"came after turn or stop {bound} was handled")
+            return _call(lambda: handler.on_message(msg))
+        return self._in_turn(key, msg.incarnation, run)
+
+    def _start(self, key, headers, body):
+        """A start: a turn as a message's; idempotent (200, no call, for one that runs)."""
+        start_fn = self._start_fn(key)
+        if start_fn is None:
+            return self._unknown(key)
+        start = Start(key[0], key[1], _uint(headers, HEADER_SHARD), _uint(headers, HEADER_EPOCH),
+                      _uint(headers, HEADER_TURN), headers.get("kshard-incarnation", ""), headers)
+
+        def run(e):
+            bound, late, need = self._table.admit_start(key, e, start.turn)
+            if late:
+                return error_reply(409, "LateMessage", f"start turn {start.turn} of {key[0]} "
+                                   f"{key[1]} came after turn or stop {bound} was handled")
+            if not need:
+                return json_reply({})
+            reply = _call(lambda: start_fn(start) or json_reply({}))
+            self._table.start_done(key, e, 200 <= reply.status < 300)
+            return reply
+        return self._in_turn(key, start.incarnation, run)
+
+    def _stop(self, key, headers, body=b""):
+        t = self._table
+        sender = headers.get("kshard-incarnation", "")
+        turn = _uint(headers, HEADER_TURN)
+
+        def run(e):
+            active, bound = t.state(e)
+            handler = self._calls_of(key)
+            if active and handler is not None:
+                stop = Stop(key[0], key[1], _uint(headers, HEADER_SHARD), max(turn, bound), sender)
+                failed = _call(lambda: handler.on_stop(stop), stop=True)
+                if failed:
+                    return failed  # it stays active: the sidecar asks again
+            t.stopped(key, e, turn)
+            return json_reply({})
+        return self._in_turn(key, sender, run)
 
     def _reset(self, sender):
         t = self._table
@@ -230,7 +311,7 @@ class EntityServer:
             for key in t.begin_reset(sender):
                 e = t.get(key)
                 _, bound = t.state(e)
-                handler = self._handlers.get(key[0])
+                handler = self._calls_of(key)
                 if handler is not None:
                     stop = Stop(key[0], key[1], 0, bound, sender, reset=True)
                     failed = _call(lambda: handler.on_stop(stop), stop=True)
@@ -256,13 +337,19 @@ def _route(path):
         return "reset", []
     if path.startswith("/kshard/topics/"):
         return "topic", [path[len("/kshard/topics/"):]]
-    prefix = "/kshard/entities/"
-    parts = path[len(prefix):].split("/") if path.startswith(prefix) else []
-    if len(parts) == 2:
-        return "message", parts
-    if len(parts) == 3 and parts[2] == "stop":
-        return "stop", parts[:2]
+    # An entity is named by two segments (type, id), a singleton by one (its name).
+    for prefix, n in (("/kshard/entities/", 2), ("/kshard/singletons/", 1)):
+        if path.startswith(prefix):
+            parts = path[len(prefix):].split("/")
+            if len(parts) == n:
+                return "message", parts
+            if len(parts) == n + 1 and parts[n] in ("stop", "start"):
+                return parts[n], parts[:n]
     return None
+
+
+def _no_messages(name, msg):
+    raise Error(404, "NotFound", f"singleton {name} takes no messages")
 
 
 def _call(fn, stop=False):
@@ -281,6 +368,8 @@ def _call(fn, stop=False):
     # Kshard-* headers on an answer are the sidecar's to set: a Kshard-Error copied from a nested
     # call would make the caller read a delivered message as not delivered.
     reply.headers = {k: v for k, v in reply.headers.items() if not k.lower().startswith("kshard-")}
+    if reply.passivate:
+        reply.headers[HEADER_PASSIVATE] = "true"
     return reply
 
 

@@ -2,6 +2,7 @@ import os
 import sys
 import threading
 import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -53,6 +54,20 @@ def start(handler_class_or_server, port=0):
 def post(port, path, body=b"", headers=None, method="POST"):
     """(status, headers with lower-case names, body): the contract suite's raw request."""
     return request(port, method, path, body, headers)
+
+
+class ServerCase(unittest.TestCase):
+    """A test against an EntityServer (self.server) served on 127.0.0.1 (self.port)."""
+
+    def setUp(self):
+        self.server = kshard.EntityServer()
+        self.httpd, self.port = start(self.server)
+        self.addCleanup(self.httpd.server_close)
+        self.addCleanup(self.httpd.shutdown)
+
+    def post(self, path, body=b"", **headers):
+        """post() with headers as keywords, "_" for "-" (Kshard_Turn="3")."""
+        return post(self.port, path, body, {k.replace("_", "-"): v for k, v in headers.items()})
 
 
 def code_of(body):

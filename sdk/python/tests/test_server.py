@@ -3,26 +3,18 @@ import threading
 import time
 import unittest
 
-from tests.helpers import Recorder, code_of, kshard, post, start
+from tests.helpers import Recorder, ServerCase, code_of, kshard, post, start
 
 
 def msg_path(ident, typ="counter"):
     return f"/kshard/entities/{kshard.path_escape(typ)}/{kshard.path_escape(ident)}"
 
 
-class EntityServerTest(unittest.TestCase):
+class EntityServerTest(ServerCase):
     def setUp(self):
-        self.server = kshard.EntityServer()
+        super().setUp()
         self.rec = Recorder()
         self.server.handle("counter", self.rec)
-        self.httpd, self.port = start(self.server)
-
-    def tearDown(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def post(self, path, body=b"", **headers):
-        return post(self.port, path, body, {k.replace("_", "-"): v for k, v in headers.items()})
 
     def test_calls_of_one_entity_run_one_at_a_time_and_others_concurrently(self):
         self.rec.delay = 0.005

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "base/enum_names.h"
+#include "base/utf8.h"
 
 namespace kshard::sharding {
 namespace {
@@ -18,6 +19,29 @@ Status requirePositive(Duration d, std::string_view field) {
 
 constexpr std::pair<Balance, std::string_view> kBalanceNames[] = {{Balance::kCount, "count"},
                                                                   {Balance::kLoad, "load"}};
+
+// spec.rememberedEntityTypes: each a type the app API accepts, none twice, a bounded count.
+Status validateRememberedTypes(const std::vector<std::string>& types) {
+  if (types.size() > kMaxRememberedEntityTypes) {
+    return invalidArgument("spec.rememberedEntityTypes: at most " +
+                           std::to_string(kMaxRememberedEntityTypes) + " types");
+  }
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const std::string field = "spec.rememberedEntityTypes[" + std::to_string(i) + "]";
+    const std::string& type = types[i];
+    if (type.empty()) return invalidArgument(field + ": must not be empty");
+    if (type.size() > kMaxEntityTypeBytes) {
+      return invalidArgument(field + ": longer than " + std::to_string(kMaxEntityTypeBytes) +
+                             " bytes");
+    }
+    if (Status s = validateUtf8(type); !s.ok()) return s.withContext(field);
+    if (std::find(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(i), type) !=
+        types.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return invalidArgument(field + ": \"" + type + "\" is listed twice");
+    }
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -57,7 +81,7 @@ Status validateSpec(const ShardMapSpec& spec) {
     return invalidArgument("spec.handoffFailureLimit: must be in 0.." +
                            std::to_string(kMaxHandoffFailureLimit) + " (0 = never throttle)");
   }
-  return {};
+  return validateRememberedTypes(spec.rememberedEntityTypes);
 }
 
 bool setCondition(std::vector<Condition>& conditions, const Condition& update) {

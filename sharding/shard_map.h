@@ -31,6 +31,10 @@ inline constexpr char kShardMapLabel[] = "kshard.io/shard-map";
 inline constexpr Duration kMinOwnershipLease = std::chrono::seconds(3);
 // The largest spec.handoffFailureLimit: beyond it the throttle would never act in practice.
 inline constexpr std::int32_t kMaxHandoffFailureLimit = 1000;
+// spec.rememberedEntityTypes: at most this many types, each at most kMaxEntityTypeBytes long
+// (an entity type's bound on the app API).
+inline constexpr std::size_t kMaxRememberedEntityTypes = 32;
+inline constexpr std::size_t kMaxEntityTypeBytes = 253;
 
 // What a periodic round balances: the pods' shard counts (sharding/planner.h), or the load their
 // shards measure (sharding/load_planner.h).
@@ -63,6 +67,10 @@ struct ShardMapSpec {
   // (operator/handoff_throttle.h). 0 never throttles.
   std::int32_t handoffFailureLimit = 3;
   Duration handoffBackoff = std::chrono::seconds(30);
+  // The entity types whose active entities are recorded and started again, without a message,
+  // after their shard moves or their pod crashes (docs/entity-patterns.md, "Remembered
+  // entities"). At most kMaxRememberedEntityTypes, each a valid entity type, none twice.
+  std::vector<std::string> rememberedEntityTypes;
   friend bool operator==(const ShardMapSpec&, const ShardMapSpec&) = default;
 };
 

@@ -51,6 +51,21 @@ std::vector<T> readArray(JsonFieldReader& r, std::string_view key, Decode decode
   return out;
 }
 
+// An optional array of strings; empty when absent.
+std::vector<std::string> readStrings(JsonFieldReader& r, std::string_view key) {
+  std::vector<std::string> out;
+  const json* array = r.optionalArray(key);
+  if (array == nullptr) return out;
+  for (std::size_t i = 0; i < array->size() && r.ok(); ++i) {
+    if (!(*array)[i].is_string()) {
+      r.fail(key, "item " + std::to_string(i) + " is not a string");
+    } else {
+      out.push_back((*array)[i].get<std::string>());
+    }
+  }
+  return out;
+}
+
 // A measured load: a finite number >= 0.
 double readLoad(JsonFieldReader& r, std::string_view key) {
   const double load = r.optionalNumber(key, 0);
@@ -136,6 +151,7 @@ StatusOr<ShardMapSpec> readSpec(JsonFieldReader& r) {
   spec.handoffFailureLimit = static_cast<std::int32_t>(
       r.optionalInt("handoffFailureLimit", spec.handoffFailureLimit, 0, kMaxHandoffFailureLimit));
   spec.handoffBackoff = readDuration(r, "handoffBackoff", spec.handoffBackoff);
+  spec.rememberedEntityTypes = readStrings(r, "rememberedEntityTypes");
   if (!r.ok()) return r.status();
   if (Status s = validateSpec(spec); !s.ok()) return s;
   return spec;
@@ -181,7 +197,7 @@ StatusOr<ShardMapStatus> readStatus(JsonFieldReader& r, std::int32_t shardCount)
 }  // namespace
 
 json toJson(const ShardMapSpec& spec) {
-  return json{
+  json out{
       {"shards", spec.shards},
       {"versionLabel", spec.versionLabel},
       {"rebalanceInterval", formatDuration(spec.rebalanceInterval)},
@@ -197,6 +213,10 @@ json toJson(const ShardMapSpec& spec) {
       {"handoffFailureLimit", spec.handoffFailureLimit},
       {"handoffBackoff", formatDuration(spec.handoffBackoff)},
   };
+  // Only when set: a map that remembers nothing reads as it did before the field.
+  if (!spec.rememberedEntityTypes.empty())
+    out["rememberedEntityTypes"] = spec.rememberedEntityTypes;
+  return out;
 }
 
 json toJson(const ShardMapStatus& status) {

@@ -161,6 +161,17 @@ TEST(ShardMapJsonTest, RoundTripsTheHandoffThrottle) {
   EXPECT_EQ(*back, m);
 }
 
+TEST(ShardMapJsonTest, RoundTripsTheRememberedEntityTypes) {
+  ShardMap m = decoded(kDesignExample);
+  EXPECT_FALSE(toJson(m)["spec"].contains("rememberedEntityTypes"));  // none: not written
+  m.spec.rememberedEntityTypes = {"counter", "consumer"};
+  const json j = toJson(m);
+  EXPECT_EQ(j["spec"]["rememberedEntityTypes"], json::array({"counter", "consumer"}));
+  StatusOr<ShardMap> back = shardMapFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(*back, m);
+}
+
 TEST(ShardMapJsonTest, BadHandoffThrottleFieldsNameTheField) {
   json j = minimal();
   j["spec"]["handoffFailureLimit"] = -1;
@@ -170,6 +181,24 @@ TEST(ShardMapJsonTest, BadHandoffThrottleFieldsNameTheField) {
   j = minimal();
   j["spec"]["handoffBackoff"] = "0s";
   EXPECT_EQ(errorOf(j), "spec.handoffBackoff: must be > 0");
+}
+
+TEST(ShardMapJsonTest, BadRememberedEntityTypesNameTheField) {
+  json j = minimal();
+  j["spec"]["rememberedEntityTypes"] = "counter";
+  EXPECT_NE(errorOf(j).find("spec.rememberedEntityTypes"), std::string::npos) << errorOf(j);
+  j["spec"]["rememberedEntityTypes"] = {"counter", 7};
+  EXPECT_EQ(errorOf(j), "spec.rememberedEntityTypes: item 1 is not a string");
+  j["spec"]["rememberedEntityTypes"] = {"counter", ""};
+  EXPECT_EQ(errorOf(j), "spec.rememberedEntityTypes[1]: must not be empty");
+  j["spec"]["rememberedEntityTypes"] = {"counter", "counter"};
+  EXPECT_EQ(errorOf(j), "spec.rememberedEntityTypes[1]: \"counter\" is listed twice");
+  j["spec"]["rememberedEntityTypes"] = {std::string(254, 'x')};
+  EXPECT_EQ(errorOf(j), "spec.rememberedEntityTypes[0]: longer than 253 bytes");
+  json many = json::array();
+  for (int i = 0; i < 33; ++i) many.push_back("t" + std::to_string(i));
+  j["spec"]["rememberedEntityTypes"] = many;
+  EXPECT_EQ(errorOf(j), "spec.rememberedEntityTypes: at most 32 types");
 }
 
 TEST(ShardMapJsonTest, RoundTripsTheWholeResource) {

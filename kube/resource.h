@@ -58,6 +58,8 @@ inline const ResourceRef kCustomResourceDefinitions{"apiextensions.k8s.io", "v1"
 inline const ResourceRef kShardMaps{"kshard.io", "v1alpha1", "shardmaps", Scope::kNamespaced};
 inline const ResourceRef kShardMapSegments{"kshard.io", "v1alpha1", "shardmapsegments",
                                            Scope::kNamespaced};
+inline const ResourceRef kShardEntities{"kshard.io", "v1alpha1", "shardentities",
+                                        Scope::kNamespaced};
 }  // namespace resources
 
 // "namespace/name", or "name" for a cluster-scoped object: the key of caches and logs.

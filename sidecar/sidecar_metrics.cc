@@ -65,6 +65,18 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                            .with({{"source", "manager"}})),
       mapBytesApi_(
           registry.counter("kshard_sidecar_map_bytes_total", "").with({{"source", "api"}})),
+      remembered_(registry
+                      .gauge("kshard_sidecar_remembered_entities",
+                             "Remembered entities in the records of the shards this pod owns.")
+                      .with({})),
+      recordStored_(registry
+                        .counter("kshard_sidecar_remembered_record_writes_total",
+                                 "Writes of the owned shards' remembered entities (ShardEntities "
+                                 "records), by result: stored, or failed (a conflict, an API "
+                                 "error).")
+                        .with({{"result", "stored"}})),
+      recordFailed_(registry.counter("kshard_sidecar_remembered_record_writes_total", "")
+                        .with({{"result", "failed"}})),
       publishes_(registry
                      .counter("kshard_sidecar_topic_publishes_total",
                               "Topic publications this pod's app published.")

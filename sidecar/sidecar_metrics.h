@@ -20,6 +20,9 @@
 //                                                     unknown (may have been delivered) |
 //                                                     not_sent (timed out before it went out,
 //                                                     or the pod left)
+//   kshard_sidecar_remembered_entities                entities in the records of the owned shards
+//                                                     (sidecar/remembered_entities.h)
+//   kshard_sidecar_remembered_record_writes_total{result}  stored | failed
 #pragma once
 
 #include <array>
@@ -54,6 +57,9 @@ class SidecarMetrics {
   void countTopicDelivery(TopicResult result) {
     topicDeliveries_[static_cast<std::size_t>(result)]->inc();
   }
+  void countRecordWrite(bool stored) { (stored ? recordStored_ : recordFailed_).inc(); }
+  // Set at scrape time.
+  void showRemembered(std::size_t entities) { remembered_.set(static_cast<double>(entities)); }
   // Sets the gauges read at scrape time: the active entities of each type listed (a type
   // listed before and missing now loses its series) and the number of shards owned.
   void refresh(const std::vector<std::pair<std::string, std::size_t>>& activeByType,
@@ -90,6 +96,9 @@ class SidecarMetrics {
   metrics::Counter& mapApi_;
   metrics::Counter& mapBytesManager_;
   metrics::Counter& mapBytesApi_;
+  metrics::Gauge& remembered_;
+  metrics::Counter& recordStored_;
+  metrics::Counter& recordFailed_;
   MapSyncStats mapShown_;  // under refreshMu_
   metrics::Counter& publishes_;
   std::array<metrics::Counter*, kTopicResults> topicDeliveries_{};

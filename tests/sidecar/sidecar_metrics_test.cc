@@ -36,17 +36,29 @@ TEST(SidecarMetricsTest, RefreshShowsActiveEntitiesByTypeAndDropsTypesThatWentAw
   EXPECT_EQ(series(registry, R"(kshard_sidecar_active_entities{type="counter"})"), "absent");
 }
 
+TEST(SidecarMetricsTest, RememberedEntitiesAndTheirRecordWrites) {
+  metrics::PrometheusRegistry registry;
+  SidecarMetrics metrics(registry);
+  metrics.showRemembered(7);
+  metrics.countRecordWrite(true);
+  metrics.countRecordWrite(true);
+  metrics.countRecordWrite(false);
+  EXPECT_EQ(series(registry, "kshard_sidecar_remembered_entities"), "7");
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_remembered_record_writes_total{result="stored"})"),
+            "2");
+  EXPECT_EQ(series(registry, R"(kshard_sidecar_remembered_record_writes_total{result="failed"})"),
+            "1");
+}
+
 TEST(SidecarMetricsTest, ShowMapSyncCountsHowVersionsCame) {
   metrics::PrometheusRegistry registry;
   SidecarMetrics metrics(registry);
-  metrics.showMapSync({.deltas = 3, .apiReads = 2, .bytesManager = 900,
-                       .bytesApi = 40000});
+  metrics.showMapSync({.deltas = 3, .apiReads = 2, .bytesManager = 900, .bytesApi = 40000});
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="changes"})"), "3");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="api"})"), "2");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_bytes_total{source="manager"})"), "900");
   // Running totals: a scrape adds what came since the last one.
-  metrics.showMapSync({.deltas = 10, .apiReads = 2, .bytesManager = 2000,
-                       .bytesApi = 40000});
+  metrics.showMapSync({.deltas = 10, .apiReads = 2, .bytesManager = 2000, .bytesApi = 40000});
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_versions_total{source="changes"})"), "10");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_bytes_total{source="manager"})"), "2000");
   EXPECT_EQ(series(registry, R"(kshard_sidecar_map_bytes_total{source="api"})"), "40000");

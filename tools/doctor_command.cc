@@ -81,6 +81,9 @@ int run(std::span<const std::string> args, CommandIo& io) {
   results.push_back(checkCrd(getOrNothing(api, kube::resources::kCustomResourceDefinitions, "",
                                           "shardmapsegments.kshard.io", results),
                              "shardmapsegments.kshard.io", "crds/shardmapsegment.yaml"));
+  results.push_back(checkCrd(getOrNothing(api, kube::resources::kCustomResourceDefinitions, "",
+                                          "shardentities.kshard.io", results),
+                             "shardentities.kshard.io", "crds/shardentities.yaml"));
   std::vector<nlohmann::json> pods;
   kube::ListOptions list;
   list.labelSelector = selector;

@@ -20,6 +20,10 @@ TEST(DoctorChecksTest, CrdMustExistAndBeEstablished) {
       checkCrd(std::nullopt, "shardmapsegments.kshard.io", "crds/shardmapsegment.yaml");
   EXPECT_FALSE(segments.ok);
   EXPECT_NE(segments.detail.find("kubectl apply -f crds/shardmapsegment.yaml"), std::string::npos);
+  const CheckResult entities =
+      checkCrd(std::nullopt, "shardentities.kshard.io", "crds/shardentities.yaml");
+  EXPECT_FALSE(entities.ok);
+  EXPECT_NE(entities.detail.find("kubectl apply -f crds/shardentities.yaml"), std::string::npos);
 }
 
 TEST(DoctorChecksTest, OneReadyOperatorPodIsEnough) {

@@ -85,7 +85,8 @@ func TestTheOperatorAndTheSidecarMayDoWhatTheCodeUsesAndNothingElse(t *testing.T
 		account = "default"
 	}
 	sidecar := "system:serviceaccount:" + victimNamespace + ":" + account
-	want := []string{"shardmaps.kshard.io [] get,list,watch", "shardmapsegments.kshard.io [] get"}
+	want := []string{"shardentities.kshard.io [] create,get,list,update",
+		"shardmaps.kshard.io [] get,list,watch", "shardmapsegments.kshard.io [] get"}
 	if got := canIList(t, sidecar, victimNamespace); !slices.Equal(got, want) {
 		t.Errorf("the sidecar in %s may:\n  %s\nwant:\n  %s", victimNamespace, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}

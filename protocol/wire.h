@@ -66,6 +66,9 @@ inline constexpr std::string_view kNotFound = "NotFound";
 inline constexpr std::string_view kPayloadTooLarge = "PayloadTooLarge";
 inline constexpr std::string_view kEntityNotManagedByThisPod = "EntityNotManagedByThisPod";
 inline constexpr std::string_view kEntityOverloaded = "EntityOverloaded";
+// 503 to a message that would start a new remembered entity beyond the bound of its shard's
+// record or of its ShardMap's records (sidecar/remembered_entities.h); not retried.
+inline constexpr std::string_view kRememberedEntitiesFull = "RememberedEntitiesFull";
 inline constexpr std::string_view kSendTimeout = "SendTimeout";
 inline constexpr std::string_view kAppUnavailable = "AppUnavailable";
 // The message may or may not have been applied: the owner (or its app) took it and the

@@ -43,7 +43,16 @@ std::string overloadMessage(Refusal refusal) {
   if (refusal == Refusal::kTellBacklog) {
     return "too many tell messages wait for this pod's app; slow down and retry";
   }
+  if (refusal == Refusal::kRememberedFull) {
+    return "the entity's shard, or its ShardMap, remembers as many entities as it may; the app "
+           "forgets some by answering Kshard-Passivate: true";
+  }
   return "the entity's mailbox is full; slow down and retry";
+}
+
+std::string_view overloadCode(Refusal refusal) {
+  return refusal == Refusal::kRememberedFull ? protocol::errors::kRememberedEntitiesFull
+                                             : protocol::errors::kEntityOverloaded;
 }
 
 void EntityRegistry::run(Actions& actions) {

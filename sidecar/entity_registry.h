@@ -123,14 +123,20 @@ enum class Refusal {
   kDraining,     // the pod drains: no new entity starts here
   kOverloaded,   // the entity's mailbox is full
   kTellBacklog,  // too many tells (or bytes of them) wait for the app, across all entities
+  // A new remembered entity would pass the bound of its shard's record or of its map's records
+  // (sidecar/remembered_entities.h): the recorder refused it with ResourceExhausted.
+  kRememberedFull,
 };
 
-// kOverloaded and kTellBacklog: answered 503 EntityOverloaded, and not retried.
+// kOverloaded and kTellBacklog: answered 503 EntityOverloaded, kRememberedFull 503
+// RememberedEntitiesFull; none is retried.
 inline bool isOverload(const std::optional<Refusal>& refusal) {
-  return refusal == Refusal::kOverloaded || refusal == Refusal::kTellBacklog;
+  return refusal == Refusal::kOverloaded || refusal == Refusal::kTellBacklog ||
+         refusal == Refusal::kRememberedFull;
 }
-// What that 503 says for each.
+// What that 503 says for each, and its error code.
 std::string overloadMessage(Refusal refusal);
+std::string_view overloadCode(Refusal refusal);
 
 // The outcome of deliver(): the app's response (ask), 202 once queued (tell), or a refusal.
 struct DeliveryOutcome {
@@ -400,7 +406,7 @@ class EntityRegistry {
   // Whether a message already taken may reach the app now (the lease runs).
   bool deliveringLocked() const;
   // A queued message that will not reach the app (the lease ran out): refused or dropped.
-  void refuseQueuedLocked(Pending p, Actions& out);
+  void refuseQueuedLocked(Pending p, Actions& out, Refusal refusal = Refusal::kNotOwned);
   void armFenceLocked();
   void onFenceTimer(std::uint64_t seq);
   // Marks the entity stopping and calls the app's stop, or queues the call when

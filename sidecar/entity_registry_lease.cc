@@ -4,7 +4,7 @@
 
 namespace kshard::sidecar {
 
-void EntityRegistry::refuseQueuedLocked(Pending p, Actions& out) {
+void EntityRegistry::refuseQueuedLocked(Pending p, Actions& out, Refusal refusal) {
   if (p.heldAck) {
     // A tell not answered yet (its entity's record was pending): refused, the sender retries.
     --pendingTells_;
@@ -12,8 +12,8 @@ void EntityRegistry::refuseQueuedLocked(Pending p, Actions& out) {
     p.done = std::move(p.heldAck);
   }
   if (p.done) {
-    out.push_back([done = std::move(p.done)]() mutable {
-      done(DeliveryOutcome{Refusal::kNotOwned, http::Response{}});
+    out.push_back([done = std::move(p.done), refusal]() mutable {
+      done(DeliveryOutcome{refusal, http::Response{}});
     });
     return;
   }

@@ -250,9 +250,13 @@ void EntityRegistry::onRecorded(Entity& e, Status result) {
       afterTurnLocked(e, actions);
     } else {
       // Nothing reached the app: its waiting messages are refused (kNotOwned: retried by their
-      // senders; the held tells were not answered yet) and the entity is dropped.
+      // senders; the held tells were not answered yet) and the entity is dropped. A bound of
+      // the records (ResourceExhausted) is answered as such: a retry would meet it again.
       failed = *e.key;
-      while (!e.mailbox.empty()) refuseQueuedLocked(e.mailbox.take(), actions);
+      const Refusal refusal = result.code() == StatusCode::kResourceExhausted
+                                  ? Refusal::kRememberedFull
+                                  : Refusal::kNotOwned;
+      while (!e.mailbox.empty()) refuseQueuedLocked(e.mailbox.take(), actions, refusal);
       removeEntityLocked(*failed, actions);
     }
   }

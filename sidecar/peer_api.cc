@@ -123,8 +123,7 @@ std::optional<http::Response> PeerApi::admit(const http::Request& head) {
         404, "NotFound",
         "no route for " + std::string(http::methodName(head.method)) + " " + std::string(path));
   }
-  const Status s =
-      fromOperator ? authorizer_.authorizeOperator(head) : authorizer_.admitPeer(head);
+  const Status s = fromOperator ? authorizer_.authorizeOperator(head) : authorizer_.admitPeer(head);
   if (s.ok()) return std::nullopt;
   return authorizationError(s);
 }
@@ -170,7 +169,7 @@ http::Response PeerApi::deliveredAnswer(DeliveryOutcome&& o, ShardId shard, Mess
   http::Response out;
   if (isOverload(o.refusal)) {
     result = MessageResult::kOverloaded;
-    out = sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal));
+    out = sidecarError(503, overloadCode(*o.refusal), overloadMessage(*o.refusal));
   } else if (o.refusal) {
     result = MessageResult::kRefused;
     json body = {
@@ -225,15 +224,15 @@ void PeerApi::ping(http::Request request, http::Responder responder) {
 
 std::optional<http::Response> PeerApi::wrongTarget(const protocol::Target& target) const {
   if (target == self_.target()) return std::nullopt;
-  json body = {{"error",
-                {{"code", errors::kWrongTarget},
-                 {"message", "this sidecar is pod " + self_.pod + " (uid " + self_.uid +
-                                 ", incarnation " + self_.incarnation + "), not pod " +
-                                 target.pod + " (uid " + target.uid + ", incarnation " +
-                                 target.incarnation + ")"}}},
-               {"pod", self_.pod},
-               {"uid", self_.uid},
-               {"incarnation", self_.incarnation}};
+  json body = {
+      {"error",
+       {{"code", errors::kWrongTarget},
+        {"message", "this sidecar is pod " + self_.pod + " (uid " + self_.uid + ", incarnation " +
+                        self_.incarnation + "), not pod " + target.pod + " (uid " + target.uid +
+                        ", incarnation " + target.incarnation + ")"}}},
+      {"pod", self_.pod},
+      {"uid", self_.uid},
+      {"incarnation", self_.incarnation}};
   http::Response out = http::Response::json(409, body.dump());
   out.headers.set(std::string(protocol::kErrorHeader), std::string(errors::kWrongTarget));
   return out;

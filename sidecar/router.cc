@@ -63,7 +63,7 @@ void Router::attempt(const std::shared_ptr<Attempt>& a) {
     a->path = MessagePath::kLocal;
     registry_.deliver(a->message, [this, a](DeliveryOutcome&& o) {
       if (isOverload(o.refusal)) {
-        finish(a, sidecarError(503, errors::kEntityOverloaded, overloadMessage(*o.refusal)),
+        finish(a, sidecarError(503, overloadCode(*o.refusal), overloadMessage(*o.refusal)),
                MessageResult::kOverloaded);
       } else if (o.refusal) {
         // The shard began a handoff between owns() and deliver(): the next owner will take it.

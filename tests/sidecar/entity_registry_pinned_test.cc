@@ -400,6 +400,19 @@ TEST_F(PinnedEntityTest, AFailedRecordRefusesTheWaitingMessages) {
   EXPECT_TRUE(released(7, 2));
 }
 
+TEST_F(PinnedEntityTest, ARecordAtItsBoundRefusesTheWaitingMessagesAsSuch) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  HeldRecorder::complete(recorder.starts, resourceExhausted("shard 7 remembers 1000 entities"));
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kRememberedFull);
+  EXPECT_TRUE(isOverload(out_.got[0].refusal)) << "a retry would meet the bound again";
+  EXPECT_EQ(overloadCode(Refusal::kRememberedFull), protocol::errors::kRememberedEntitiesFull);
+  EXPECT_TRUE(host_.deliveries.empty());
+}
+
 TEST_F(PinnedEntityTest, KeptActiveEntitiesAreNotRecordedAgain) {
   HeldRecorder recorder;
   registry_.setRecorder(&recorder);

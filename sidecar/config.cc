@@ -130,7 +130,10 @@ void SidecarConfig::declare(OptionSet& opts) {
       {"map-poll-interval", "KSHARD_MAP_POLL_INTERVAL",
        "With map-source=manager, how often to fetch the map.",
        nonNegativeDuration(&mapPollInterval)},
-      {"kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG).", &kubeconfig},
+      {"kubeconfig", "",
+       "kubeconfig file (default: in-cluster, then $KUBECONFIG). With map-source=manager, "
+       "setting it gives the sidecar the API server for remembered entities' records.",
+       &kubeconfig},
       {"log-level", "KSHARD_LOG_LEVEL", "debug, info, warn or error.", &logLevel},
       {"http-backend", "KSHARD_HTTP_BACKEND", "beast or cpprest.", &httpBackend},
   });

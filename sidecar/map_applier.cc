@@ -5,8 +5,13 @@
 
 namespace kshard::sidecar {
 
-MapApplier::MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, Logger logger)
-    : self_(std::move(self)), table_(table), registry_(registry), log_(std::move(logger)) {}
+MapApplier::MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, Logger logger,
+                       SpecListener onSpec)
+    : self_(std::move(self)),
+      table_(table),
+      registry_(registry),
+      log_(std::move(logger)),
+      onSpec_(std::move(onSpec)) {}
 
 void MapApplier::apply(const nlohmann::json& object) {
   auto map = sharding::shardMapFromJson(object);
@@ -26,6 +31,7 @@ void MapApplier::apply(const sharding::ShardMap& map) {
   }
   registry_.setIdleTimeout(map.spec.entityIdleTimeout);
   registry_.setLeaseDuration(map.spec.ownershipLease);
+  if (onSpec_) onSpec_(map);
   const auto result = syncOwnership(*table_.snapshot(), self_.target(), registry_);
   if (result.revoked || result.adopted) {
     log_.info("ownership synced from the ShardMap",

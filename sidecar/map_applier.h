@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,12 @@ namespace kshard::sidecar {
 
 class MapApplier {
  public:
-  MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, Logger logger);
+  // Told each version's ShardMap before this pod's ownership follows it (the remembered entity
+  // types must be known before a shard the map gives this pod is taken).
+  using SpecListener = std::function<void(const sharding::ShardMap&)>;
+
+  MapApplier(Identity self, RoutingTable& table, EntityRegistry& registry, Logger logger,
+             SpecListener onSpec = nullptr);
 
   // Thread-safe; versions are applied one at a time.
   void apply(const nlohmann::json& object);
@@ -36,6 +42,7 @@ class MapApplier {
   RoutingTable& table_;
   EntityRegistry& registry_;
   Logger log_;
+  SpecListener onSpec_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool haveMap_ = false;

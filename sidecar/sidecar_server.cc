@@ -149,9 +149,10 @@ Status SidecarServer::buildRouting() {
   return Status();
 }
 
-// The Kubernetes API (the ShardMap watch, the issuer keys) and who may call the peer API.
+// The Kubernetes API (the ShardMap watch, the issuer keys, the remembered entities' records) and
+// who may call the peer API. With map-source=manager, the API only when --kubeconfig names it.
 Status SidecarServer::buildKubeAccess() {
-  if (cfg_.mapSource == "kube") {
+  if (cfg_.mapSource == "kube" || !cfg_.kubeconfig.empty()) {
     kube::LoadOptions load;
     load.kubeconfigPath = cfg_.kubeconfig;
     auto kcfg = kube::loadConfig(load, SystemClock::instance());
@@ -199,10 +200,31 @@ Status SidecarServer::buildKubeAccess() {
   return Status();
 }
 
+// Remembered entities: recorded per shard through the API server, started again on a take.
+// Without an API server (map-source=manager and no --kubeconfig), none are remembered.
+void SidecarServer::buildRemembered() {
+  if (!api_) return;
+  RememberedEntitiesOptions options;
+  options.seed = random_.next();
+  options.onWrite = [this](bool stored) { metrics_.countRecordWrite(stored); };
+  remembered_ = std::make_unique<RememberedEntities>(
+      *api_, scheduler_, sharding::ShardMapOwner{self_.shardMap.ns, self_.shardMap.name, {}},
+      [this](const EntityKey& key, ShardId shard) { entities_->keepActive(key, shard); },
+      [this](ShardId shard) { return entities_->ownedEpoch(shard); }, part("remembered"), options);
+  entities_->setRecorder(remembered_.get());
+  entities_->addShardsTakenListener([this](std::vector<ShardId> shards, Epoch epoch) {
+    remembered_->shardsTaken(std::move(shards), epoch);
+  });
+}
+
 // Registration and the ownership lease: kept by renewals while registered; the registrar resets
 // the app, registers, and starts the keeper.
 Status SidecarServer::buildLifecycle() {
-  applier_ = std::make_unique<MapApplier>(self_, table_, *entities_, part("map"));
+  buildRemembered();
+  applier_ = std::make_unique<MapApplier>(self_, table_, *entities_, part("map"),
+                                          [this](const sharding::ShardMap& map) {
+                                            if (remembered_) remembered_->follow(map);
+                                          });
   leaseKeeper_ = std::make_unique<LeaseKeeper>(self_, *manager_, api_.get(), *entities_, table_,
                                                scheduler_, random_, part("lease"), [this] {
                                                  // Not while draining: the pod is leaving (or has
@@ -265,6 +287,7 @@ Status SidecarServer::buildServers() {
       [this] {
         metrics_.refresh(entities_->activeEntitiesByType(), entities_->ownedShards().size());
         metrics_.showLoad(entities_->sampleLoad(kLoadHalfLife));
+        if (remembered_) metrics_.showRemembered(remembered_->rememberedCount());
         if (watcher_) metrics_.showMapSync(watcher_->stats());
       });
 

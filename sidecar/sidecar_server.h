@@ -43,6 +43,7 @@
 #include "sidecar/peer_api.h"
 #include "sidecar/peer_http_client.h"
 #include "sidecar/registrar.h"
+#include "sidecar/remembered_entities.h"
 #include "sidecar/request_authorizer.h"
 #include "sidecar/router.h"
 #include "sidecar/routing_table.h"
@@ -82,6 +83,7 @@ class SidecarServer {
   SidecarServer(const SidecarConfig& cfg, Identity self, Logger log);
   Status buildRouting();
   Status buildKubeAccess();
+  void buildRemembered();
   Status buildLifecycle();
   Status buildServers();
   Status buildMapSource();
@@ -125,6 +127,8 @@ class SidecarServer {
   std::unique_ptr<ApiServerIssuerKeys> issuerKeys_;
   FixedIssuerKeys fixedKeys_;
   std::unique_ptr<RequestAuthorizer> authorizer_;
+  // The remembered entities' records (with an API server only): the registry's recorder.
+  std::unique_ptr<RememberedEntities> remembered_;
   std::unique_ptr<MapApplier> applier_;
   std::unique_ptr<LeaseKeeper> leaseKeeper_;
   std::unique_ptr<Registrar> registrar_;

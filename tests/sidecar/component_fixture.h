@@ -72,6 +72,15 @@ class StubApp {
                    [this](http::Request r, http::Responder res) { onMessage(r, res); });
     server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
                    [this](http::Request r, http::Responder res) { onStop(r, res); });
+    // A start without a message (a remembered entity kept active): activated, nothing applied.
+    server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}/start",
+                   [this](http::Request r, http::Responder res) {
+                     {
+                       std::lock_guard lock(world_.mu);
+                       activateLocked(std::string(r.param("id")));
+                     }
+                     res.send(http::Response::json(200, "{}"));
+                   });
     server_->route(http::Method::kPost, "/kshard/reset",
                    [this](http::Request, http::Responder res) { onReset(res); });
     server_->route(http::Method::kPost, "/kshard/topics/{topic}",
@@ -149,23 +158,25 @@ class StubApp {
     ++resets_;
     res.send(http::Response::json(200, "{}"));
   }
+  // Loads `id` on this pod unless it is active here, recording a second pod as a violation.
+  void activateLocked(const std::string& id) {
+    auto& mine = world_.live[pod_];
+    if (mine.count(id)) return;
+    auto it = world_.activeOn.find(id);
+    if (it != world_.activeOn.end() && it->second != pod_) {
+      world_.violations.push_back(id + " activated on " + pod_ + " while active on " + it->second);
+    }
+    world_.activeOn[id] = pod_;
+    mine[id] = world_.saved[id];
+    ++world_.activations;
+  }
   void onMessage(const http::Request& r, http::Responder& res) {
     const std::string id(r.param("id"));
     long value;
     {
       std::lock_guard lock(world_.mu);
-      auto& mine = world_.live[pod_];
-      if (!mine.count(id)) {
-        auto it = world_.activeOn.find(id);
-        if (it != world_.activeOn.end() && it->second != pod_) {
-          world_.violations.push_back(id + " activated on " + pod_ + " while active on " +
-                                      it->second);
-        }
-        world_.activeOn[id] = pod_;
-        mine[id] = world_.saved[id];
-        ++world_.activations;
-      }
-      value = ++mine[id];
+      activateLocked(id);
+      value = ++world_.live[pod_][id];
     }
     http::Response answer = http::Response::json(200, json{{"value", value}, {"pod", pod_}}.dump());
     {

@@ -30,16 +30,7 @@ func scenarioCrash(c sc, s *suite) {
 	before := s.latest()
 	victim := before.Registered()[0]
 	victimShards := shardsOf(before, victim)
-	ctx, cancel := apiCtx()
-	pod, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-	cancel()
-	if err != nil {
-		c.fatalf("getting pod %s: %v", victim, err)
-	}
-	killer, err := newPodKiller(s.cfg.clusterDir, ns, victim)
-	if err != nil {
-		c.fatalf("%v", err)
-	}
+	pod, killer := s.killerOf(c, victim)
 	c.r.figure("crashed pod", fmt.Sprintf("%s with %d shards", victim, len(victimShards)))
 
 	// Requests stop entering through the victim (a load balancer would notice later; requests
@@ -72,7 +63,7 @@ func scenarioCrash(c sc, s *suite) {
 	// confirmation stays once given (a deleting pod's containers are not restarted).
 	uid := pod.UID
 	unconfirmed := time.Now()
-	ctx, cancel = context.WithTimeout(bg(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(bg(), 30*time.Second)
 	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}})
 	cancel()

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"kshard.local/e2e/cluster/fault"
 )
 
@@ -23,6 +26,21 @@ func newPodKiller(clusterDir, ns, name string) (*podKiller, error) {
 		return nil, err
 	}
 	return &podKiller{pod: p}, nil
+}
+
+// killerOf reads the counter's pod `name` and opens a podKiller on it.
+func (s *suite) killerOf(c sc, name string) (*v1.Pod, *podKiller) {
+	ctx, cancel := apiCtx()
+	pod, err := s.cs.CoreV1().Pods(s.cfg.counterNS).Get(ctx, name, metav1.GetOptions{})
+	cancel()
+	if err != nil {
+		c.fatalf("getting pod %s: %v", name, err)
+	}
+	killer, err := newPodKiller(s.cfg.clusterDir, s.cfg.counterNS, name)
+	if err != nil {
+		c.fatalf("%v", err)
+	}
+	return pod, killer
 }
 
 // kill SIGKILLs every process of every container of the pod; it returns how many containers had

@@ -119,6 +119,7 @@ func scenarios() []scenario {
 		{"skewed-load", "Skewed load: Zipf traffic on one pod's shards, balanced by load", scenarioSkewedLoad},
 		{"topics", "Topics: each publication reaches every pod of the map once", scenarioTopics},
 		{"handoff-throttle", "Handoff throttle: a pod whose stops fail is left alone, the rest balances", scenarioHandoffThrottle},
+		{"remembered-entities", "Remembered entities: back on their shard's owner after a kill and a scale, without a message", scenarioRemembered},
 		{"single-owner", "Single owner over the whole run", scenarioSingleOwner},
 	}
 }

@@ -140,6 +140,13 @@ void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
     responder.send(badRequest(s.message()));
     return;
   }
+  // Reserved for singletons, as on the app API: a sidecar older than the reservation does not
+  // refuse it there, and could forward it.
+  if (m.key.type == kSingletonEntityType) {
+    responder.send(badRequest("entity type: " + std::string(kSingletonEntityType) +
+                              " is reserved for singletons"));
+    return;
+  }
   const auto snapshot = table_.snapshot();
   if (snapshot->shardCount == 0) {
     responder.send(notReady());

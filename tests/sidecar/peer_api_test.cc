@@ -1,5 +1,6 @@
 // PeerApi::admit: the peer server authenticates its callers from their requests' heads, before
-// any body is read, with the credential each path needs.
+// any body is read, with the credential each path needs. And what the forwarded-message route
+// refuses.
 #include "sidecar/peer_api.h"
 
 #include <gtest/gtest.h>
@@ -7,8 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "http/factory.h"
 #include "metrics/prometheus_registry.h"
+#include "protocol/wire.h"
+#include "sharding/shard_id.h"
 #include "tests/sidecar/held_host.h"
+#include "tests/sidecar/map_fixture.h"
 
 namespace kshard::sidecar {
 namespace {
@@ -109,6 +114,48 @@ TEST_F(PeerApiAdmitTest, ARefusalIsTheAnswerTheRoutesWouldGive) {
   EXPECT_EQ(other->status, 404);
   EXPECT_NE(other->body.find("no route for POST /v1/no-such-thing"), std::string::npos)
       << other->body;
+}
+
+// The singletons' entity type is reserved on the peer route too: a sidecar older than the
+// reservation (which its app API does not refuse) could forward a message of that type.
+TEST(PeerApiForwardTest, TheSingletonTypeIsRefused) {
+  Logger quiet{"t", LogLevel::kError, [](std::string_view) {}};
+  ManualScheduler scheduler;
+  testing::HeldHost host;
+  EntityRegistry registry{host, scheduler, {}, quiet};
+  RoutingTable table;
+  ASSERT_TRUE(table.update(testing::makeMap(4, 1, {{"p1", "1-4"}})));
+  metrics::PrometheusRegistry metricsRegistry;
+  SidecarMetrics metrics{metricsRegistry};
+  RecordingAuthorizer authorizer;
+  Identity self;
+  self.pod = "p1";
+  PeerApi api{self, registry, table, authorizer, metrics, scheduler.clock(), quiet, {}};
+  auto server = http::makeServer(http::Backend::kBeast, http::ServerOptions{});
+  api.addRoutes(*server);
+  ASSERT_TRUE(server->start().ok());
+  http::ClientOptions o;
+  o.baseUrl = "http://127.0.0.1:" + std::to_string(server->port());
+  auto client = std::move(*http::makeClient(http::Backend::kBeast, o));
+  const ShardId shard = *sharding::shardIdOf("ticker", 4);
+  ASSERT_TRUE(registry.assign({shard}, 1).empty());
+  const auto tell = [&client, shard](std::string type) {
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/v1/peer/entities/" + type + "/ticker";
+    r.headers.add("Authorization", "Bearer peer");
+    r.headers.add(std::string(protocol::kShardHeader), std::to_string(shard));
+    r.headers.add(std::string(protocol::kModeHeader), "tell");
+    return client->sendSync(std::move(r));
+  };
+  auto singleton = tell("kshard.io%2Fsingleton");
+  ASSERT_TRUE(singleton.ok()) << singleton.status().toString();
+  EXPECT_EQ(singleton->status, 400) << singleton->body;
+  EXPECT_EQ(registry.activeEntities(), 0u) << "a singleton was started by a forwarded message";
+  auto counter = tell("counter");
+  ASSERT_TRUE(counter.ok()) << counter.status().toString();
+  EXPECT_EQ(counter->status, 202) << counter->body;
+  server->stop();
 }
 
 }  // namespace

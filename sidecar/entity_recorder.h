@@ -4,12 +4,17 @@
 //
 // The registry calls it at two points of an entity's life:
 //   - started: before the first turn of a new entity of a remembered type that a message
-//     started. The turn reaches the app only after done(OK). On an error nothing reached the app:
-//     the entity is dropped and its waiting messages are refused (kNotOwned: asks are retried by
-//     their sender, and tells taken meanwhile were not yet answered 202, so they are refused and
-//     retried as well). An entity started by keepActive is already recorded: no call.
-//   - forgotten: the app asked to passivate the entity (Kshard-Passivate: true), before its stop
-//     callback. On an error the entity stays active (and recorded).
+//     started (or restarted after it was forgotten). The turn reaches the app only after
+//     done(OK). On an error its waiting messages are refused (kNotOwned, or kRememberedFull for
+//     ResourceExhausted: asks are retried by their sender, and tells taken meanwhile were not yet
+//     answered 202, so they are refused and retried as well; no tell already answered 202 ever
+//     waits for a record) and the entity is dropped, unless the app may still hold it (its stop
+//     failed): it then stays until a stop succeeds. An entity started by keepActive is already
+//     recorded: no call.
+//   - forgotten: the app asked to passivate the entity (Kshard-Passivate: true), once no message
+//     waits for it, before its stop callback. On an error the entity stays active (and recorded).
+// A call not answered within EntityRegistryOptions::recorderTimeout counts as failed, and its
+// late answer is ignored.
 // A handoff, the drain or the lease's fence stop an entity without forgetting it: it stays
 // recorded and runs again on the shard's next owner.
 #pragma once

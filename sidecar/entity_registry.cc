@@ -168,7 +168,10 @@ void EntityRegistry::markBusyLocked(Entity& e) {
   idle_.remove(e);
 }
 
-std::uint64_t EntityRegistry::nextTurnLocked(Entity& e) { return e.lastTurn = ++turns_; }
+std::uint64_t EntityRegistry::nextTurnLocked(Entity& e) {
+  e.atApp = true;
+  return e.lastTurn = ++turns_;
+}
 
 void EntityRegistry::startTurnLocked(Entity& e, Pending next, Actions& out) {
   markBusyLocked(e);
@@ -225,7 +228,10 @@ void EntityRegistry::onDelivered(Entity& e, DeliveryCallback done,
 }
 
 void EntityRegistry::afterTurnLocked(Entity& e, Actions& out) {
-  if (e.afterTurn == kPassivateAfterTurn) {
+  // The passivation the app asked for waits until no message does (a message that waits may be
+  // a tell answered 202: it reaches the app before the entity is forgotten, see
+  // beginPassivationLocked).
+  if (e.afterTurn == kPassivateAfterTurn && e.mailbox.empty()) {
     beginPassivationLocked(e, out);
   } else if (e.afterTurn == kStopAfterTurn) {
     e.afterTurn = kContinue;

@@ -158,6 +158,11 @@ struct EntityRegistryOptions {
   // (an unassign, the drain) before idle passivations. Each stop call holds a connection to the
   // app: without a bound, a drain of N entities opened N connections at once.
   std::size_t maxConcurrentStops = protocol::kMaxConcurrentStops.defaultValue;
+  // How long an EntityRecorder call (started, forgotten) may take: past it, the call counts as
+  // failed and its late answer is ignored, so that a recorder that never answers does not keep
+  // an entity busy, and its shard's handoff from completing, forever. The default is one API
+  // request's timeout (kube::ClientOptions::requestTimeout).
+  Duration recorderTimeout = std::chrono::seconds(30);
   // Called (under no lock) each time an idle entity is being stopped; for metrics.
   std::function<void()> onPassivation;
 };
@@ -330,11 +335,14 @@ class EntityRegistry {
     // runs before its next message; startBackoff: the last start failed and its retry is not
     // due yet (messages go to the app meanwhile, as to any entity); needsRecord: a remembered
     // entity not (or no longer) recorded: its next message waits for EntityRecorder::started;
-    // afterTurn: what the current turn's end does before anything else (AfterTurn).
+    // afterTurn: what the current turn's end does before anything else (AfterTurn); atApp: a
+    // turn (a message or a start) was sent to the app since its last successful stop, so the app
+    // may hold it: it is removed only by a successful stop.
     std::uint8_t needsStart : 1 = 0;
     std::uint8_t startBackoff : 1 = 0;
     std::uint8_t needsRecord : 1 = 0;
     std::uint8_t afterTurn : 2 = 0;
+    std::uint8_t atApp : 1 = 0;
     std::uint64_t lastTurn = 0;  // the turn number of its last message (Message::turn)
     // When its last turn ended; while busy, when the current turn (or its stop) began.
     SteadyTime lastActive{};
@@ -387,7 +395,8 @@ class EntityRegistry {
   void startTurnLocked(Entity& e, Pending next, Actions& out);
   // Hands a turn's message to the app, under no lock; the entity is busy (it stays in entities_).
   void startTurn(Entity& e, Epoch epoch, Message message, DeliveryCallback done);
-  // The turn number of the entity's next message (Message::turn), recorded as its last.
+  // The turn number of the entity's next message or start turn (Message::turn), recorded as its
+  // last; the turn goes to the app (Entity::atApp).
   std::uint64_t nextTurnLocked(Entity& e);
   void onDelivered(Entity& e, DeliveryCallback done, StatusOr<http::Response> result);
   void onStopped(const EntityKey& key, Status result);
@@ -426,7 +435,10 @@ class EntityRegistry {
 
   // Entities that run without a message (entity_registry_pinned.cc).
   Entity& createEntityLocked(const EntityKey& key, ShardId id, Shard& shard);
-  // Whether entities of `shard` may start now: owned, not fenced, not draining.
+  // Whether a new message for `shard` is taken now: owned (not handing off), the lease's fence
+  // not begun.
+  bool takingLocked(ShardId shard) const;
+  // Whether entities of `shard` may start now: taking, and not draining.
   bool canRunLocked(ShardId shard) const;
   // A start turn is owed and may run now.
   bool startOwedLocked(const Entity& e) const {
@@ -441,12 +453,26 @@ class EntityRegistry {
   void notePassivationLocked(Entity& e, const StatusOr<http::Response>& result);
   // An entity that must be recorded before its next turn: asks the recorder.
   void beginRecordLocked(Entity& e, Actions& out);
-  void onRecorded(Entity& e, Status result);
-  // The entity is recorded: the tells held for it are answered 202.
+  void onRecorded(const EntityKey& key, std::uint64_t call, Status result);
+  // The entity is recorded (or stays so): the tells held for it are answered 202 if a new tell
+  // would be taken now, and refused otherwise.
   void releaseHeldAcksLocked(Entity& e, Actions& out);
   // Forgotten (if remembered), then stopped: the app asked.
   void beginPassivationLocked(Entity& e, Actions& out);
-  void onForgotten(Entity& e, Status result);
+  void onForgotten(const EntityKey& key, std::uint64_t call, Status result);
+  // A recorder call for `key` begins: its id, and its deadline (recorderTimeout) armed, which
+  // answers it as failed. finishRecorderCallLocked: the call, when `id` is still the entity's
+  // current one (not answered yet, nor past its deadline); it is then over.
+  struct RecorderCall {
+    std::uint64_t id = 0;
+    Scheduler::TaskId deadline = 0;
+    bool unpinned = false;  // unpin was called during it (the last of keepActive and unpin wins)
+  };
+  std::uint64_t beginRecorderCallLocked(const EntityKey& key, bool forget);
+  std::optional<RecorderCall> finishRecorderCallLocked(const EntityKey& key, std::uint64_t id);
+  // Starts the owed start turns of idle entities (a start that failed while its shard could not
+  // run, and so was not retried).
+  void resumeOwedStartsLocked(Actions& out);
   void notifyShardsTakenLocked(std::vector<std::pair<ShardId, Epoch>> taken, Actions& out);
   void notifyAllOwnedLocked(Actions& out);
 
@@ -496,6 +522,9 @@ class EntityRegistry {
   std::uint64_t sweepSeq_ = 0;
   std::vector<ShardsTakenListener> takenListeners_;
   EntityRecorder* recorder_ = nullptr;
+  // The recorder calls in flight, by entity (an entity has at most one: it is busy meanwhile).
+  std::unordered_map<EntityKey, RecorderCall, EntityKeyHash> recorderCalls_;
+  std::uint64_t recorderCallSeq_ = 0;
   LogThrottle startFailureLog_{std::chrono::seconds(5)};
 };
 

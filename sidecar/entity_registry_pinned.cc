@@ -58,11 +58,12 @@ EntityRegistry::Entity& EntityRegistry::createEntityLocked(const EntityKey& key,
   return e;
 }
 
-bool EntityRegistry::canRunLocked(ShardId shard) const {
+bool EntityRegistry::takingLocked(ShardId shard) const {
   auto it = shards_.find(shard);
-  return it != shards_.end() && it->second.state == ShardState::kOwned && acceptingLocked() &&
-         !draining_;
+  return it != shards_.end() && it->second.state == ShardState::kOwned && acceptingLocked();
 }
+
+bool EntityRegistry::canRunLocked(ShardId shard) const { return takingLocked(shard) && !draining_; }
 
 bool EntityRegistry::keepActive(EntityKey key, ShardId shard) {
   Actions actions;
@@ -76,12 +77,16 @@ bool EntityRegistry::keepActive(EntityKey key, ShardId shard) {
       Entity& e = it->second;
       e.pinned = true;
       idle_.remove(e);
-      return true;
+      if (auto c = recorderCalls_.find(key); c != recorderCalls_.end()) c->second.unpinned = false;
+      // A start still owed (it failed while the shard could not run, so no retry was armed)
+      // runs now.
+      if (!e.busy && startOwedLocked(e)) startNextLocked(e, actions);
+    } else {
+      Entity& e = createEntityLocked(key, shard, shards_.at(shard));
+      e.pinned = true;
+      e.needsStart = true;
+      startNextLocked(e, actions);
     }
-    Entity& e = createEntityLocked(key, shard, shards_.at(shard));
-    e.pinned = true;
-    e.needsStart = true;
-    startNextLocked(e, actions);
   }
   run(actions);
   return true;
@@ -92,7 +97,10 @@ void EntityRegistry::unpin(const EntityKey& key, bool stop) {
   {
     std::lock_guard lock(mu_);
     auto it = entities_.find(key);
-    if (it == entities_.end() || !it->second.pinned) return;
+    if (it == entities_.end()) return;
+    // A record or forget in flight does not pin it again when it lands.
+    if (auto c = recorderCalls_.find(key); c != recorderCalls_.end()) c->second.unpinned = true;
+    if (!it->second.pinned) return;
     Entity& e = it->second;
     e.pinned = false;
     e.needsStart = false;
@@ -118,9 +126,11 @@ void EntityRegistry::beginStartLocked(Entity& e, Actions& out) {
   markBusyLocked(e);
   const Epoch epoch = shards_.at(e.shard).epoch;
   const std::uint64_t turn = nextTurnLocked(e);
-  out.push_back([this, entity = &e, epoch, turn] {
-    // The entity is busy: nothing removes it, and its node does not move.
-    host_.start(*entity->key, entity->shard, epoch, turn,
+  // The host gets a key of its own: an answer given at once may remove the entity (a stop that
+  // follows at once) before start() returns. Until the answer the entity is busy: nothing
+  // removes it, and its node does not move.
+  out.push_back([this, entity = &e, key = *e.key, shard = e.shard, epoch, turn] {
+    host_.start(key, shard, epoch, turn,
                 [this, entity](StatusOr<http::Response>&& r) { onStarted(*entity, std::move(r)); });
   });
 }
@@ -188,6 +198,13 @@ void EntityRegistry::notePassivationLocked(Entity& e, const StatusOr<http::Respo
   e.afterTurn = kPassivateAfterTurn;
 }
 
+// The rule that keeps every tell answered 202: a remembered entity needs a record
+// (Entity::needsRecord) only while each message in its mailbox may still be refused — an ask, or
+// a tell whose 202 is held for the record. A new entity has nothing queued before it needs one,
+// and the passivation the app asks for (the only other way to need one) waits until the mailbox
+// is empty (afterTurnLocked); every tell queued after that is held. So a record that fails (or
+// whose recorder does not answer in time) refuses only what the sender will retry, and no tell
+// already acknowledged ever waits for a record.
 void EntityRegistry::beginPassivationLocked(Entity& e, Actions& out) {
   e.afterTurn = kContinue;
   if (recorder_ == nullptr || !recorder_->remembered(e.key->type)) {
@@ -199,26 +216,36 @@ void EntityRegistry::beginPassivationLocked(Entity& e, Actions& out) {
   e.needsRecord = true;
   markBusyLocked(e);
   const Epoch epoch = shards_.at(e.shard).epoch;
-  out.push_back([this, entity = &e, epoch] {
-    recorder_->forgotten(*entity->key, entity->shard, epoch,
-                         [this, entity](Status s) { onForgotten(*entity, std::move(s)); });
+  const std::uint64_t call = beginRecorderCallLocked(*e.key, true);
+  // The recorder gets a key of its own, and its answer finds the entity by key: an answer given
+  // at once may remove it before forgotten() returns, and a late one (past its deadline) may
+  // come after it is gone.
+  out.push_back([this, key = *e.key, shard = e.shard, epoch, call] {
+    recorder_->forgotten(key, shard, epoch,
+                         [this, key, call](Status s) { onForgotten(key, call, std::move(s)); });
   });
 }
 
-void EntityRegistry::onForgotten(Entity& e, Status result) {
+void EntityRegistry::onForgotten(const EntityKey& key, std::uint64_t call, Status result) {
   Actions actions;
   {
     std::lock_guard lock(mu_);
+    const std::optional<RecorderCall> current = finishRecorderCallLocked(key, call);
+    auto it = entities_.find(key);
+    if (!current || it == entities_.end()) return;  // answered past its deadline
+    Entity& e = it->second;
     e.busy = false;
     e.lastActive = scheduler_.clock().now();
     if (result.ok()) {
       beginStopLocked(e, mustStopLocked(e.shard), actions);
     } else {
-      // Still recorded: it stays active (and pinned), as the record says.
+      // Still recorded (as far as this pod knows: a forget past its deadline may land later,
+      // and the entity then runs here unrecorded until it stops): it stays active, and pinned
+      // unless unpinned meanwhile.
       log_.warn("remembered entity not forgotten; it stays active",
-                {{"type", e.key->type}, {"id", e.key->id}, {"error", result.toString()}});
+                {{"type", key.type}, {"id", key.id}, {"error", result.toString()}});
       e.needsRecord = false;
-      e.pinned = true;
+      if (!current->unpinned) e.pinned = true;
       releaseHeldAcksLocked(e, actions);
       afterTurnLocked(e, actions);
     }
@@ -229,45 +256,78 @@ void EntityRegistry::onForgotten(Entity& e, Status result) {
 void EntityRegistry::beginRecordLocked(Entity& e, Actions& out) {
   markBusyLocked(e);
   const Epoch epoch = shards_.at(e.shard).epoch;
-  out.push_back([this, entity = &e, epoch] {
-    recorder_->started(*entity->key, entity->shard, epoch,
-                       [this, entity](Status s) { onRecorded(*entity, std::move(s)); });
+  const std::uint64_t call = beginRecorderCallLocked(*e.key, false);
+  // A key of its own, and an answer that finds the entity by key: see beginPassivationLocked.
+  out.push_back([this, key = *e.key, shard = e.shard, epoch, call] {
+    recorder_->started(key, shard, epoch,
+                       [this, key, call](Status s) { onRecorded(key, call, std::move(s)); });
   });
 }
 
-void EntityRegistry::onRecorded(Entity& e, Status result) {
+void EntityRegistry::onRecorded(const EntityKey& key, std::uint64_t call, Status result) {
   Actions actions;
-  std::optional<EntityKey> failed;
+  bool failed = false;
+  bool kept = false;
   {
     std::lock_guard lock(mu_);
+    const std::optional<RecorderCall> current = finishRecorderCallLocked(key, call);
+    auto it = entities_.find(key);
+    if (!current || it == entities_.end()) return;  // answered past its deadline
+    Entity& e = it->second;
     e.busy = false;
     e.lastActive = scheduler_.clock().now();
     // Kept active meanwhile (keepActive): recorded by whoever called it.
     if (result.ok() || e.pinned) {
       e.needsRecord = false;
-      e.pinned = true;  // a remembered entity runs until the app asks to passivate it
+      // A remembered entity runs until the app asks to passivate it, unless unpinned during
+      // the record (an unpin(stop) then stops it here).
+      if (!current->unpinned) e.pinned = true;
       releaseHeldAcksLocked(e, actions);
       afterTurnLocked(e, actions);
     } else {
-      // Nothing reached the app: its waiting messages are refused (kNotOwned: retried by their
-      // senders; the held tells were not answered yet) and the entity is dropped. A bound of
-      // the records (ResourceExhausted) is answered as such: a retry would meet it again.
-      failed = *e.key;
+      // Its waiting messages are refused (kNotOwned: retried by their senders; by the rule
+      // above, none was answered 202). A bound of the records (ResourceExhausted) is answered
+      // as such: a retry would meet it again.
+      failed = true;
       const Refusal refusal = result.code() == StatusCode::kResourceExhausted
                                   ? Refusal::kRememberedFull
                                   : Refusal::kNotOwned;
       while (!e.mailbox.empty()) refuseQueuedLocked(e.mailbox.take(), actions, refusal);
-      removeEntityLocked(*failed, actions);
+      kept = e.atApp;
+      if (kept) {
+        // The app may still hold it (its stop after the passivation failed): it stays, still
+        // needing a record before its next turn, until a stop succeeds (the idle sweep, a
+        // handoff). Removed now, its shard could be released while the app holds it.
+        afterTurnLocked(e, actions);
+      } else {
+        removeEntityLocked(key, actions);  // nothing reached the app
+      }
     }
   }
   if (failed) {
     log_.warn("remembered entity not recorded; its messages are refused",
-              {{"type", failed->type}, {"id", failed->id}, {"error", result.toString()}});
+              {{"type", key.type}, {"id", key.id}, {"error", result.toString()}, {"kept", kept}});
   }
   run(actions);
 }
 
 void EntityRegistry::releaseHeldAcksLocked(Entity& e, Actions& out) {
+  // Answered 202 only while a new tell would be (deliver()'s rule): answered once the lease has
+  // run out (or the shard is handing off), it could be dropped before it reaches the app.
+  // Otherwise refused: its sender retries it, at the next owner.
+  if (!takingLocked(e.shard)) {
+    Mailbox kept;
+    while (!e.mailbox.empty()) {
+      Pending p = e.mailbox.take();
+      if (p.heldAck) {
+        refuseQueuedLocked(std::move(p), out);
+      } else {
+        kept.push(std::move(p));
+      }
+    }
+    e.mailbox = std::move(kept);
+    return;
+  }
   e.mailbox.forEach([&out](Pending& p) {
     if (!p.heldAck) return;
     out.push_back([ack = std::move(p.heldAck)]() mutable {
@@ -277,6 +337,36 @@ void EntityRegistry::releaseHeldAcksLocked(Entity& e, Actions& out) {
     });
     p.heldAck = nullptr;
   });
+}
+
+std::uint64_t EntityRegistry::beginRecorderCallLocked(const EntityKey& key, bool forget) {
+  const std::uint64_t id = ++recorderCallSeq_;
+  RecorderCall& call = recorderCalls_[key];
+  call = RecorderCall{id};
+  // Past its deadline the call counts as failed (for a record, see the rule above), so that a
+  // recorder that never answers does not keep the entity busy and its shard's handoff waiting.
+  scheduleLocked(
+      options_.recorderTimeout,
+      [this, key, id, forget] {
+        Status late = deadlineExceeded("the entity recorder did not answer in time");
+        if (forget) {
+          onForgotten(key, id, std::move(late));
+        } else {
+          onRecorded(key, id, std::move(late));
+        }
+      },
+      &call.deadline);
+  return id;
+}
+
+std::optional<EntityRegistry::RecorderCall> EntityRegistry::finishRecorderCallLocked(
+    const EntityKey& key, std::uint64_t id) {
+  auto it = recorderCalls_.find(key);
+  if (it == recorderCalls_.end() || it->second.id != id) return std::nullopt;
+  const RecorderCall call = it->second;
+  recorderCalls_.erase(it);
+  if (timers_.erase(call.deadline) > 0) scheduler_.cancel(call.deadline);
+  return call;
 }
 
 void EntityRegistry::notifyShardsTakenLocked(std::vector<std::pair<ShardId, Epoch>> taken,
@@ -292,8 +382,15 @@ void EntityRegistry::notifyShardsTakenLocked(std::vector<std::pair<ShardId, Epoc
   }
 }
 
+void EntityRegistry::resumeOwedStartsLocked(Actions& out) {
+  for (auto& [key, e] : entities_) {
+    if (!e.busy && startOwedLocked(e)) startNextLocked(e, out);
+  }
+}
+
 void EntityRegistry::notifyAllOwnedLocked(Actions& out) {
   if (!acceptingLocked() || draining_) return;
+  resumeOwedStartsLocked(out);
   std::vector<std::pair<ShardId, Epoch>> owned;
   for (const auto& [s, shard] : shards_) {
     if (shard.state == ShardState::kOwned) owned.emplace_back(s, shard.epoch);

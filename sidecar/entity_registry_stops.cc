@@ -166,6 +166,7 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
       afterTurnLocked(e, out);
     }
   } else {
+    e.atApp = false;
     // Messages that arrived while the entity stopped (its shard is still owned) start it again,
     // if the lease still lets them reach the app.
     while (!e.mailbox.empty() && !deliveringLocked()) {

@@ -80,6 +80,7 @@ class PinnedEntityTest : public ::testing::Test {
     EntityRegistryOptions o;
     o.idleTimeout = seconds(60);
     o.maxMailbox = 10;
+    o.recorderTimeout = minutes(1);
     return o;
   }
   SteadyTime now() const { return scheduler_.clock().now(); }
@@ -482,6 +483,209 @@ TEST_F(PinnedEntityTest, ASingletonIgnoresPassivation) {
   scheduler_.advance(minutes(5));
   EXPECT_TRUE(host_.stops.empty());
   EXPECT_TRUE(registry_.pinned(kTicker));
+}
+
+// The app's Kshard-Passivate with a tell already answered 202 behind the turn: the tell reaches
+// the app first, and only then is the entity forgotten and stopped. (Forgotten first, the tell
+// would wait for a new record, and a failed record would refuse a tell already acknowledged.)
+TEST_F(PinnedEntityTest, AnAcknowledgedTellIsDeliveredBeforeTheEntityIsForgotten) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  HeldRecorder::complete(recorder.starts);
+  Outcomes tell;
+  registry_.deliver(msg("a", 7, DeliveryMode::kTell), tell.callback());
+  ASSERT_EQ(tell.got.size(), 1u);
+  ASSERT_EQ(tell.got[0].response->status, 202) << "queued behind the ask";
+  completeDeliveryAskingPassivation();
+  ASSERT_EQ(host_.deliveries.size(), 1u) << "the tell answered 202 did not reach the app";
+  EXPECT_TRUE(recorder.forgets.empty()) << "forgotten with an acknowledged tell waiting";
+  host_.completeDelivery();
+  HeldRecorder::complete(recorder.forgets);
+  host_.completeStop();
+  EXPECT_TRUE(recorder.starts.empty()) << "recorded again with nothing waiting";
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+// A tell held for its entity's record is answered only while a new tell would be taken: once
+// the lease has run out it is refused (its sender tries the next owner), never answered 202 and
+// then dropped. The same for a failed forget, which also answers the held tells.
+TEST_F(PinnedEntityTest, AHeldTellIsRefusedWhenItsRecordLandsAfterTheLeaseRanOut) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  registry_.setLeaseDuration(seconds(30));
+  registry_.renewLease(now());
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  Outcomes tell;
+  registry_.deliver(msg("a", 7, DeliveryMode::kTell), tell.callback());
+  EXPECT_TRUE(tell.got.empty()) << "held for the record";
+  scheduler_.advance(seconds(31));  // the fence began at 22.5 s, the lease ran out at 30 s
+  HeldRecorder::complete(recorder.starts);
+  ASSERT_EQ(tell.got.size(), 1u);
+  EXPECT_EQ(tell.got[0].refusal, Refusal::kNotOwned) << "answered 202 after the lease ran out";
+  EXPECT_TRUE(host_.deliveries.empty());
+}
+
+TEST_F(PinnedEntityTest, AHeldTellIsRefusedWhenTheForgetFailsAfterTheLeaseRanOut) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  registry_.setLeaseDuration(seconds(30));
+  registry_.renewLease(now());
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  HeldRecorder::complete(recorder.starts);
+  completeDeliveryAskingPassivation();
+  Outcomes tell;
+  registry_.deliver(msg("a", 7, DeliveryMode::kTell), tell.callback());  // held: forgetting
+  EXPECT_TRUE(tell.got.empty());
+  scheduler_.advance(seconds(31));
+  HeldRecorder::complete(recorder.forgets, unavailable("store down"));
+  ASSERT_EQ(tell.got.size(), 1u);
+  EXPECT_EQ(tell.got[0].refusal, Refusal::kNotOwned) << "answered 202 after the lease ran out";
+}
+
+// An entity whose stop failed may still hold state at the app: a failed record refuses its
+// messages but keeps it, so that its shard is released only after a stop succeeds.
+TEST_F(PinnedEntityTest, AnEntityWhoseStopFailedIsNotDroppedByAFailedRecord) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  HeldRecorder::complete(recorder.starts);
+  completeDeliveryAskingPassivation();
+  HeldRecorder::complete(recorder.forgets);
+  host_.completeStop(unavailable("app could not save"));  // the app still holds a
+  registry_.deliver(msg("a", 7), out_.callback());         // needs a new record
+  ASSERT_EQ(recorder.starts.size(), 1u);
+  HeldRecorder::complete(recorder.starts, unavailable("store down"));
+  ASSERT_EQ(out_.got.size(), 2u);
+  EXPECT_EQ(out_.got[1].refusal, Refusal::kNotOwned);
+  EXPECT_EQ(registry_.activeEntities(), 1u) << "dropped without a successful stop";
+  EXPECT_FALSE(released(7, 2)) << "released with no successful stop of an entity the app holds";
+  ASSERT_EQ(host_.stops.size(), 1u);
+  host_.completeStop();
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+// A start that failed while the lease did not take messages (not yet confirmed) is still owed:
+// the listener's keepActive after the confirmation starts it, once.
+TEST_F(PinnedEntityTest, AStartOwedWhileTheLeaseWasNotConfirmedRunsOnceConfirmed) {
+  keepOnTaken(kTicker, 7);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  ASSERT_EQ(host_.starts.size(), 1u);
+  registry_.setLeaseDuration(seconds(30));  // enabled, not yet confirmed: not taking messages
+  host_.completeStart(unavailable("app busy"));
+  EXPECT_TRUE(host_.starts.empty());
+  registry_.renewLease(now());
+  ASSERT_EQ(host_.starts.size(), 1u) << "the owed start did not run after the confirmation";
+  host_.completeStart();
+  EXPECT_TRUE(registry_.pinned(kTicker));
+  scheduler_.advance(seconds(10));
+  EXPECT_TRUE(host_.starts.empty());
+}
+
+// unpin(stop) during the record is not undone when the record lands: the entity stops, and the
+// message that waited restarts it unpinned, with no start turn.
+TEST_F(PinnedEntityTest, UnpinWithStopDuringTheRecordIsNotUndone) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());  // its record is pending
+  registry_.keepActive(kA, 7);
+  registry_.unpin(kA, true);
+  HeldRecorder::complete(recorder.starts);
+  EXPECT_FALSE(registry_.pinned(kA)) << "unpin was undone by the record";
+  host_.completeStop();
+  EXPECT_TRUE(host_.starts.empty()) << "started again after unpin(stop)";
+  ASSERT_EQ(host_.deliveries.size(), 1u);
+}
+
+// A recorder that never answers holds no handoff forever: past its deadline the call counts as
+// failed (a record: the waiting messages are refused; a forget: the entity stays recorded and
+// stops with its shard), and its late answer changes nothing.
+TEST_F(PinnedEntityTest, ARecorderThatNeverAnswersHoldsNoHandoff) {
+  HeldRecorder recorder;
+  registry_.setRecorder(&recorder);
+  ASSERT_THAT(registry_.assign({7, 8}, 1), IsEmpty());
+  registry_.deliver(msg("a", 7), out_.callback());
+  std::vector<bool> done;
+  const auto unassign = [this, &done](ShardId shard) {
+    registry_.unassign({shard}, 2, seconds(300),
+                       [&done](std::vector<ShardId> busy) { done.push_back(busy.empty()); });
+  };
+  unassign(7);
+  EXPECT_TRUE(done.empty()) << "released while its entity's record was pending";
+  scheduler_.advance(options().recorderTimeout);
+  ASSERT_EQ(out_.got.size(), 1u);
+  EXPECT_EQ(out_.got[0].refusal, Refusal::kNotOwned);
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+  EXPECT_EQ(done, std::vector<bool>{true});
+  HeldRecorder::complete(recorder.starts);  // too late
+  EXPECT_TRUE(host_.deliveries.empty());
+  registry_.deliver(msg("b", 8), out_.callback());
+  HeldRecorder::complete(recorder.starts);
+  completeDeliveryAskingPassivation();
+  ASSERT_EQ(recorder.forgets.size(), 1u);
+  unassign(8);
+  scheduler_.advance(options().recorderTimeout);
+  ASSERT_EQ(host_.stops.size(), 1u) << "the entity was not stopped with its shard";
+  host_.completeStop();
+  EXPECT_EQ(done, (std::vector<bool>{true, true}));
+  HeldRecorder::complete(recorder.forgets);  // too late
+  EXPECT_EQ(registry_.activeEntities(), 0u);
+}
+
+// The host and the recorder get keys of their own: one that answers at once, and then reads the
+// key (a log line), reads no entity the answer removed (ASan would report it).
+class AtOnceHost final : public EntityHost {
+ public:
+  void deliver(Message, Epoch, UniqueFunction<void(StatusOr<http::Response>&&)> done) override {
+    done(http::Response{});
+  }
+  void stop(const EntityKey& key, ShardId, std::uint64_t, std::function<void(Status)> done) override {
+    done({});
+    readAfter += key.id.size();
+  }
+  void start(const EntityKey& key, ShardId, Epoch, std::uint64_t, StartCallback done) override {
+    http::Response r;
+    r.headers.set(std::string(protocol::kPassivateHeader), "true");
+    done(std::move(r));  // stopped and removed at once
+    readAfter += key.id.size();
+  }
+  std::size_t readAfter = 0;
+};
+
+class AtOnceRecorder final : public EntityRecorder {
+ public:
+  bool remembered(const std::string&) override { return true; }
+  void started(const EntityKey& key, ShardId, Epoch, std::function<void(Status)> done) override {
+    done(unavailable("store down"));  // the entity is dropped at once
+    readAfter += key.id.size();
+  }
+  void forgotten(const EntityKey& key, ShardId, Epoch, std::function<void(Status)> done) override {
+    done({});
+    readAfter += key.id.size();
+  }
+  std::size_t readAfter = 0;
+};
+
+TEST(PinnedEntityKeysTest, ACalleeMayReadItsKeyAfterAnsweringAtOnce) {
+  AtOnceHost host;
+  ManualScheduler scheduler;
+  EntityRegistry registry(host, scheduler, {}, Logger("test", LogLevel::kError));
+  AtOnceRecorder recorder;
+  registry.setRecorder(&recorder);
+  ASSERT_THAT(registry.assign({7}, 1), IsEmpty());
+  registry.keepActive(kA, 7);  // started, forgotten and stopped within the start call
+  EXPECT_EQ(host.readAfter, 2u);
+  EXPECT_EQ(recorder.readAfter, 1u);
+  EXPECT_EQ(registry.activeEntities(), 0u);
+  Outcomes out;
+  registry.deliver(msg("b", 7), out.callback());
+  EXPECT_EQ(recorder.readAfter, 2u);
+  ASSERT_EQ(out.got.size(), 1u);
+  EXPECT_EQ(out.got[0].refusal, Refusal::kNotOwned);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sidecar/entity_registry.h"
 #include "sidecar/entity_request.h"
 #include "sidecar/peer_api.h"
 #include "sidecar/sidecar_error.h"
@@ -23,6 +24,11 @@ StatusOr<Publication> publicationOf(http::Request& request) {
   if (Status s = validateTopic(p.topic); !s.ok()) return s;
   if (const auto type = request.queryParam("entities")) {
     if (Status s = validateEntityType(*type); !s.ok()) return s.withContext("query entities");
+    // Singletons take no tells from a topic: each has its own start and stop, and no type.
+    if (*type == kSingletonEntityType) {
+      return invalidArgument("query entities: " + std::string(kSingletonEntityType) +
+                             " is reserved for singletons");
+    }
     p.entityType = std::string(*type);
   }
   return p;

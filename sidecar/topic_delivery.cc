@@ -1,6 +1,6 @@
 #include "sidecar/topic_delivery.h"
 
-#include <atomic>
+#include <mutex>
 
 #include "protocol/wire.h"
 
@@ -59,14 +59,28 @@ void TopicDelivery::deliver(std::shared_ptr<const Publication> publication, Done
 }
 
 void TopicDelivery::tellEntities(const Publication& publication, Done done) {
-  // EntityRegistry::deliver answers a tell before it returns (queued or refused), so the
-  // receipt does not wait for the app. The counts are shared with the callbacks all the same:
-  // an answer that came later would be missed, never written after they are gone.
+  // The receipt counts every tell's answer. EntityRegistry::deliver answers most before it
+  // returns (queued or refused), but a tell for an entity whose record is still being written
+  // is answered once it is: the receipt waits for the last answer (the registry answers every
+  // tell, within its recorder's deadline).
   struct Count {
-    std::atomic<std::size_t> accepted{0};
-    std::atomic<std::size_t> refused{0};
+    std::mutex mu;
+    std::size_t waiting = 1;  // the tells sent and not yet answered, and this function
+    PodReceipt receipt;
+    Done done;
+    void answered(bool refused, bool tell) {
+      std::unique_lock lock(mu);
+      if (tell) ++(refused ? receipt.entitiesRefused : receipt.entities);
+      if (--waiting > 0) return;
+      Done d = std::move(done);
+      PodReceipt r = receipt;
+      lock.unlock();
+      d(std::move(r));
+    }
   };
   auto count = std::make_shared<Count>();
+  count->receipt.accepted = true;
+  count->done = std::move(done);
   for (auto& [key, shard] : registry_.activeEntitiesOf(*publication.entityType)) {
     Message m;
     m.key = std::move(key);
@@ -76,15 +90,15 @@ void TopicDelivery::tellEntities(const Publication& publication, Done done) {
     // A copy per entity: the registry holds each tell until its turn. The tell backlog bounds
     // them (maxPendingTellBytes): beyond it the tells are refused, and counted so.
     m.body = publication.body;
+    {
+      std::lock_guard lock(count->mu);
+      ++count->waiting;
+    }
     registry_.deliver(std::move(m), [count](DeliveryOutcome&& o) {
-      ++(o.refusal ? count->refused : count->accepted);
+      count->answered(o.refusal.has_value(), /*tell=*/true);
     });
   }
-  PodReceipt r;
-  r.accepted = true;
-  r.entities = count->accepted.load();
-  r.entitiesRefused = count->refused.load();
-  done(std::move(r));
+  count->answered(false, /*tell=*/false);
 }
 
 }  // namespace kshard::sidecar

@@ -174,7 +174,8 @@ TEST_F(TopicApiTest, BadTopicsAreRefusedOnBothRoutes) {
        {std::string("/v1/topics/"), std::string("/v1/topics"), std::string("/v1/topics/%2E%2E"),
         std::string("/v1/topics/a%0D%0AX-Injected:%201"), std::string("/v1/topics/%FF"),
         "/v1/topics/" + std::string(254, 't'), std::string("/v1/topics/news?entities="),
-        std::string("/v1/topics/news?entities=%FF")}) {
+        std::string("/v1/topics/news?entities=%FF"),
+        std::string("/v1/topics/news?entities=kshard.io%2Fsingleton")}) {
     auto app = post(*app_, target, "x");
     ASSERT_TRUE(app.ok()) << target << ": " << app.status().toString();
     EXPECT_EQ(app->status, 400) << target << ": " << app->body;

@@ -20,24 +20,25 @@ Status requirePositive(Duration d, std::string_view field) {
 constexpr std::pair<Balance, std::string_view> kBalanceNames[] = {{Balance::kCount, "count"},
                                                                   {Balance::kLoad, "load"}};
 
-// spec.rememberedEntityTypes: each a type the app API accepts, none twice, a bounded count.
-Status validateRememberedTypes(const std::vector<std::string>& types) {
-  if (types.size() > kMaxRememberedEntityTypes) {
-    return invalidArgument("spec.rememberedEntityTypes: at most " +
-                           std::to_string(kMaxRememberedEntityTypes) + " types");
+// A list field of names (spec.rememberedEntityTypes, spec.singletons): at most `maxItems` of
+// them (`noun` in the message), each 1..maxBytes bytes of UTF-8, none twice.
+Status validateNames(const std::vector<std::string>& names, const std::string& field,
+                     std::size_t maxItems, std::string_view noun, std::size_t maxBytes) {
+  if (names.size() > maxItems) {
+    return invalidArgument(field + ": at most " + std::to_string(maxItems) + " " +
+                           std::string(noun));
   }
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    const std::string field = "spec.rememberedEntityTypes[" + std::to_string(i) + "]";
-    const std::string& type = types[i];
-    if (type.empty()) return invalidArgument(field + ": must not be empty");
-    if (type.size() > kMaxEntityTypeBytes) {
-      return invalidArgument(field + ": longer than " + std::to_string(kMaxEntityTypeBytes) +
-                             " bytes");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string item = field + "[" + std::to_string(i) + "]";
+    const std::string& name = names[i];
+    if (name.empty()) return invalidArgument(item + ": must not be empty");
+    if (name.size() > maxBytes) {
+      return invalidArgument(item + ": longer than " + std::to_string(maxBytes) + " bytes");
     }
-    if (Status s = validateUtf8(type); !s.ok()) return s.withContext(field);
-    if (std::find(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(i), type) !=
-        types.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return invalidArgument(field + ": \"" + type + "\" is listed twice");
+    if (Status s = validateUtf8(name); !s.ok()) return s.withContext(item);
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), name) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return invalidArgument(item + ": \"" + name + "\" is listed twice");
     }
   }
   return {};
@@ -81,7 +82,13 @@ Status validateSpec(const ShardMapSpec& spec) {
     return invalidArgument("spec.handoffFailureLimit: must be in 0.." +
                            std::to_string(kMaxHandoffFailureLimit) + " (0 = never throttle)");
   }
-  return validateRememberedTypes(spec.rememberedEntityTypes);
+  if (Status s = validateNames(spec.rememberedEntityTypes, "spec.rememberedEntityTypes",
+                               kMaxRememberedEntityTypes, "types", kMaxEntityTypeBytes);
+      !s.ok()) {
+    return s;
+  }
+  return validateNames(spec.singletons, "spec.singletons", kMaxSingletons, "names",
+                       kMaxSingletonNameBytes);
 }
 
 bool setCondition(std::vector<Condition>& conditions, const Condition& update) {

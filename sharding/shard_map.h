@@ -35,6 +35,9 @@ inline constexpr std::int32_t kMaxHandoffFailureLimit = 1000;
 // (an entity type's bound on the app API).
 inline constexpr std::size_t kMaxRememberedEntityTypes = 32;
 inline constexpr std::size_t kMaxEntityTypeBytes = 253;
+// spec.singletons: at most this many, each name 1..kMaxSingletonNameBytes bytes of UTF-8.
+inline constexpr std::size_t kMaxSingletons = 100;
+inline constexpr std::size_t kMaxSingletonNameBytes = 253;
 
 // What a periodic round balances: the pods' shard counts (sharding/planner.h), or the load their
 // shards measure (sharding/load_planner.h).
@@ -71,6 +74,9 @@ struct ShardMapSpec {
   // after their shard moves or their pod crashes (docs/entity-patterns.md, "Remembered
   // entities"). At most kMaxRememberedEntityTypes, each a valid entity type, none twice.
   std::vector<std::string> rememberedEntityTypes;
+  // Singletons (docs/entity-patterns.md): each runs on the owner of the shard of its name
+  // (shardIdOf(name)), so it moves with that shard's handoff and is never on two pods. Distinct.
+  std::vector<std::string> singletons;
   friend bool operator==(const ShardMapSpec&, const ShardMapSpec&) = default;
 };
 

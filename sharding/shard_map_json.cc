@@ -152,6 +152,7 @@ StatusOr<ShardMapSpec> readSpec(JsonFieldReader& r) {
       r.optionalInt("handoffFailureLimit", spec.handoffFailureLimit, 0, kMaxHandoffFailureLimit));
   spec.handoffBackoff = readDuration(r, "handoffBackoff", spec.handoffBackoff);
   spec.rememberedEntityTypes = readStrings(r, "rememberedEntityTypes");
+  spec.singletons = readStrings(r, "singletons");
   if (!r.ok()) return r.status();
   if (Status s = validateSpec(spec); !s.ok()) return s;
   return spec;
@@ -216,6 +217,8 @@ json toJson(const ShardMapSpec& spec) {
   // Only when set: a map that remembers nothing reads as it did before the field.
   if (!spec.rememberedEntityTypes.empty())
     out["rememberedEntityTypes"] = spec.rememberedEntityTypes;
+  // Written only when set, so that a map without singletons reads as before.
+  if (!spec.singletons.empty()) out["singletons"] = spec.singletons;
   return out;
 }
 

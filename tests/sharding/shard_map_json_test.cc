@@ -201,6 +201,29 @@ TEST(ShardMapJsonTest, BadRememberedEntityTypesNameTheField) {
   EXPECT_EQ(errorOf(j), "spec.rememberedEntityTypes: at most 32 types");
 }
 
+TEST(ShardMapJsonTest, RoundTripsSingletonsAndChecksTheirNames) {
+  ShardMap m = decoded(kDesignExample);
+  EXPECT_TRUE(m.spec.singletons.empty());
+  EXPECT_FALSE(toJson(m)["spec"].contains("singletons"));
+  m.spec.singletons = {"ticker", "leader-election"};
+  const json j = toJson(m);
+  EXPECT_EQ(j["spec"]["singletons"], json({"ticker", "leader-election"}));
+  StatusOr<ShardMap> back = shardMapFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(*back, m);
+
+  json bad = minimal();
+  bad["spec"]["singletons"] = {"a", ""};
+  EXPECT_EQ(errorOf(bad), "spec.singletons[1]: must not be empty");
+  bad["spec"]["singletons"] = {"a", "b", "a"};
+  EXPECT_EQ(errorOf(bad), "spec.singletons[2]: \"a\" is listed twice");
+  bad["spec"]["singletons"] = {"a", 3};
+  EXPECT_EQ(errorOf(bad), "spec.singletons: item 1 is not a string");
+  bad["spec"]["singletons"] = json::array();
+  for (int i = 0; i <= 100; ++i) bad["spec"]["singletons"].push_back("s" + std::to_string(i));
+  EXPECT_EQ(errorOf(bad), "spec.singletons: at most 100 names");
+}
+
 TEST(ShardMapJsonTest, RoundTripsTheWholeResource) {
   const ShardMap m = decoded(kDesignExample);
   StatusOr<ShardMap> back = shardMapFromJson(toJson(m));

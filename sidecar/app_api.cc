@@ -1,11 +1,13 @@
 #include "sidecar/app_api.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "sharding/shard_id.h"
 #include "sidecar/entity_request.h"
 #include "sidecar/sidecar_error.h"
+#include "sidecar/singleton_keeper.h"
 
 namespace kshard::sidecar {
 
@@ -30,6 +32,11 @@ void AppApi::addRoutes(http::Server& server) {
         http::Method::kPost, std::string("/v1/entities") + pattern,
         [this](http::Request&& r, http::Responder&& res) { send(std::move(r), std::move(res)); });
   }
+  for (const char* pattern : {"/v1/singletons/{name}", "/v1/singletons/"}) {
+    server.route(http::Method::kPost, pattern, [this](http::Request&& r, http::Responder&& res) {
+      sendToSingleton(std::move(r), std::move(res));
+    });
+  }
   server.route(http::Method::kPost, "/v1/drain", [this](http::Request r, http::Responder res) {
     drain(std::move(r), std::move(res));
   });
@@ -39,19 +46,44 @@ void AppApi::addRoutes(http::Server& server) {
 }
 
 void AppApi::send(http::Request&& request, http::Responder&& responder) {
-  Message m;
-  m.key = takeEntityKey(request);
-  if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
+  EntityKey key = takeEntityKey(request);
+  if (Status s = validateEntityKey(key, options_.maxIdBytes); !s.ok()) {
     responder.send(sidecarError(400, errors::kBadRequest, s.message()));
     return;
   }
   // Reserved, so that no entity of the app's shares a singleton's name and shard.
-  if (m.key.type == kSingletonEntityType) {
+  if (key.type == kSingletonEntityType) {
     responder.send(sidecarError(400, errors::kBadRequest,
                                 "entity type: " + std::string(kSingletonEntityType) +
                                     " is reserved for singletons (POST /v1/singletons/{name})"));
     return;
   }
+  route(std::move(key), std::move(request), std::move(responder));
+}
+
+void AppApi::sendToSingleton(http::Request&& request, http::Responder&& responder) {
+  std::string name;
+  for (auto& [param, value] : request.params) {
+    if (param == "name") name = std::move(value);
+  }
+  EntityKey key = singletonKey(std::move(name));
+  if (Status s = validateEntityKey(key, options_.maxIdBytes); !s.ok()) {
+    responder.send(sidecarError(400, errors::kBadRequest, "singleton name: " + s.message()));
+    return;
+  }
+  const auto snapshot = table_.snapshot();
+  const auto& declared = snapshot->spec.singletons;
+  if (std::find(declared.begin(), declared.end(), key.id) == declared.end()) {
+    responder.send(sidecarError(404, errors::kNotFound,
+                                "no singleton " + key.id + " in the ShardMap's spec.singletons"));
+    return;
+  }
+  route(std::move(key), std::move(request), std::move(responder));
+}
+
+void AppApi::route(EntityKey key, http::Request&& request, http::Responder&& responder) {
+  Message m;
+  m.key = std::move(key);
   const auto modeText = request.queryParam("mode");
   const auto mode = modeText ? parseMode(*modeText) : std::optional(DeliveryMode::kAsk);
   if (!mode) {

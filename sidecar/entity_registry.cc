@@ -102,9 +102,11 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
       Entity& e = eit != entities_.end()
                       ? eit->second
                       : createEntityLocked(message.key, message.shard, sit->second);
-      // A new entity of a remembered type is recorded before its first turn.
+      // A new entity of a remembered type is recorded before its first turn; a singleton that
+      // a message reaches before its keeper started it is started first.
       if (eit == entities_.end() && recorder_ != nullptr && recorder_->remembered(e.key->type))
         e.needsRecord = true;
+      if (eit == entities_.end() && e.key->type == kSingletonEntityType) e.needsStart = true;
       if (e.mailbox.size() >= options_.maxMailbox) {
         refusal = Refusal::kOverloaded;
       } else {
@@ -113,7 +115,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
           ++pendingTells_;
           pendingTellBytes_ += message.body.size();
         }
-        if (!e.busy && e.mailbox.empty() && !e.needsRecord) {
+        if (!e.busy && e.mailbox.empty() && !e.needsRecord && !e.needsStart) {
           markBusyLocked(e);
           if (tell) e.tellBytes = static_cast<std::uint32_t>(message.body.size());
           direct = &e;

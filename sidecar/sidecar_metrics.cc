@@ -80,7 +80,11 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
       publishes_(registry
                      .counter("kshard_sidecar_topic_publishes_total",
                               "Topic publications this pod's app published.")
-                     .with({})) {
+                     .with({})),
+      singletonsActive_(registry
+                            .gauge("kshard_sidecar_singletons_active",
+                                   "Singletons (spec.singletons) active on this pod.")
+                            .with({})) {
   auto& deliveries = registry.counter(
       "kshard_sidecar_topic_deliveries_total",
       "Topic publications sent to each pod of the ShardMap, by what the pod made of them as the "

@@ -23,6 +23,7 @@
 //   kshard_sidecar_remembered_entities                entities in the records of the owned shards
 //                                                     (sidecar/remembered_entities.h)
 //   kshard_sidecar_remembered_record_writes_total{result}  stored | failed
+//   kshard_sidecar_singletons_active                  set at scrape time (showSingletons)
 #pragma once
 
 #include <array>
@@ -72,6 +73,7 @@ class SidecarMetrics {
   //   kshard_sidecar_map_versions_total{source}   changes | api
   //   kshard_sidecar_map_bytes_total{source}      manager | api
   void showMapSync(const MapSyncStats& stats);
+  void showSingletons(std::size_t active) { singletonsActive_.set(static_cast<double>(active)); }
 
  private:
   static constexpr std::size_t kPaths = 3;
@@ -102,6 +104,7 @@ class SidecarMetrics {
   MapSyncStats mapShown_;  // under refreshMu_
   metrics::Counter& publishes_;
   std::array<metrics::Counter*, kTopicResults> topicDeliveries_{};
+  metrics::Gauge& singletonsActive_;
 };
 
 }  // namespace kshard::sidecar

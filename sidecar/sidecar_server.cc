@@ -221,10 +221,12 @@ void SidecarServer::buildRemembered() {
 // the app, registers, and starts the keeper.
 Status SidecarServer::buildLifecycle() {
   buildRemembered();
-  applier_ = std::make_unique<MapApplier>(self_, table_, *entities_, part("map"),
-                                          [this](const sharding::ShardMap& map) {
-                                            if (remembered_) remembered_->follow(map);
-                                          });
+  singletons_ = std::make_unique<SingletonKeeper>(*entities_, part("singletons"));
+  applier_ = std::make_unique<MapApplier>(
+      self_, table_, *entities_, part("map"), [this](const sharding::ShardMap& map) {
+        if (remembered_) remembered_->follow(map);
+        singletons_->update(map.spec.singletons, map.spec.shards);
+      });
   leaseKeeper_ = std::make_unique<LeaseKeeper>(self_, *manager_, api_.get(), *entities_, table_,
                                                scheduler_, random_, part("lease"), [this] {
                                                  // Not while draining: the pod is leaving (or has
@@ -288,6 +290,7 @@ Status SidecarServer::buildServers() {
         metrics_.refresh(entities_->activeEntitiesByType(), entities_->ownedShards().size());
         metrics_.showLoad(entities_->sampleLoad(kLoadHalfLife));
         if (remembered_) metrics_.showRemembered(remembered_->rememberedCount());
+        metrics_.showSingletons(entities_->activeEntities(std::string(kSingletonEntityType)));
         if (watcher_) metrics_.showMapSync(watcher_->stats());
       });
 

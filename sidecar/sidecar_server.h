@@ -48,6 +48,7 @@
 #include "sidecar/router.h"
 #include "sidecar/routing_table.h"
 #include "sidecar/sidecar_metrics.h"
+#include "sidecar/singleton_keeper.h"
 #include "sidecar/token_authorizer.h"
 #include "sidecar/topic_api.h"
 #include "sidecar/topic_delivery.h"
@@ -130,6 +131,7 @@ class SidecarServer {
   // The remembered entities' records (with an API server only): the registry's recorder.
   std::unique_ptr<RememberedEntities> remembered_;
   std::unique_ptr<MapApplier> applier_;
+  std::unique_ptr<SingletonKeeper> singletons_;  // follows the applier's specs
   std::unique_ptr<LeaseKeeper> leaseKeeper_;
   std::unique_ptr<Registrar> registrar_;
   std::unique_ptr<http::Server> appServer_;

@@ -59,6 +59,7 @@ struct World {
   std::vector<std::string> violations;
   long activations = 0;
   long stops = 0;
+  long starts = 0;  // start callbacks (entities and singletons kept active)
 };
 
 // The counter app: an entity holds a number, loaded on its first message, saved on stop.
@@ -69,17 +70,27 @@ class StubApp {
     o.port = freeLoopbackPort();
     server_ = http::makeServer(http::Backend::kBeast, o);
     server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}",
-                   [this](http::Request r, http::Responder res) { onMessage(r, res); });
-    server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
-                   [this](http::Request r, http::Responder res) { onStop(r, res); });
-    // A start without a message (a remembered entity kept active): activated, nothing applied.
-    server_->route(http::Method::kPost, "/kshard/entities/{type}/{id}/start",
                    [this](http::Request r, http::Responder res) {
-                     {
-                       std::lock_guard lock(world_.mu);
-                       activateLocked(std::string(r.param("id")));
-                     }
-                     res.send(http::Response::json(200, "{}"));
+                     onMessage(r, res, std::string(r.param("id")));
+                   });
+    server_->route(
+        http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
+        [this](http::Request r, http::Responder res) { onStop(res, std::string(r.param("id"))); });
+    server_->route(
+        http::Method::kPost, "/kshard/entities/{type}/{id}/start",
+        [this](http::Request r, http::Responder res) { onStart(res, std::string(r.param("id"))); });
+    // A singleton is recorded in the World as the entity "singleton:{name}".
+    server_->route(http::Method::kPost, "/kshard/singletons/{name}",
+                   [this](http::Request r, http::Responder res) {
+                     onMessage(r, res, singletonEntity(r.param("name")));
+                   });
+    server_->route(http::Method::kPost, "/kshard/singletons/{name}/start",
+                   [this](http::Request r, http::Responder res) {
+                     onStart(res, singletonEntity(r.param("name")));
+                   });
+    server_->route(http::Method::kPost, "/kshard/singletons/{name}/stop",
+                   [this](http::Request r, http::Responder res) {
+                     onStop(res, singletonEntity(r.param("name")));
                    });
     server_->route(http::Method::kPost, "/kshard/reset",
                    [this](http::Request, http::Responder res) { onReset(res); });
@@ -131,6 +142,17 @@ class StubApp {
     }
     for (auto& [res, answer] : out) res.send(std::move(answer));
   }
+  // The pod's end, as its app sees it: its entities are gone, unsaved.
+  void crash() {
+    std::lock_guard lock(world_.mu);
+    for (const auto& [id, value] : world_.live[pod_]) {
+      if (world_.activeOn[id] == pod_) world_.activeOn.erase(id);
+    }
+    world_.live[pod_].clear();
+  }
+  static std::string singletonEntity(std::string_view name) {
+    return "singleton:" + std::string(name);
+  }
   // How many messages this app received for `id`.
   int received(const std::string& id) {
     std::lock_guard lock(heldMu_);
@@ -170,8 +192,15 @@ class StubApp {
     mine[id] = world_.saved[id];
     ++world_.activations;
   }
-  void onMessage(const http::Request& r, http::Responder& res) {
-    const std::string id(r.param("id"));
+  void onStart(http::Responder& res, const std::string& id) {
+    {
+      std::lock_guard lock(world_.mu);
+      activateLocked(id);
+      ++world_.starts;
+    }
+    res.send(http::Response::json(200, "{}"));
+  }
+  void onMessage(const http::Request& r, http::Responder& res, const std::string& id) {
     long value;
     {
       std::lock_guard lock(world_.mu);
@@ -190,8 +219,7 @@ class StubApp {
     }
     res.send(std::move(answer));
   }
-  void onStop(const http::Request& r, http::Responder& res) {
-    const std::string id(r.param("id"));
+  void onStop(http::Responder& res, const std::string& id) {
     {
       std::lock_guard lock(world_.mu);
       auto& mine = world_.live[pod_];

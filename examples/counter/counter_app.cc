@@ -42,8 +42,8 @@ CounterApp::CounterApp(CounterStore& store, http::Client& sidecar, const Clock& 
       options_(std::move(options)),
       log_(std::move(logger)) {
   if (!options_.eventLogPath.empty()) {
-    eventFd_ = ::open(options_.eventLogPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                      0644);
+    eventFd_ =
+        ::open(options_.eventLogPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (eventFd_ < 0) log_.error("cannot open the event log", {{"path", options_.eventLogPath}});
   }
 }
@@ -53,10 +53,24 @@ CounterApp::~CounterApp() {
 }
 
 void CounterApp::addEntityRoutes(http::Server& server) {
-  server.route(http::Method::kPost, "/kshard/entities/{type}/{id}",
-               [this](http::Request r, http::Responder res) { onMessage(std::move(r), std::move(res)); });
-  server.route(http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
-               [this](http::Request r, http::Responder res) { onStop(std::move(r), std::move(res)); });
+  server.route(
+      http::Method::kPost, "/kshard/entities/{type}/{id}",
+      [this](http::Request r, http::Responder res) { onMessage(std::move(r), std::move(res)); });
+  server.route(
+      http::Method::kPost, "/kshard/entities/{type}/{id}/stop",
+      [this](http::Request r, http::Responder res) { onStop(std::move(r), std::move(res)); });
+  server.route(
+      http::Method::kPost, "/kshard/entities/{type}/{id}/start",
+      [this](http::Request r, http::Responder res) { onStart(std::move(r), std::move(res)); });
+  for (const char* what : {"start", "stop"}) {
+    server.route(http::Method::kPost, std::string("/kshard/singletons/{name}/") + what,
+                 [this, what](http::Request r, http::Responder res) {
+                   onSingleton(r, std::move(res), what);
+                 });
+  }
+  server.route(
+      http::Method::kPost, "/kshard/singletons/{name}",
+      [this](http::Request r, http::Responder res) { onSingleton(r, std::move(res), "message"); });
   server.route(http::Method::kPost, "/kshard/reset",
                [this](http::Request r, http::Responder res) { onReset(r, std::move(res)); });
   server.route(http::Method::kPost, "/kshard/topics/{topic}",
@@ -74,8 +88,8 @@ void CounterApp::addPublicRoutes(http::Server& server) {
                      return;
                    }
                  }
-                 forward(std::string(r.param("id")),
-                         json{{"op", "increment"}, {"by", by}}.dump(), std::move(res));
+                 forward(std::string(r.param("id")), json{{"op", "increment"}, {"by", by}}.dump(),
+                         std::move(res));
                });
   server.route(http::Method::kGet, "/counters/{id}", [this](http::Request r, http::Responder res) {
     forward(std::string(r.param("id")), R"({"op":"get"})", std::move(res));
@@ -186,25 +200,12 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
     responder.send(std::move(*late));
     return;
   }
-  auto it = active_.find(id);
-  // A copy held from an older epoch may be stale: the shard may have been elsewhere meanwhile
-  // (a stop that overtook a late message leaves such a copy). Every increment is saved, so the
-  // store has the newest value: load it again.
-  if (it == active_.end() || it->second.epoch < epoch) {
-    auto claimed = claim(id, epoch);
-    if (!claimed.ok()) {
-      responder.send(storeFailure(claimed.status()));
-      return;
-    }
-    if (it == active_.end()) {
-      it = active_.emplace(id, Active{*claimed, epoch}).first;
-      stopped_.erase(id);  // from now on, the active counter's turn is the bound
-      writeEvent("activate", id, shard, epoch, it->second.value);
-    } else {
-      it->second = Active{*claimed, epoch, it->second.turn};
-    }
+  auto it = activate(id, shard, epoch);
+  if (!it.ok()) {
+    responder.send(storeFailure(it.status()));
+    return;
   }
-  Active& a = it->second;
+  Active& a = (*it)->second;
   a.turn = std::max(a.turn, turn);
   if (op == "increment") {
     // Saved before answering, with the epoch as fencing token: an acknowledged increment
@@ -219,6 +220,81 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
   const json out = {{"id", id}, {"value", a.value}, {"pod", options_.pod}, {"epoch", a.epoch}};
   lock.unlock();
   responder.send(http::Response::json(200, out.dump()));
+}
+
+StatusOr<std::map<std::string, CounterApp::Active>::iterator> CounterApp::activate(
+    const std::string& id, const std::string& shard, std::uint64_t epoch) {
+  auto it = active_.find(id);
+  // A copy held from an older epoch may be stale: the shard may have been elsewhere meanwhile
+  // (a stop that overtook a late message leaves such a copy). Every increment is saved, so the
+  // store has the newest value: load it again.
+  if (it != active_.end() && it->second.epoch >= epoch) return it;
+  auto claimed = claim(id, epoch);
+  if (!claimed.ok()) return claimed.status();
+  if (it == active_.end()) {
+    it = active_.emplace(id, Active{*claimed, epoch}).first;
+    stopped_.erase(id);  // from now on, the active counter's turn is the bound
+    writeEvent("activate", id, shard, epoch, it->second.value);
+  } else {
+    it->second = Active{*claimed, epoch, it->second.turn};
+  }
+  return it;
+}
+
+void CounterApp::onStart(http::Request request, http::Responder responder) {
+  if (request.param("type") != "counter") {
+    responder.send(error(404, "UnknownEntityType", "this app only has counters"));
+    return;
+  }
+  const std::string id(request.param("id"));
+  const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
+  std::unique_lock lock(mu_);
+  const std::uint64_t turn = headerNumber(request, kTurnHeader);
+  std::optional<http::Response> refused = staleSender(request);
+  if (!refused) refused = lateMessage(id, turn);
+  if (!refused) {
+    auto it = activate(id, shard, headerNumber(request, "Kshard-Epoch"));
+    if (!it.ok()) {
+      refused = storeFailure(it.status());
+    } else {
+      (*it)->second.turn = std::max((*it)->second.turn, turn);
+    }
+  }
+  lock.unlock();
+  responder.send(refused ? std::move(*refused) : http::Response::json(200, "{}"));
+}
+
+void CounterApp::onSingleton(const http::Request& request, http::Responder responder,
+                             std::string_view what) {
+  const std::string name(request.param("name"));
+  const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
+  std::unique_lock lock(mu_);
+  if (auto stale = staleSender(request)) {
+    lock.unlock();
+    responder.send(std::move(*stale));
+    return;
+  }
+  if (what == "start") startSingleton(name, shard, headerNumber(request, "Kshard-Epoch"));
+  if (what == "stop") stopSingleton(name, shard);
+  const json out = {
+      {"singleton", name}, {"pod", options_.pod}, {"running", singletons_.count(name) > 0}};
+  lock.unlock();
+  responder.send(http::Response::json(200, out.dump()));
+}
+
+void CounterApp::startSingleton(const std::string& name, const std::string& shard,
+                                std::uint64_t epoch) {
+  // A start of a singleton already running here (a retried start) changes nothing.
+  auto [it, started] = singletons_.try_emplace(name, epoch);
+  it->second = std::max(it->second, epoch);
+  if (started) writeEvent("activate", "singleton-" + name, shard, epoch, 0);
+}
+
+void CounterApp::stopSingleton(const std::string& name, const std::string& shard) {
+  auto it = singletons_.find(name);
+  if (it == singletons_.end()) return;
+  writeEvent("stop", "singleton-" + name, shard, it->second, 0);
+  singletons_.erase(it);
 }
 
 StatusOr<std::int64_t> CounterApp::claim(const std::string& id, std::uint64_t epoch) {
@@ -261,8 +337,8 @@ void CounterApp::onStop(http::Request request, http::Responder responder) {
   auto it = active_.find(id);
   // The bound is the newer of the stop's turn and the last one handled (a stop the sidecar gave
   // up on may come after a newer message).
-  recordStop(id, std::max(headerNumber(request, kTurnHeader),
-                          it == active_.end() ? 0 : it->second.turn));
+  recordStop(
+      id, std::max(headerNumber(request, kTurnHeader), it == active_.end() ? 0 : it->second.turn));
   if (it != active_.end()) {
     if (Status s = stopLocked(it, shard); !s.ok()) {
       lock.unlock();
@@ -301,6 +377,7 @@ void CounterApp::onReset(const http::Request& request, http::Responder responder
     }
     it = next;
   }
+  while (!singletons_.empty()) stopSingleton(singletons_.begin()->first, "");
   lock.unlock();
   log_.info("reset: every counter saved and forgotten", {{"counters", held}});
   responder.send(http::Response::json(200, "{}"));
@@ -325,8 +402,8 @@ std::optional<http::Response> CounterApp::lateMessage(const std::string& id,
   }
   if (turn > bound) return std::nullopt;
   return error(409, "LateMessage",
-               "turn " + std::to_string(turn) + " of counter " + id +
-                   " came after turn or stop " + std::to_string(bound) + " was handled");
+               "turn " + std::to_string(turn) + " of counter " + id + " came after turn or stop " +
+                   std::to_string(bound) + " was handled");
 }
 
 void CounterApp::recordStop(const std::string& id, std::uint64_t turn) {
@@ -346,7 +423,8 @@ void CounterApp::recordStop(const std::string& id, std::uint64_t turn) {
   stopOrder_.emplace_back(now, id);
 }
 
-Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it, const std::string& shard) {
+Status CounterApp::stopLocked(std::map<std::string, Active>::iterator it,
+                              const std::string& shard) {
   if (Status s = store_.save(it->first, {it->second.value, it->second.epoch}); !s.ok()) {
     // Fenced means a newer owner already wrote: this copy is stale and may simply go.
     if (s.code() != StatusCode::kFailedPrecondition) return s;

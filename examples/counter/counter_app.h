@@ -4,6 +4,11 @@
 //   - entity callbacks for its sidecar, on 127.0.0.1:{app port} (DESIGN.md "App callbacks"):
 //       POST /kshard/entities/counter/{id}       {"op":"increment","by":1} or {"op":"get"}
 //       POST /kshard/entities/counter/{id}/stop  save and forget the counter
+//       POST /kshard/entities/counter/{id}/start load the counter without a message (a
+//                                                remembered counter started again)
+//       POST /kshard/singletons/{name}/start     the singleton starts here ("ticker" in the
+//       POST /kshard/singletons/{name}/stop      example's ShardMap); events "singleton-{name}"
+//       POST /kshard/singletons/{name}           a message: answers where it runs
 //       POST /kshard/reset                       save and forget every counter (the sidecar
 //                                                started: it does not know what this app holds)
 //       POST /kshard/topics/{topic}              a topic's publication: counted per topic
@@ -46,8 +51,8 @@
 namespace kshard::examples {
 
 struct CounterAppOptions {
-  std::string pod;            // this pod's name, written into every event
-  std::string eventLogPath;   // shared JSON-lines event log; empty: stdout only
+  std::string pod;           // this pod's name, written into every event
+  std::string eventLogPath;  // shared JSON-lines event log; empty: stdout only
 };
 
 class CounterApp {
@@ -77,6 +82,18 @@ class CounterApp {
   bool stopFailsLocked(const std::string& id) const;
   void onMessage(http::Request request, http::Responder responder);
   void onStop(http::Request request, http::Responder responder);
+  // A remembered counter started without a message: loaded as by its first message.
+  void onStart(http::Request request, http::Responder responder);
+  // The counter `id` of `epoch`, loaded (and its activation written) unless active at that
+  // epoch; an error answer when the store failed or a newer owner has it. Under mu_.
+  StatusOr<std::map<std::string, Active>::iterator> activate(const std::string& id,
+                                                             const std::string& shard,
+                                                             std::uint64_t epoch);
+  // The singleton callbacks: what = "start", "stop" or "message".
+  void onSingleton(const http::Request& request, http::Responder responder, std::string_view what);
+  // Starts or stops the singleton `name`, writing its event. Under mu_.
+  void startSingleton(const std::string& name, const std::string& shard, std::uint64_t epoch);
+  void stopSingleton(const std::string& name, const std::string& shard);
   // Loads counter `id` and claims `epoch` for it in the store: its value, FailedPrecondition
   // when a newer owner claimed it, another error when the store failed. Under mu_.
   StatusOr<std::int64_t> claim(const std::string& id, std::uint64_t epoch);
@@ -118,6 +135,7 @@ class CounterApp {
   std::set<std::string> failingStops_;  // id prefixes whose stops answer 500 (addFaultRoutes)
   mutable std::mutex topicsMu_;
   std::map<std::string, std::uint64_t> topics_;  // publications received, by topic
+  std::map<std::string, std::uint64_t> singletons_;  // running here, with their epoch
 };
 
 }  // namespace kshard::examples

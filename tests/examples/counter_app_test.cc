@@ -241,7 +241,8 @@ TEST_F(CounterAppTest, ARepeatedResetDoesNotTakeThePreviousProcesssTurnsAsBounds
   ASSERT_EQ(app_->activeCounters(), 1u);
   {
     std::ofstream repaired(file, std::ios::trunc);
-    repaired << R"({"value": 1, "epoch": 5})" << "\n";
+    repaired << R"({"value": 1, "epoch": 5})"
+             << "\n";
   }
   ASSERT_EQ(callback("/kshard/reset", "new", 0)->status, 200);
   auto r = callback("/kshard/entities/counter/c10", "new", 1);
@@ -354,6 +355,56 @@ TEST_F(CounterAppTest, APublishGoesThroughTheSidecarAndReturnsItsAnswer) {
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(json::parse(res->body)["accepted"], 3);
   EXPECT_EQ(forwarded_, R"(/v1/topics/news%2Fa?entities=counter {"op":"increment"})");
+}
+
+// A remembered counter started without a message is loaded as by its first message.
+TEST_F(CounterAppTest, AStartLoadsTheCounterAsItsFirstMessageWould) {
+  ASSERT_TRUE(store_.save("c1", {10, 1}).ok());
+  auto r = post("/kshard/entities/counter/c1/start", "");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(app_->activeCounters(), 1u);
+  EXPECT_EQ(store_.load("c1")->epoch, 5u) << "the start did not claim the shard's epoch";
+  ASSERT_EQ(post("/kshard/entities/counter/c1/start", "")->status, 200);
+  auto inc = post("/kshard/entities/counter/c1", R"({"op":"increment"})");
+  EXPECT_EQ(json::parse(inc->body)["value"], 11);
+  const auto ev = events();
+  ASSERT_EQ(ev.size(), 1u) << "a repeated start or the message activated it again";
+  EXPECT_EQ(ev[0]["event"], "activate");
+  EXPECT_EQ(ev[0]["entity"], "c1");
+  EXPECT_EQ(ev[0]["value"], 10);
+  EXPECT_EQ(post("/kshard/entities/other/x/start", "")->status, 404);
+}
+
+TEST_F(CounterAppTest, ASingletonsStartAndStopAreLoggedOnceEach) {
+  auto started = post("/kshard/singletons/ticker/start", "");
+  ASSERT_TRUE(started.ok());
+  ASSERT_EQ(started->status, 200) << started->body;
+  ASSERT_EQ(post("/kshard/singletons/ticker/start", "")->status, 200);  // a retried start
+  auto message = post("/kshard/singletons/ticker", "{}");
+  ASSERT_EQ(message->status, 200);
+  EXPECT_EQ(json::parse(message->body)["running"], true);
+  EXPECT_EQ(json::parse(message->body)["pod"], "pod-a");
+  ASSERT_EQ(post("/kshard/singletons/ticker/stop", "")->status, 200);
+  ASSERT_EQ(post("/kshard/singletons/ticker/stop", "")->status, 200);
+  const auto ev = events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0]["event"], "activate");
+  EXPECT_EQ(ev[0]["entity"], "singleton-ticker");
+  EXPECT_EQ(ev[0]["shard"], "7");
+  EXPECT_EQ(ev[0]["epoch"], 5);
+  EXPECT_EQ(ev[1]["event"], "stop");
+  EXPECT_EQ(ev[1]["entity"], "singleton-ticker");
+}
+
+TEST_F(CounterAppTest, AResetStopsTheSingletons) {
+  ASSERT_EQ(post("/kshard/singletons/ticker/start", "")->status, 200);
+  ASSERT_EQ(post("/kshard/reset", "")->status, 200);
+  const auto ev = events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1]["event"], "stop");
+  EXPECT_EQ(ev[1]["entity"], "singleton-ticker");
+  EXPECT_EQ(json::parse(post("/kshard/singletons/ticker", "{}")->body)["running"], false);
 }
 
 }  // namespace

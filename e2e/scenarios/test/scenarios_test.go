@@ -120,6 +120,7 @@ func scenarios() []scenario {
 		{"topics", "Topics: each publication reaches every pod of the map once", scenarioTopics},
 		{"handoff-throttle", "Handoff throttle: a pod whose stops fail is left alone, the rest balances", scenarioHandoffThrottle},
 		{"remembered-entities", "Remembered entities: back on their shard's owner after a kill and a scale, without a message", scenarioRemembered},
+		{"singleton", "Singleton: its pod killed, it runs elsewhere, never on two pods", scenarioSingleton},
 		{"single-owner", "Single owner over the whole run", scenarioSingleOwner},
 	}
 }

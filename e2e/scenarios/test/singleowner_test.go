@@ -10,10 +10,10 @@ import (
 	"kshard.local/e2e/scenarios/load"
 )
 
-// scenarioSingleOwner (12): over the whole run, from the counter's shared event log, no counter
-// was ever active on two pods at overlapping times and no stop → activation lost a value; every
-// counter read at the end lies within what its driver knows (no acknowledged increment lost);
-// and no version of the ShardMap gave one shard to two pods.
+// scenarioSingleOwner (14): over the whole run, from the counter's shared event log, no counter
+// (nor singleton) was ever active on two pods at overlapping times and no stop → activation lost
+// a value; every counter read at the end lies within what its driver knows (no acknowledged
+// increment lost); and no version of the ShardMap gave one shard to two pods.
 func scenarioSingleOwner(c sc, s *suite) {
 	if s.driver != nil {
 		s.driver.Stop()
@@ -51,20 +51,16 @@ func scenarioSingleOwner(c sc, s *suite) {
 	if err != nil {
 		c.fatalf("reading %s: %v", s.cfg.eventLog, err)
 	}
-	// Only this run's counters (the log and the counters' state outlive runs).
+	// Only this run's counters (the log and the counters' state outlive runs), and the
+	// singletons of this installation's pods.
 	var mine []eventlog.Event
 	for _, e := range events {
 		if strings.HasPrefix(e.Entity, s.runID+"-") {
 			mine = append(mine, e)
 		}
 	}
-	s.mu.Lock()
-	deaths := map[string][]time.Time{}
-	for pod, ts := range s.deaths {
-		deaths[pod] = append([]time.Time(nil), ts...)
-	}
-	s.mu.Unlock()
-	res := eventlog.Check(mine, deaths)
+	mine = append(mine, s.singletonEvents(c)...)
+	res := eventlog.Check(mine, s.deathTimes())
 	res.BadLines = bad
 	c.r.figure("activations / stops / handoffs", fmt.Sprintf("%d / %d / %d", res.Activations, res.Stops, res.Handoffs))
 	c.r.figure("counters in the log", res.Entities)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"kshard.local/e2e/scenarios/eventlog"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/scenarios/shardid"
 	"kshard.local/e2e/scenarios/shardmap"
@@ -240,5 +241,28 @@ func TestConfigDefaultsToTheCppCounter(t *testing.T) {
 	cfg = loadConfig()
 	if cfg.counterLabels() != "app.kubernetes.io/name=go-counter" || cfg.counterImageOf("1.0.0") != "kshard/go-counter:1.0.0" {
 		t.Fatalf("go: labels %q, image %q", cfg.counterLabels(), cfg.counterImageOf("1.0.0"))
+	}
+}
+
+func TestSingletonActiveOnFollowsTheLastEventAndDeaths(t *testing.T) {
+	at := func(s int) int64 { return time.Unix(1000+int64(s), 0).UnixMicro() }
+	ev := func(s int, event, pod string) eventlog.Event {
+		return eventlog.Event{TsUs: at(s), Event: event, Entity: "singleton-ticker", Pod: pod}
+	}
+	events := []eventlog.Event{
+		ev(1, "activate", "a"), ev(2, "stop", "a"), ev(3, "activate", "b"),
+		ev(4, "activate", "c"), {TsUs: at(5), Event: "activate", Entity: "other", Pod: "a"},
+		{TsUs: at(6), Event: "activate", Entity: "singleton-ticker", Pod: "old-cluster"},
+	}
+	kept := keepSingletonEvents(events, map[string]bool{"a": true, "b": true, "c": true})
+	if len(kept) != 4 {
+		t.Fatalf("kept %d events, want the 4 singleton events of this installation's pods", len(kept))
+	}
+	deaths := map[string][]time.Time{"c": {time.Unix(1010, 0)}}
+	if got := activeOn(kept, "singleton-ticker", deaths); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("active on %v, want [b]: a stopped, c died after its activation", got)
+	}
+	if got := activeOn(kept, "singleton-ticker", nil); len(got) != 2 {
+		t.Fatalf("active on %v, want [b c]", got)
 	}
 }

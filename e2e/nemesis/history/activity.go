@@ -2,6 +2,7 @@ package history
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"kshard.local/e2e/cluster/nodestate"
@@ -35,6 +36,21 @@ func Deaths(containers []nodestate.ContainerEvent, ns, app string, releases map[
 	for pod := range out {
 		ts := out[pod]
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	}
+	return out
+}
+
+// SingletonPrefix starts the event log's entity name of a singleton of the counter's ShardMap
+// (examples/counter: "singleton-ticker").
+const SingletonPrefix = "singleton-"
+
+// SingletonsOf drops the singletons' events of pods not in `pods` and keeps every other event.
+func SingletonsOf(events []eventlog.Event, pods map[string]bool) []eventlog.Event {
+	var out []eventlog.Event
+	for _, e := range events {
+		if !strings.HasPrefix(e.Entity, SingletonPrefix) || pods[e.Pod] {
+			out = append(out, e)
+		}
 	}
 	return out
 }

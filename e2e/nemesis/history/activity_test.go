@@ -123,3 +123,12 @@ func TestOnlyTheRunsCountersAreChecked(t *testing.T) {
 		t.Fatalf("entities %d, violations %+v", res.Entities, vs)
 	}
 }
+
+func TestSingletonsOfKeepsOnlyTheSeenPodsSingletons(t *testing.T) {
+	events := []eventlog.Event{event(1, "activate", "run-a", "old", 0), event(2, "activate", "singleton-ticker", "old", 0),
+		event(3, "activate", "singleton-ticker", "p1", 0)}
+	got := SingletonsOf(events, map[string]bool{"p1": true})
+	if len(got) != 2 || got[0].Entity != "run-a" || got[1].Pod != "p1" {
+		t.Fatalf("kept %v: want the counter's event and p1's singleton", got)
+	}
+}

@@ -100,7 +100,12 @@ func (r *run) checkActivations(c *Checks) {
 	r.requireExits(containers)
 	deaths := history.Deaths(containers, r.cfg.CounterNS, appContainer, r.releases)
 	prefix := r.runID + "-"
-	res, vs := history.CheckActivations(events, deaths, func(counter string) bool { return strings.HasPrefix(counter, prefix) })
+	// The singletons (spec.singletons, "singleton-{name}" in the log) too, of the pods this run's
+	// ShardMap watch saw: the log outlives clusters, whose pods left their intervals open.
+	events = history.SingletonsOf(events, r.seenPods())
+	res, vs := history.CheckActivations(events, deaths, func(counter string) bool {
+		return strings.HasPrefix(counter, prefix) || strings.HasPrefix(counter, history.SingletonPrefix)
+	})
 	res.BadLines = bad
 	c.Activations = res
 	c.add(vs, nil)
@@ -181,4 +186,15 @@ func describeFaults(fs []*FaultRecord) string {
 		parts[i] = fmt.Sprintf("step %d %s on %s", f.Step, f.Kind, f.Target)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// seenPods: every pod registered in a version of the ShardMap the run's watch saw.
+func (r *run) seenPods() map[string]bool {
+	out := map[string]bool{}
+	for _, snap := range r.maps.History().Between(time.Time{}, time.Now()) {
+		for _, p := range snap.Map.Registered() {
+			out[p] = true
+		}
+	}
+	return out
 }

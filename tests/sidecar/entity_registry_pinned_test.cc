@@ -254,6 +254,20 @@ TEST_F(PinnedEntityTest, StoppedOnHandoffAndStartedAgainByTheListenerWhenRetaken
   EXPECT_EQ(host_.starts[0].epoch, 5u);
 }
 
+TEST_F(PinnedEntityTest, TakenBackDuringItsStopItIsStartedAgain) {
+  keepOnTaken(kTicker, 7);
+  ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
+  host_.completeStart();
+  EXPECT_FALSE(released(7, 2));
+  ASSERT_EQ(host_.stops.size(), 1u);
+  ASSERT_THAT(registry_.assign({7}, 3), IsEmpty());  // taken back while its stop is at the app
+  EXPECT_TRUE(host_.starts.empty()) << "started while its stop was at the app";
+  host_.completeStop();
+  ASSERT_EQ(host_.starts.size(), 1u) << "not started again once stopped";
+  EXPECT_EQ(host_.starts[0].epoch, 3u);
+  EXPECT_GT(host_.starts[0].turn, 1u);
+}
+
 TEST_F(PinnedEntityTest, StoppedOnDrainAndStartedAgainAfterUndrain) {
   keepOnTaken(kTicker, 7);
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());

@@ -10,6 +10,7 @@
 #include "sidecar/entity_request.h"
 #include "sidecar/shard_load.h"
 #include "sidecar/sidecar_error.h"
+#include "sidecar/singleton_keeper.h"
 
 namespace kshard::sidecar {
 
@@ -102,6 +103,12 @@ void PeerApi::addRoutes(http::Server& server) {
                    forwarded(std::move(r), std::move(res));
                  });
   }
+  for (const char* pattern : {"/v1/peer/singletons/{name}", "/v1/peer/singletons/"}) {
+    server.route(http::Method::kPost, pattern, [this](http::Request&& r, http::Responder&& res) {
+      std::string name(r.param("name"));
+      forwardedTo(singletonKey(std::move(name)), true, std::move(r), std::move(res));
+    });
+  }
   server.route(http::Method::kGet, "/v1/ping", [this](http::Request r, http::Responder res) {
     ping(std::move(r), std::move(res));
   });
@@ -129,20 +136,26 @@ std::optional<http::Response> PeerApi::admit(const http::Request& head) {
 }
 
 void PeerApi::forwarded(http::Request&& request, http::Responder&& responder) {
+  EntityKey key = takeEntityKey(request);
+  forwardedTo(std::move(key), false, std::move(request), std::move(responder));
+}
+
+void PeerApi::forwardedTo(EntityKey key, bool singleton, http::Request&& request,
+                          http::Responder&& responder) {
   const SteadyTime start = clock_.now();
   if (Status s = authorizer_.authorizePeer(request); !s.ok()) {
     responder.send(authorizationError(s));
     return;
   }
   Message m;
-  m.key = takeEntityKey(request);
+  m.key = std::move(key);
   if (Status s = validateEntityKey(m.key, options_.maxIdBytes); !s.ok()) {
     responder.send(badRequest(s.message()));
     return;
   }
-  // Reserved for singletons, as on the app API: a sidecar older than the reservation does not
-  // refuse it there, and could forward it.
-  if (m.key.type == kSingletonEntityType) {
+  // Reserved for singletons (their own route), as on the app API: a sidecar older than the
+  // reservation does not refuse it there, and could forward it.
+  if (!singleton && m.key.type == kSingletonEntityType) {
     responder.send(badRequest("entity type: " + std::string(kSingletonEntityType) +
                               " is reserved for singletons"));
     return;

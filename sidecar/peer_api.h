@@ -1,6 +1,7 @@
 // PeerApi: the sidecar's peer API on the pod IP (DESIGN.md "Peer API"):
 //   POST /v1/peer/entities/{type}/{id}  a message forwarded by another sidecar
-//   GET  /v1/ping                       the operator's liveness check; lists the shards held
+//   POST /v1/peer/singletons/{name}     the same, to a singleton (the entity route refuses its
+//   type) GET  /v1/ping                       the operator's liveness check; lists the shards held
 //   POST /v1/shards/assign              the operator gives shards (idempotent, epoch-fenced)
 //   POST /v1/shards/unassign            the operator takes shards; answers once they are released
 // (and POST /v1/peer/topics/{topic}, a publication for this pod: sidecar/topic_api.h)
@@ -63,6 +64,9 @@ class PeerApi {
  private:
   // Both by rvalue reference: the message passes through without a move per layer.
   void forwarded(http::Request&& request, http::Responder&& responder);
+  // A forwarded message to `key`; `singleton`: by the singletons' route.
+  void forwardedTo(EntityKey key, bool singleton, http::Request&& request,
+                   http::Responder&& responder);
   // The answer to a forwarded message of `shard` that the registry delivered (or refused), and
   // in `result` how it went, for the metrics.
   http::Response deliveredAnswer(DeliveryOutcome&& o, ShardId shard, MessageResult& result);

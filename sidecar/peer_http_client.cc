@@ -6,7 +6,15 @@
 
 namespace kshard::sidecar {
 
-std::string peerEntityPath(const EntityKey& key) { return entityPath("/v1/peer/entities/", key); }
+std::string peerEntityPath(const EntityKey& key) {
+  // A singleton has its own route: the entity route refuses its reserved type.
+  if (key.type == kSingletonEntityType) {
+    std::string path = "/v1/peer/singletons/";
+    http::appendPercentEncoded(path, key.id);
+    return path;
+  }
+  return entityPath("/v1/peer/entities/", key);
+}
 
 std::string peerTopicPath(const Publication& publication) {
   return topicPath("/v1/peer/topics/", publication);

@@ -1,14 +1,11 @@
 package scenariotest
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -33,7 +30,6 @@ const (
 // then be active on another pod within spec.ownershipLease + 30 s of the pod being gone, and the
 // event log must never show it active on two pods at once.
 func scenarioSingleton(c sc, s *suite) {
-	ns := s.cfg.counterNS
 	s.waitSteady(c, 3)
 	lease, declared := s.singletonSpec(c)
 	if !contains(declared, tickerName) {
@@ -52,44 +48,8 @@ func scenarioSingleton(c sc, s *suite) {
 	})
 	c.r.figure("ticker's pod (owner of its shard)", fmt.Sprintf("%s (shard %d)", victim, shard))
 
-	ctx, cancel := apiCtx()
-	pod, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-	cancel()
-	if err != nil {
-		c.fatalf("getting pod %s: %v", victim, err)
-	}
-	killer, err := newPodKiller(s.cfg.clusterDir, ns, victim)
-	if err != nil {
-		c.fatalf("%v", err)
-	}
-	s.pods.Exclude(victim)
 	t0 := time.Now()
-	if n, err := killer.kill(); err != nil || n == 0 {
-		c.fatalf("killing the processes of pod %s: %d containers, %v", victim, n, err)
-	}
-	s.recordDeath(victim, time.Now())
-	stopKilling := make(chan struct{})
-	killing := killer.keepDead(stopKilling, func(at time.Time, _ int) { s.recordDeath(victim, at) })
-	uid := pod.UID
-	ctx, cancel = context.WithTimeout(bg(), 30*time.Second)
-	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid}})
-	cancel()
-	close(stopKilling)
-	<-killing
-	if err != nil {
-		c.fatalf("deleting pod %s: %v", victim, err)
-	}
-	goneWithin := time.Minute
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		goneWithin += time.Duration(*g) * time.Second
-	}
-	c.waitUntil(goneWithin, "pod "+victim+"'s object is gone", func() (bool, string) {
-		ctx, cancel := apiCtx()
-		defer cancel()
-		p, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-		return apierrors.IsNotFound(err) || (err == nil && p.UID != uid), fmt.Sprintf("still there (%v)", err)
-	})
+	s.killAndDelete(c, victim)
 	gone := time.Now()
 
 	bound := lease + singletonSlack
@@ -108,7 +68,7 @@ func scenarioSingleton(c sc, s *suite) {
 	c.r.figure("pod gone → ticker active again", ms(back.Sub(gone)))
 	c.r.figure("kill → ticker active again", ms(back.Sub(t0)))
 
-	res := eventlog.Check(s.singletonEvents(c), s.deathTimes())
+	res := eventlog.Check(s.singletonEvents(c), s.deathTimesSnapshot())
 	c.r.figure("ticker activations / stops / moves", fmt.Sprintf("%d / %d / %d", res.Activations, res.Stops, res.Handoffs))
 	if len(res.Overlaps) > 0 {
 		c.errorf("%d times a singleton was active on two pods at once: %s", len(res.Overlaps), strings.Join(head(res.Overlaps, 10), "; "))
@@ -179,41 +139,7 @@ func keepSingletonEvents(events []eventlog.Event, pods map[string]bool) []eventl
 // singletonActiveOn lists the pods on which the singleton `name` is active by the event log: its
 // last event there is an activation, and no recorded death of the pod came after it.
 func (s *suite) singletonActiveOn(c sc, name string) []string {
-	return activeOn(s.singletonEvents(c), singletonPrefix+name, s.deathTimes())
-}
-
-func activeOn(events []eventlog.Event, entity string, deaths map[string][]time.Time) []string {
-	last := map[string]eventlog.Event{}
-	for _, e := range events {
-		if e.Entity == entity && e.TsUs >= last[e.Pod].TsUs {
-			last[e.Pod] = e
-		}
-	}
-	var out []string
-	for pod, e := range last {
-		if e.Event != "activate" {
-			continue
-		}
-		dead := false
-		for _, d := range deaths[pod] {
-			dead = dead || !d.Before(e.Time())
-		}
-		if !dead {
-			out = append(out, pod)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (s *suite) deathTimes() map[string][]time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string][]time.Time{}
-	for pod, ts := range s.deaths {
-		out[pod] = append([]time.Time(nil), ts...)
-	}
-	return out
+	return rememberedActiveOn(s.singletonEvents(c), singletonPrefix+name, s.deathTimesSnapshot())
 }
 
 func contains(list []string, s string) bool {

@@ -259,10 +259,10 @@ func TestSingletonActiveOnFollowsTheLastEventAndDeaths(t *testing.T) {
 		t.Fatalf("kept %d events, want the 4 singleton events of this installation's pods", len(kept))
 	}
 	deaths := map[string][]time.Time{"c": {time.Unix(1010, 0)}}
-	if got := activeOn(kept, "singleton-ticker", deaths); len(got) != 1 || got[0] != "b" {
+	if got := rememberedActiveOn(kept, "singleton-ticker", deaths); len(got) != 1 || got[0] != "b" {
 		t.Fatalf("active on %v, want [b]: a stopped, c died after its activation", got)
 	}
-	if got := activeOn(kept, "singleton-ticker", nil); len(got) != 2 {
+	if got := rememberedActiveOn(kept, "singleton-ticker", nil); len(got) != 2 {
 		t.Fatalf("active on %v, want [b c]", got)
 	}
 }

@@ -19,7 +19,7 @@ func (rep *Report) checksSection(b *strings.Builder) {
 		verdict(c.Counts, "lost", "excess", "unread"))
 	fmt.Fprintf(b, "- No value going back in real time, no value given to two increments: %s.\n",
 		verdict(c.Counts, "went-back", "duplicate"))
-	fmt.Fprintf(b, "- No two pods with overlapping activations of a counter (%d activations, %d stops, %d handoffs, "+
+	fmt.Fprintf(b, "- No two pods with overlapping activations of a counter (remembered for the run, so started again without a message after every move) or of the singletons (%d activations, %d stops, %d handoffs, "+
 		"%d ended by the app container's exit or a release (%d app exits and %d releases seen), %d still open at the end): %s.\n",
 		a.Activations, a.Stops, a.Handoffs, a.ClosedByKill, c.AppExits, c.Releases, a.StillOpen,
 		verdict(c.Counts, "overlap", "value-gap", "anomaly"))

@@ -58,6 +58,15 @@ func Run(cfg Config) (*Report, error) {
 	if err := r.begin(); err != nil {
 		return rep, err
 	}
+	restore, err := e.rememberCounters()
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		if err := e.patchMap(restore); err != nil {
+			rep.problem("restoring the ShardMap's remembered types: %v", err)
+		}
+	}()
 	counters := load.CoveringEntities(e.runID+"-c", shardCount, cfg.PerShard)
 	r.probes, _ = load.OneEntityPerShard(counters, shardRange())
 	logf("load: %d counters (%d per shard), %.0f requests/s, %.0f%% reads", len(counters), cfg.PerShard, cfg.Rate, readShare*100)

@@ -71,6 +71,9 @@ Status validateSpec(const ShardMapSpec& spec) {
   if (spec.entityIdleTimeout < Duration::zero()) {
     return invalidArgument("spec.entityIdleTimeout: must be >= 0 (0 = never)");
   }
+  if (spec.maxActiveEntitiesPerPod < 0) {
+    return invalidArgument("spec.maxActiveEntitiesPerPod: must be >= 0 (0 = no limit)");
+  }
   // Renewed every third of it: shorter, a pod would fence itself at the first late answer.
   if (spec.ownershipLease < kMinOwnershipLease) {
     return invalidArgument("spec.ownershipLease: must be at least 3s");

@@ -55,6 +55,10 @@ struct ShardMapSpec {
   Duration pingTimeout = std::chrono::seconds(3);
   Duration handoffTimeout = std::chrono::seconds(30);
   Duration entityIdleTimeout = std::chrono::seconds(60);  // 0 = never passivate
+  // Entities active at once in one pod's app, >= 0; 0 = no limit. Beyond it the least recently
+  // used idle entity is passivated first and a new entity waits for its place (sidecar/
+  // entity_registry_limit.cc).
+  std::int32_t maxActiveEntitiesPerPod = 0;
   Duration sendTimeout = std::chrono::seconds(10);
   // How long a pod keeps serving its shards without confirming that it still owns them, by
   // contact with the operator or with the API server (docs/reliability.md, "Ownership leases").

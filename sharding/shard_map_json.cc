@@ -139,6 +139,8 @@ StatusOr<ShardMapSpec> readSpec(JsonFieldReader& r) {
   spec.pingTimeout = readDuration(r, "pingTimeout", spec.pingTimeout);
   spec.handoffTimeout = readDuration(r, "handoffTimeout", spec.handoffTimeout);
   spec.entityIdleTimeout = readDuration(r, "entityIdleTimeout", spec.entityIdleTimeout);
+  spec.maxActiveEntitiesPerPod = static_cast<std::int32_t>(
+      r.optionalInt("maxActiveEntitiesPerPod", spec.maxActiveEntitiesPerPod, 0, INT32_MAX));
   spec.sendTimeout = readDuration(r, "sendTimeout", spec.sendTimeout);
   spec.ownershipLease = readDuration(r, "ownershipLease", spec.ownershipLease);
   const std::string balance = r.optionalString("balance", "count");
@@ -207,6 +209,7 @@ json toJson(const ShardMapSpec& spec) {
       {"pingTimeout", formatDuration(spec.pingTimeout)},
       {"handoffTimeout", formatDuration(spec.handoffTimeout)},
       {"entityIdleTimeout", formatDuration(spec.entityIdleTimeout)},
+      {"maxActiveEntitiesPerPod", spec.maxActiveEntitiesPerPod},
       {"sendTimeout", formatDuration(spec.sendTimeout)},
       {"ownershipLease", formatDuration(spec.ownershipLease)},
       {"balance", balanceName(spec.balance)},

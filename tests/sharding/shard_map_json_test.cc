@@ -104,12 +104,14 @@ TEST(ShardMapJsonTest, EncodesWithTheDesignFieldNames) {
   for (const char* key :
        {"shards", "versionLabel", "rebalanceInterval", "rebalanceRetryInterval", "rebalanceRate",
         "pingTimeout", "handoffTimeout", "entityIdleTimeout", "sendTimeout", "ownershipLease",
-        "balance", "loadTolerance", "handoffFailureLimit", "handoffBackoff"}) {
+        "balance", "loadTolerance", "handoffFailureLimit", "handoffBackoff",
+        "maxActiveEntitiesPerPod"}) {
     EXPECT_TRUE(spec.contains(key)) << key;
   }
-  EXPECT_EQ(spec.size(), 14u);
+  EXPECT_EQ(spec.size(), 15u);
   EXPECT_EQ(spec["handoffFailureLimit"], 3);
   EXPECT_EQ(spec["handoffBackoff"], "30s");
+  EXPECT_EQ(spec["maxActiveEntitiesPerPod"], 0) << "no limit by default";
   EXPECT_EQ(spec["ownershipLease"], "30s");
   EXPECT_EQ(spec["balance"], "count");
   EXPECT_EQ(spec["loadTolerance"], 0.1);
@@ -222,6 +224,21 @@ TEST(ShardMapJsonTest, RoundTripsSingletonsAndChecksTheirNames) {
   bad["spec"]["singletons"] = json::array();
   for (int i = 0; i <= 100; ++i) bad["spec"]["singletons"].push_back("s" + std::to_string(i));
   EXPECT_EQ(errorOf(bad), "spec.singletons: at most 100 names");
+}
+
+TEST(ShardMapJsonTest, RoundTripsTheActiveEntityLimitAndNamesABadOne) {
+  ShardMap m = decoded(kDesignExample);
+  m.spec.maxActiveEntitiesPerPod = 20;
+  const json j = toJson(m);
+  EXPECT_EQ(j["spec"]["maxActiveEntitiesPerPod"], 20);
+  StatusOr<ShardMap> back = shardMapFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(back->spec.maxActiveEntitiesPerPod, 20);
+  json bad = minimal();
+  bad["spec"]["maxActiveEntitiesPerPod"] = -1;
+  EXPECT_EQ(errorOf(bad), "spec.maxActiveEntitiesPerPod: must be in 0..2147483647");
+  bad["spec"]["maxActiveEntitiesPerPod"] = 1.5;
+  EXPECT_EQ(errorOf(bad), "spec.maxActiveEntitiesPerPod: must be an integer");
 }
 
 TEST(ShardMapJsonTest, RoundTripsTheWholeResource) {

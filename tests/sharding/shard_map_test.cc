@@ -36,6 +36,7 @@ TEST(ShardMapSpecTest, DefaultsAreThoseOfTheDesign) {
   EXPECT_EQ(spec.handoffTimeout, std::chrono::seconds(30));
   EXPECT_EQ(spec.entityIdleTimeout, std::chrono::seconds(60));
   EXPECT_EQ(spec.sendTimeout, std::chrono::seconds(10));
+  EXPECT_EQ(spec.maxActiveEntitiesPerPod, 0) << "no limit unless asked";
 }
 
 TEST(ShardMapSpecTest, ValidationNamesTheField) {
@@ -61,6 +62,9 @@ TEST(ShardMapSpecTest, ValidationNamesTheField) {
   EXPECT_TRUE(validateSpec(s).ok());
   s.entityIdleTimeout = std::chrono::seconds(-1);
   EXPECT_EQ(validateSpec(s).message(), "spec.entityIdleTimeout: must be >= 0 (0 = never)");
+  s = validSpec();
+  s.maxActiveEntitiesPerPod = -1;
+  EXPECT_EQ(validateSpec(s).message(), "spec.maxActiveEntitiesPerPod: must be >= 0 (0 = no limit)");
 }
 
 TEST(ConditionTest, SetConditionKeepsTransitionTimeWhileTheStatusHolds) {

@@ -51,7 +51,7 @@ func TestCRDKeepsShardsImmutableAndAppliesDefaults(t *testing.T) {
 	for field, want := range map[string]any{
 		"rebalanceInterval": "20s", "rebalanceRetryInterval": "10s", "pingTimeout": "3s",
 		"handoffTimeout": "30s", "entityIdleTimeout": "60s", "sendTimeout": "10s",
-		"versionLabel": "app.kubernetes.io/version",
+		"versionLabel": "app.kubernetes.io/version", "maxActiveEntitiesPerPod": int64(0),
 	} {
 		if spec[field] != want {
 			t.Errorf("default of spec.%s: got %v, want %v", field, spec[field], want)

@@ -257,6 +257,7 @@ func (s *suite) badShardMaps(c sc) int {
 		{"sendTimeout without unit", map[string]any{"shards": 10, "sendTimeout": "10"}, "spec.sendTimeout"},
 		{"entityIdleTimeout malformed", map[string]any{"shards": 10, "entityIdleTimeout": "a minute"}, "spec.entityIdleTimeout"},
 		{"versionLabel empty", map[string]any{"shards": 10, "versionLabel": ""}, "spec.versionLabel"},
+		{"maxActiveEntitiesPerPod negative", map[string]any{"shards": 10, "maxActiveEntitiesPerPod": -1}, "spec.maxActiveEntitiesPerPod"},
 		{"no spec", nil, "spec"},
 	}
 	res := s.dyn.Resource(shardmap.Resource).Namespace(s.cfg.counterNS)

@@ -47,6 +47,10 @@ std::string overloadMessage(Refusal refusal) {
     return "the entity's shard, or its ShardMap, remembers as many entities as it may; the app "
            "forgets some by answering Kshard-Passivate: true";
   }
+  if (refusal == Refusal::kEntityLimit) {
+    return "too many new entities wait for a place among this pod's active entities "
+           "(maxActiveEntitiesPerPod); slow down and retry";
+  }
   return "the entity's mailbox is full; slow down and retry";
 }
 
@@ -86,6 +90,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
   Epoch directEpoch = 0;
   // A tell for an entity whose record is pending is answered once it is recorded.
   bool held = false;
+  bool waits = false;  // the entity waits for a place under the limit: `done` was taken
   {
     std::lock_guard lock(mu_);
     auto sit = shards_.find(message.shard);
@@ -98,6 +103,9 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
                (pendingTells_ >= options_.maxPendingTells ||
                 pendingTellBytes_ + message.body.size() > options_.maxPendingTellBytes)) {
       refusal = Refusal::kTellBacklog;
+    } else if (eit == entities_.end() && mustWaitLocked(message.key)) {
+      refusal = waitForPlaceLocked(message, done, actions);
+      waits = !refusal;
     } else {
       Entity& e = eit != entities_.end()
                       ? eit->second
@@ -132,7 +140,7 @@ void EntityRegistry::deliver(Message message, DeliveryCallback done) {
   }
   if (refusal) {
     done(DeliveryOutcome{refusal, http::Response{}});
-  } else if (tell && !held) {
+  } else if (tell && !held && !waits) {
     done(DeliveryOutcome{std::nullopt, acceptedResponse()});
   }
   if (direct != nullptr) {
@@ -248,6 +256,8 @@ void EntityRegistry::afterTurnLocked(Entity& e, Actions& out) {
     idle_.pushBack(e);
     if (options_.idleTimeout > Duration::zero())
       armSweepLocked(e.lastActive + options_.idleTimeout);
+    // New entities wait for a place (or the limit was lowered): this one may have to make it.
+    if (overLimitLocked()) enforceLimitLocked(out);
   }
 }
 

@@ -35,6 +35,16 @@
 // (sidecar/entity_recorder.h) before their first turn. An app's answer carrying
 // Kshard-Passivate: true stops the entity after that turn (forgotten first, if remembered).
 //
+// The active-entity limit (spec.maxActiveEntitiesPerPod; zero: none): at most that many entities
+// are active at the app at once, an entity counting from when its first message goes to the app
+// until its stop call has returned. A message for a new entity beyond it waits, with the other
+// new entities, in arrival order, for a place, while the least recently used idle entity that is
+// not pinned is passivated to make one (entity_registry_limit.cc); a kept-active entity waits the
+// same way, and once admitted is pinned: it counts, but is never stopped for the limit. A
+// waiting entity has not reached the app: its tells are acknowledged only once it is admitted,
+// so a handoff, the drain or the lease's fence refuses all its messages (kNotOwned: the sender
+// tries the next owner) without losing an acknowledged one.
+//
 // Thread-safe. Callbacks into the EntityHost and completion callbacks run without the lock held.
 // Lifetime: destroy the registry only after the EntityHost and the Scheduler have stopped calling
 // back into it (the destructor cancels the registry's own timers).
@@ -44,11 +54,13 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -126,13 +138,14 @@ enum class Refusal {
   // A new remembered entity would pass the bound of its shard's record or of its map's records
   // (sidecar/remembered_entities.h): the recorder refused it with ResourceExhausted.
   kRememberedFull,
+  kEntityLimit,  // too many messages of new entities wait for a place under the limit
 };
 
-// kOverloaded and kTellBacklog: answered 503 EntityOverloaded, kRememberedFull 503
+// kOverloaded, kTellBacklog and kEntityLimit: answered 503 EntityOverloaded, kRememberedFull 503
 // RememberedEntitiesFull; none is retried.
 inline bool isOverload(const std::optional<Refusal>& refusal) {
   return refusal == Refusal::kOverloaded || refusal == Refusal::kTellBacklog ||
-         refusal == Refusal::kRememberedFull;
+         refusal == Refusal::kRememberedFull || refusal == Refusal::kEntityLimit;
 }
 // What that 503 says for each, and its error code.
 std::string overloadMessage(Refusal refusal);
@@ -165,6 +178,12 @@ struct EntityRegistryOptions {
   Duration recorderTimeout = std::chrono::seconds(30);
   // Called (under no lock) each time an idle entity is being stopped; for metrics.
   std::function<void()> onPassivation;
+  // Entities active at the app at once (spec.maxActiveEntitiesPerPod; zero: no limit). The
+  // messages of new entities waiting for a place are bounded by maxMailbox, all together.
+  std::size_t maxActiveEntities = 0;
+  // Called (under no lock) each time an idle entity is being stopped to make a place under
+  // maxActiveEntities; for metrics.
+  std::function<void()> onLimitPassivation;
 };
 
 class EntityRegistry {
@@ -226,6 +245,10 @@ class EntityRegistry {
   // Follows spec.entityIdleTimeout of the watched map. Applies at once: an entity idle for
   // longer than the new timeout is passivated by the next sweep, which is moved earlier.
   void setIdleTimeout(Duration timeout);
+  // Follows spec.maxActiveEntitiesPerPod of the watched map (zero: no limit). Applies at once:
+  // a lower limit passivates least recently used idle entities down to it, a higher one admits
+  // waiting entities.
+  void setMaxActiveEntities(std::size_t limit);
 
   bool owns(ShardId shard) const;
   std::optional<Epoch> ownedEpoch(ShardId shard) const;
@@ -237,15 +260,18 @@ class EntityRegistry {
   std::vector<std::pair<EntityKey, ShardId>> activeEntitiesOf(const std::string& type) const;
   // Active entities per type, sorted by type; a type with none active is not listed.
   std::vector<std::pair<std::string, std::size_t>> activeEntitiesByType() const;
+  // New entities waiting for a place under the active-entity limit.
+  std::size_t waitingEntities() const;
   bool draining() const;
 
   // Entities that run without a message (sidecar/entity_registry_pinned.cc).
   //
   // Makes `key` active now, if this pod owns `shard` (owned, not handing off, not fenced by the
   // lease, not draining): an absent entity is created pinned and started with a start turn
-  // (EntityHost::start; messages arriving meanwhile wait behind it); a present one is pinned. A
-  // failed start is tried again, with backoff, while the shard stays owned. False when the pod
-  // does not own the shard (nothing done). `key.id` must lie on `shard`.
+  // (EntityHost::start; messages arriving meanwhile wait behind it), once there is a place for it
+  // under the active-entity limit; a present one is pinned. A failed start is tried again, with
+  // backoff, while the shard stays owned. False when the pod does not own the shard (nothing
+  // done). `key.id` must lie on `shard`.
   bool keepActive(EntityKey key, ShardId shard);
   // The entity is no longer kept active: with `stop`, it stops after its current turn (no
   // forgotten() call); without, it passivates when idle like any entity.
@@ -274,8 +300,9 @@ class EntityRegistry {
   struct Pending {
     Message message;
     DeliveryCallback done;  // empty for tell (already answered) and for a start
-    // A tell taken while its entity's record is pending (EntityRecorder::started): answered
-    // 202 once it is recorded, refused if the record fails.
+    // A tell taken while its entity's record is pending (EntityRecorder::started), or while
+    // it waits for a place under the active-entity limit: answered 202 once it is recorded or
+    // admitted, refused if the record fails or the shard leaves first.
     DeliveryCallback heldAck;
   };
   // An entity's waiting messages. Empty most of the time (a message for an idle entity goes
@@ -388,6 +415,15 @@ class EntityRegistry {
   };
   // Work to do once the lock is released.
   using Actions = std::vector<UniqueFunction<void()>>;
+  // A new entity waiting for a place under the active-entity limit, with its messages (a waiting
+  // tell is not acknowledged yet: its answer is in Pending::heldAck).
+  struct Waiter {
+    EntityKey key;
+    ShardId shard = 0;
+    std::deque<Pending> messages;
+    bool keep = false;  // kept active (keepActive): admitted pinned, with a start turn
+  };
+  using WaitQueue = std::list<Waiter>;
 
   // Starts the turn of the mailbox's first message.
   void startNextLocked(Entity& e, Actions& out);
@@ -475,6 +511,31 @@ class EntityRegistry {
   void resumeOwedStartsLocked(Actions& out);
   void notifyShardsTakenLocked(std::vector<std::pair<ShardId, Epoch>> taken, Actions& out);
   void notifyAllOwnedLocked(Actions& out);
+  // The active-entity limit (entity_registry_limit.cc).
+  // Whether a message for `key`, not active, must wait for a place.
+  bool mustWaitLocked(const EntityKey& key) const;
+  // Queues the message of a waiting entity, or returns why not (its callback is then untouched).
+  std::optional<Refusal> waitForPlaceLocked(Message& message, DeliveryCallback& done, Actions& out);
+  // Admits waiting entities while there is room, then passivates least recently used idle
+  // entities until the stops under way make room for the rest (and for a lower limit).
+  void enforceLimitLocked(Actions& out);
+  // Whether an entity that fell idle may be needed to make room.
+  bool overLimitLocked() const {
+    return options_.maxActiveEntities != 0 &&
+           (!waitQueue_.empty() || entities_.size() > options_.maxActiveEntities);
+  }
+  // Creates the entity of the first waiter, acknowledges its tells and starts its first turn.
+  void admitFirstWaiterLocked(Actions& out);
+  // keepActive of a new entity at the limit: it waits for a place like a message's entity.
+  void keepWhenAdmittedLocked(const EntityKey& key, ShardId shard, Actions& out);
+  // unpin of an entity still waiting: it is no longer kept (dropped if no message waits).
+  void unkeepWaiterLocked(const EntityKey& key);
+  // Refuses every message of the waiting entities of `shards` (all of them: nullptr) with
+  // kNotOwned: none was acknowledged, and the sender tries the next owner.
+  void refuseWaitersLocked(const std::unordered_set<ShardId>* shards, Actions& out);
+  // A stop failed: the limit's passivations pause for the stop retry's backoff.
+  void pauseEvictionsLocked(const Entity& failed);
+  Entity* leastRecentlyUsedLocked();
 
   EntityHost& host_;
   Scheduler& scheduler_;
@@ -526,6 +587,17 @@ class EntityRegistry {
   std::unordered_map<EntityKey, RecorderCall, EntityKeyHash> recorderCalls_;
   std::uint64_t recorderCallSeq_ = 0;
   LogThrottle startFailureLog_{std::chrono::seconds(5)};
+  // Entities whose stop call is at the app or waits for a place (Entity::stopping): each frees
+  // a place under the limit when it returns, unless it failed or messages came meanwhile.
+  std::size_t stopping_ = 0;
+  // The waiting entities, first come first, and each by key; their messages, all together.
+  WaitQueue waitQueue_;
+  std::unordered_map<EntityKey, WaitQueue::iterator, EntityKeyHash> waiting_;
+  std::size_t waitingMessages_ = 0;
+  // After a failed stop, no passivation for the limit before this (pauseEvictionsLocked), so
+  // that an app that fails every stop is not asked for another entity's stop at once.
+  SteadyTime evictionsPausedUntil_{};
+  bool evictionTimerArmed_ = false;
 };
 
 }  // namespace kshard::sidecar

@@ -95,6 +95,12 @@ void EntityRegistry::drain(Duration timeout, std::function<void(bool)> done) {
 
 void EntityRegistry::handOffLocked(const std::vector<ShardId>& shards, std::optional<Epoch> fence,
                                    Actions& out) {
+  // Entities waiting for a place under the limit have not reached the app, and none of their
+  // tells was acknowledged: all their messages are refused, for the next owner.
+  if (!waitQueue_.empty()) {
+    const std::unordered_set<ShardId> leaving(shards.begin(), shards.end());
+    refuseWaitersLocked(&leaving, out);
+  }
   std::unordered_set<ShardId> starting;
   for (ShardId s : shards) {
     if (fence) {

@@ -102,6 +102,7 @@ void EntityRegistry::onFenceTimer(std::uint64_t seq) {
     log_.warn("ownership not confirmed in time: taking no messages and stopping entities",
               {{"active_entities", static_cast<std::uint64_t>(entities_.size())},
                {"owned_shards", static_cast<std::uint64_t>(shards_.size())}});
+    refuseWaitersLocked(nullptr, actions);  // none has reached the app or been acknowledged
     for (auto& [key, e] : entities_) {
       if (!e.busy && e.mailbox.empty()) beginStopLocked(e, true, actions);
     }

@@ -81,6 +81,9 @@ bool EntityRegistry::keepActive(EntityKey key, ShardId shard) {
       // A start still owed (it failed while the shard could not run, so no retry was armed)
       // runs now.
       if (!e.busy && startOwedLocked(e)) startNextLocked(e, actions);
+    } else if (mustWaitLocked(key)) {
+      // At the active-entity limit: it starts once a place is free (entity_registry_limit.cc).
+      keepWhenAdmittedLocked(key, shard, actions);
     } else {
       Entity& e = createEntityLocked(key, shard, shards_.at(shard));
       e.pinned = true;
@@ -97,7 +100,10 @@ void EntityRegistry::unpin(const EntityKey& key, bool stop) {
   {
     std::lock_guard lock(mu_);
     auto it = entities_.find(key);
-    if (it == entities_.end()) return;
+    if (it == entities_.end()) {
+      unkeepWaiterLocked(key);
+      return;
+    }
     // A record or forget in flight does not pin it again when it lands.
     if (auto c = recorderCalls_.find(key); c != recorderCalls_.end()) c->second.unpinned = true;
     if (!it->second.pinned) return;

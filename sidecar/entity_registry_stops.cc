@@ -86,6 +86,7 @@ void EntityRegistry::onSweep(std::uint64_t seq) {
 void EntityRegistry::beginStopLocked(Entity& e, bool handoff, Actions& out) {
   markBusyLocked(e);
   e.stopping = true;
+  ++stopping_;
   if (stopsAtApp_ < options_.maxConcurrentStops) {
     sendStopLocked(e, out);
   } else {
@@ -135,10 +136,12 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
                                      Actions& out) {
   e.busy = false;
   e.stopping = false;
+  --stopping_;
   if (!result.ok()) {
     // It stays active: passivation is tried again after another idle timeout.
     e.lastActive = scheduler_.clock().now();
     if (e.stopFailures < kMaxStopRetryDoublings) ++e.stopFailures;
+    pauseEvictionsLocked(e);
     if (const std::uint64_t n = stopFailureLog_.occur(e.lastActive)) {
       log_.warn(
           "entity stop failed",
@@ -184,6 +187,8 @@ void EntityRegistry::afterStopLocked(const EntityKey& key, Entity& e, const Stat
       removeEntityLocked(key, out);
     }
   }
+  // A place is free now, or the stop that was to free one did not: admit, or passivate another.
+  if (overLimitLocked()) enforceLimitLocked(out);
 }
 
 void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
@@ -195,12 +200,13 @@ void EntityRegistry::removeEntityLocked(const EntityKey& key, Actions& out) {
   if (--*it->second.typeCount == 0) typeCounts_.erase(it->first.type);
   entities_.erase(it);
   auto sit = shards_.find(shard);
-  if (sit == shards_.end()) return;
-  --sit->second.entities;
-  if (sit->second.state == ShardState::kHandingOff && sit->second.entities == 0) {
+  if (sit != shards_.end() && --sit->second.entities == 0 &&
+      sit->second.state == ShardState::kHandingOff) {
     shards_.erase(sit);
     completeHandoffsLocked(out);
   }
+  // A place is free under the active-entity limit: a waiting entity takes it.
+  if (overLimitLocked()) enforceLimitLocked(out);
 }
 
 void EntityRegistry::setIdleTimeout(Duration timeout) {

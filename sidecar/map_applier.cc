@@ -30,6 +30,7 @@ void MapApplier::apply(const sharding::ShardMap& map) {
                {{"epoch", map.status.epoch}});
   }
   registry_.setIdleTimeout(map.spec.entityIdleTimeout);
+  registry_.setMaxActiveEntities(static_cast<std::size_t>(map.spec.maxActiveEntitiesPerPod));
   registry_.setLeaseDuration(map.spec.ownershipLease);
   if (onSpec_) onSpec_(map);
   const auto result = syncOwnership(*table_.snapshot(), self_.target(), registry_);

@@ -34,6 +34,16 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                         .counter("kshard_sidecar_passivations_total",
                                  "Entities stopped because they were idle for entityIdleTimeout.")
                         .with({})),
+      limitPassivations_(registry
+                             .counter("kshard_sidecar_entity_limit_passivations_total",
+                                      "Idle entities stopped, least recently used first, to make "
+                                      "a place for a new one under maxActiveEntitiesPerPod.")
+                             .with({})),
+      waitingEntities_(registry
+                           .gauge("kshard_sidecar_waiting_entities",
+                                  "New entities waiting for a place under "
+                                  "maxActiveEntitiesPerPod.")
+                           .with({})),
       handoffOk_(registry
                      .counter("kshard_sidecar_handoffs_total",
                               "Shard handoffs (unassign, revocation, drain) by result.")

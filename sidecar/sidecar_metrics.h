@@ -7,6 +7,10 @@
 //   kshard_sidecar_active_entities{type}              set at scrape time (refresh)
 //   kshard_sidecar_owned_shards                       set at scrape time (refresh)
 //   kshard_sidecar_passivations_total                 entities stopped for idleness
+//   kshard_sidecar_entity_limit_passivations_total    idle entities stopped to make a place
+//                                                     under spec.maxActiveEntitiesPerPod
+//   kshard_sidecar_waiting_entities                   new entities waiting for such a place
+//                                                     (set at scrape time)
 //   kshard_sidecar_handoffs_total{result}             unassign/revoke/drain handoffs: ok | timeout
 //   kshard_sidecar_load_messages_per_second           the owned shards' decayed message rate
 //   kshard_sidecar_load_busy_ratio                    app seconds a second on their turns
@@ -53,6 +57,10 @@ class SidecarMetrics {
   void observeLatency(MessagePath path, double seconds);
   void countRetry(RetryReason reason);
   void countPassivation() { passivations_.inc(); }
+  void countLimitPassivation() { limitPassivations_.inc(); }
+  void showWaitingEntities(std::size_t waiting) {
+    waitingEntities_.set(static_cast<double>(waiting));
+  }
   void countHandoff(bool ok) { (ok ? handoffOk_ : handoffTimeout_).inc(); }
   void countPublish() { publishes_.inc(); }
   void countTopicDelivery(TopicResult result) {
@@ -84,6 +92,8 @@ class SidecarMetrics {
   std::array<metrics::Histogram*, kPaths> latency_{};
   std::array<metrics::Counter*, kReasons> retries_{};
   metrics::Counter& passivations_;
+  metrics::Counter& limitPassivations_;
+  metrics::Gauge& waitingEntities_;
   metrics::Counter& handoffOk_;
   metrics::Counter& handoffTimeout_;
   metrics::Gauge& ownedShards_;

@@ -108,6 +108,7 @@ Status SidecarServer::buildRouting() {
 
   EntityRegistryOptions registryOptions;
   registryOptions.onPassivation = [this] { metrics_.countPassivation(); };
+  registryOptions.onLimitPassivation = [this] { metrics_.countLimitPassivation(); };
   registryOptions.maxConcurrentStops = static_cast<std::size_t>(cfg_.maxConcurrentStops);
   registryOptions.maxPendingTells = static_cast<std::size_t>(cfg_.maxPendingTells);
   registryOptions.maxPendingTellBytes = static_cast<std::size_t>(cfg_.maxPendingTellBytes);
@@ -288,6 +289,7 @@ Status SidecarServer::buildServers() {
       *adminServer_, registry_, [this] { return notReadyReason(); },
       [this] {
         metrics_.refresh(entities_->activeEntitiesByType(), entities_->ownedShards().size());
+        metrics_.showWaitingEntities(entities_->waitingEntities());
         metrics_.showLoad(entities_->sampleLoad(kLoadHalfLife));
         if (remembered_) metrics_.showRemembered(remembered_->rememberedCount());
         metrics_.showSingletons(entities_->activeEntities(std::string(kSingletonEntityType)));

@@ -56,6 +56,7 @@ struct World {
   std::map<std::string, std::string> activeOn;              // entity -> pod
   std::map<std::string, long> saved;                        // entity -> value at its stop
   std::map<std::string, std::map<std::string, long>> live;  // pod -> entity -> value
+  std::map<std::string, std::size_t> mostLive;              // pod -> most entities at once
   std::vector<std::string> violations;
   long activations = 0;
   long stops = 0;
@@ -191,6 +192,7 @@ class StubApp {
     world_.activeOn[id] = pod_;
     mine[id] = world_.saved[id];
     ++world_.activations;
+    world_.mostLive[pod_] = std::max(world_.mostLive[pod_], mine.size());
   }
   void onStart(http::Responder& res, const std::string& id) {
     {

@@ -61,7 +61,7 @@ func scenarioRemembered(c sc, s *suite) {
 		c.r.figure(fmt.Sprintf("balanced over %d → every remembered counter on its owner", replicas), ms(took))
 	}
 
-	res := eventlog.Check(s.rememberedEvents(c, ids), s.deathTimesSnapshot())
+	res := eventlog.Check(s.rememberedEvents(c, ids), s.deathTimes())
 	c.r.figure("their activations / stops / handoffs", fmt.Sprintf("%d / %d / %d", res.Activations, res.Stops, res.Handoffs))
 	if len(res.Overlaps) > 0 {
 		c.errorf("%d times a remembered counter was active on two pods at once: %s", len(res.Overlaps), strings.Join(head(res.Overlaps, 10), "; "))
@@ -165,7 +165,7 @@ func (s *suite) recordedIDs(c sc) map[string]bool {
 func (s *suite) waitRememberedOnOwners(c sc, ids []string, when string) time.Duration {
 	return c.waitUntil(rememberedBound, "every remembered counter active on its shard's owner "+when, func() (bool, string) {
 		events := s.rememberedEvents(c, ids)
-		deaths := s.deathTimesSnapshot()
+		deaths := s.deathTimes()
 		m := s.latest()
 		var wrong []string
 		for _, id := range ids {
@@ -223,16 +223,6 @@ func rememberedActiveOn(events []eventlog.Event, id string, deaths map[string][]
 		}
 	}
 	sort.Strings(out)
-	return out
-}
-
-func (s *suite) deathTimesSnapshot() map[string][]time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string][]time.Time{}
-	for pod, ts := range s.deaths {
-		out[pod] = append([]time.Time(nil), ts...)
-	}
 	return out
 }
 

@@ -101,6 +101,17 @@ func (s *suite) recordDeath(pod string, at time.Time) {
 	s.mu.Unlock()
 }
 
+// deathTimes is a copy of the deaths recorded so far, for the event log's checks.
+func (s *suite) deathTimes() map[string][]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]time.Time{}
+	for pod, ts := range s.deaths {
+		out[pod] = append([]time.Time(nil), ts...)
+	}
+	return out
+}
+
 type scenario struct {
 	name, title string
 	run         func(c sc, s *suite)
@@ -118,6 +129,7 @@ func scenarios() []scenario {
 		{"bad-input", "Bad input to the API, sidecar, manager and webhook", scenarioBadInput},
 		{"skewed-load", "Skewed load: Zipf traffic on one pod's shards, balanced by load", scenarioSkewedLoad},
 		{"topics", "Topics: each publication reaches every pod of the map once", scenarioTopics},
+		{"bounded-entities", "Bounded active entities: a flood of new ids under maxActiveEntitiesPerPod 20", scenarioBoundedEntities},
 		{"handoff-throttle", "Handoff throttle: a pod whose stops fail is left alone, the rest balances", scenarioHandoffThrottle},
 		{"remembered-entities", "Remembered entities: back on their shard's owner after a kill and a scale, without a message", scenarioRemembered},
 		{"singleton", "Singleton: its pod killed, it runs elsewhere, never on two pods", scenarioSingleton},

@@ -60,7 +60,7 @@ func scenarioSingleOwner(c sc, s *suite) {
 		}
 	}
 	mine = append(mine, s.singletonEvents(c)...)
-	res := eventlog.Check(mine, s.deathTimesSnapshot())
+	res := eventlog.Check(mine, s.deathTimes())
 	res.BadLines = bad
 	c.r.figure("activations / stops / handoffs", fmt.Sprintf("%d / %d / %d", res.Activations, res.Stops, res.Handoffs))
 	c.r.figure("counters in the log", res.Entities)

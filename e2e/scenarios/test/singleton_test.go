@@ -68,7 +68,7 @@ func scenarioSingleton(c sc, s *suite) {
 	c.r.figure("pod gone → ticker active again", ms(back.Sub(gone)))
 	c.r.figure("kill → ticker active again", ms(back.Sub(t0)))
 
-	res := eventlog.Check(s.singletonEvents(c), s.deathTimesSnapshot())
+	res := eventlog.Check(s.singletonEvents(c), s.deathTimes())
 	c.r.figure("ticker activations / stops / moves", fmt.Sprintf("%d / %d / %d", res.Activations, res.Stops, res.Handoffs))
 	if len(res.Overlaps) > 0 {
 		c.errorf("%d times a singleton was active on two pods at once: %s", len(res.Overlaps), strings.Join(head(res.Overlaps, 10), "; "))
@@ -139,7 +139,7 @@ func keepSingletonEvents(events []eventlog.Event, pods map[string]bool) []eventl
 // singletonActiveOn lists the pods on which the singleton `name` is active by the event log: its
 // last event there is an activation, and no recorded death of the pod came after it.
 func (s *suite) singletonActiveOn(c sc, name string) []string {
-	return rememberedActiveOn(s.singletonEvents(c), singletonPrefix+name, s.deathTimesSnapshot())
+	return rememberedActiveOn(s.singletonEvents(c), singletonPrefix+name, s.deathTimes())
 }
 
 func contains(list []string, s string) bool {

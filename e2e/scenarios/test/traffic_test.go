@@ -19,14 +19,7 @@ func scenarioTraffic(c sc, s *suite) {
 	start := time.Now()
 	d := load.Start(load.Config{Name: trafficDriver, Entities: s.traffic, Rate: trafficRate,
 		Increments: trafficIncrements, Pods: s.pods, Recorder: s.rec, Port: publicPort, Timeout: requestTimeout})
-	want := len(s.traffic) * trafficIncrements
-	deadline := time.Duration(float64(want)/trafficRate*3)*time.Second + time.Minute
-	select {
-	case <-d.Done():
-	case <-time.After(deadline):
-		d.Stop()
-		c.errorf("the %d increments did not finish within %s (the rate is %d/s)", want, deadline, trafficRate)
-	}
+	waitDriven(c, d, len(s.traffic)*trafficIncrements, trafficRate)
 	end := time.Now()
 	st := s.window(c, start, end, trafficDriver, continuousDriver)
 	tr := c.r.Requests[trafficDriver]
@@ -40,6 +33,19 @@ func scenarioTraffic(c sc, s *suite) {
 	// Every counter now equals what it acknowledged (the drivers are its only writers).
 	exact := s.checkAcknowledged(c, s.traffic)
 	c.r.figure("counters equal to their acknowledged increments", fmt.Sprintf("%d of %d", exact, len(s.traffic)))
+}
+
+// waitDriven waits for a finite driver's `want` increments at `rate` a second, three times as
+// long as they take plus a minute at the most; then it stops the driver and fails the scenario.
+func waitDriven(c sc, d *load.Driver, want, rate int) {
+	c.Helper()
+	deadline := time.Duration(float64(want)/float64(rate)*3)*time.Second + time.Minute
+	select {
+	case <-d.Done():
+	case <-time.After(deadline):
+		d.Stop()
+		c.errorf("the %d increments did not finish within %s (the rate is %d/s)", want, deadline, rate)
+	}
 }
 
 func head(s []string, n int) []string {

@@ -95,6 +95,10 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                             .gauge("kshard_sidecar_singletons_active",
                                    "Singletons (spec.singletons) active on this pod.")
                             .with({})) {
+  resolveLabelledSeries(registry);
+}
+
+void SidecarMetrics::resolveLabelledSeries(metrics::Registry& registry) {
   auto& deliveries = registry.counter(
       "kshard_sidecar_topic_deliveries_total",
       "Topic publications sent to each pod of the ShardMap, by what the pod made of them as the "

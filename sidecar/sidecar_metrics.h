@@ -88,6 +88,8 @@ class SidecarMetrics {
   static constexpr std::size_t kResults = 6;
   static constexpr std::size_t kReasons = 4;
   static constexpr std::size_t kTopicResults = 4;
+  // Declares the families with labels and resolves their children, for the hot paths.
+  void resolveLabelledSeries(metrics::Registry& registry);
   std::array<std::array<metrics::Counter*, kResults>, kPaths> messages_{};
   std::array<metrics::Histogram*, kPaths> latency_{};
   std::array<metrics::Counter*, kReasons> retries_{};

@@ -124,6 +124,8 @@ void EntityRegistry::admitFirstWaiterLocked(Actions& out) {
     e.needsStart = true;
   } else if (recorder_ != nullptr && recorder_->remembered(e.key->type)) {
     e.needsRecord = true;  // as deliver(): recorded before its first turn
+  } else if (e.key->type == kSingletonEntityType) {
+    e.needsStart = true;  // as deliver(): a singleton a message reached first is started first
   }
   for (Pending& p : w.messages) {
     ++shard.messages;

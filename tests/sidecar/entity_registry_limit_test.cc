@@ -234,6 +234,23 @@ TEST_F(EntityRegistryLimitTest, AKeptActiveEntityWaitsForAPlaceThenStartsPinned)
   EXPECT_LE(host_.most, 2u);
 }
 
+// A message that reaches a singleton before its keeper did, while the limit is reached, waits;
+// once admitted, the singleton gets its start turn before the message, as without a limit.
+TEST_F(EntityRegistryLimitTest, ASingletonAdmittedFromTheWaitIsStartedBeforeItsMessage) {
+  auto registry = make(1);
+  startIdle(*registry, {"a"});
+  Message m = msg("leader", 7, "m");
+  m.key.type = std::string(kSingletonEntityType);
+  registry->deliver(std::move(m), out_.callback("leader"));
+  EXPECT_THAT(heldStops(), ElementsAre("a"));
+  host_.finishStop();
+  ASSERT_EQ(host_.starts.size(), 1u) << "the singleton was admitted without its start turn";
+  EXPECT_EQ(host_.starts.front().key.id, "leader");
+  EXPECT_TRUE(host_.deliveries.empty()) << "its message went before the start turn";
+  host_.completeStart();
+  EXPECT_THAT(heldDeliveries(), ElementsAre("leader"));
+}
+
 TEST_F(EntityRegistryLimitTest, AnEntityNoLongerKeptWhileItWaitsIsDropped) {
   auto registry = make(1);
   registry->deliver(msg("a", 7), out_.callback("a"));  // at the app

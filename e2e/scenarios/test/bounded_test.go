@@ -2,7 +2,6 @@ package scenariotest
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -97,14 +96,9 @@ func scenarioBoundedEntities(c sc, s *suite) {
 // during [from, to] (eventlog.MostActive).
 func (s *suite) mostActive(c sc, from, to time.Time) (map[string]eventlog.Peak, error) {
 	c.Helper()
-	f, err := os.Open(s.cfg.eventLog)
+	events, _, err := s.readEventLog()
 	if err != nil {
-		return nil, fmt.Errorf("the counter's event log: %w", err)
-	}
-	events, _, err := eventlog.Parse(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.cfg.eventLog, err)
+		return nil, err
 	}
 	return eventlog.MostActive(events, s.deathTimes(), from, to), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -181,14 +180,9 @@ func (s *suite) waitRememberedOnOwners(c sc, ids []string, when string) time.Dur
 
 // rememberedEvents are the event log's events of `ids`.
 func (s *suite) rememberedEvents(c sc, ids []string) []eventlog.Event {
-	f, err := os.Open(s.cfg.eventLog)
+	events, _, err := s.readEventLog()
 	if err != nil {
-		c.fatalf("the counter's event log: %v", err)
-	}
-	defer f.Close()
-	events, _, err := eventlog.Parse(f)
-	if err != nil {
-		c.fatalf("reading %s: %v", s.cfg.eventLog, err)
+		c.fatalf("%v", err)
 	}
 	want := map[string]bool{}
 	for _, id := range ids {

@@ -42,14 +42,9 @@ func scenarioSingleOwner(c sc, s *suite) {
 		c.errorf("%d replies or final values contradict a single, lossless owner: %s", len(violations), strings.Join(head(violations, 10), "; "))
 	}
 
-	f, err := os.Open(s.cfg.eventLog)
+	events, bad, err := s.readEventLog()
 	if err != nil {
-		c.fatalf("the counter's event log: %v", err)
-	}
-	events, bad, err := eventlog.Parse(f)
-	f.Close()
-	if err != nil {
-		c.fatalf("reading %s: %v", s.cfg.eventLog, err)
+		c.fatalf("%v", err)
 	}
 	// Only this run's counters (the log and the counters' state outlive runs), and the
 	// singletons of this installation's pods.
@@ -90,4 +85,18 @@ func errorStrings(errs []error) []string {
 		out[i] = e.Error()
 	}
 	return out
+}
+
+// readEventLog parses the counter's event log: its events, and the lines that are none.
+func (s *suite) readEventLog() ([]eventlog.Event, int, error) {
+	f, err := os.Open(s.cfg.eventLog)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the counter's event log: %w", err)
+	}
+	defer f.Close()
+	events, bad, err := eventlog.Parse(f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading %s: %w", s.cfg.eventLog, err)
+	}
+	return events, bad, nil
 }

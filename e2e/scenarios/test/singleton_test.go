@@ -2,7 +2,6 @@ package scenariotest
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -108,14 +107,9 @@ func (s *suite) singletonSpec(c sc) (time.Duration, []string) {
 // installation (those the ShardMap watch saw registered): the log outlives clusters, and a pod
 // of an earlier one left its singletons' intervals open for good.
 func (s *suite) singletonEvents(c sc) []eventlog.Event {
-	f, err := os.Open(s.cfg.eventLog)
+	events, _, err := s.readEventLog()
 	if err != nil {
-		c.fatalf("the counter's event log: %v", err)
-	}
-	defer f.Close()
-	events, _, err := eventlog.Parse(f)
-	if err != nil {
-		c.fatalf("reading %s: %v", s.cfg.eventLog, err)
+		c.fatalf("%v", err)
 	}
 	pods := map[string]bool{}
 	for _, snap := range s.history().Between(time.Time{}, time.Now()) {

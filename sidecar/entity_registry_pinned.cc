@@ -383,7 +383,7 @@ void EntityRegistry::notifyShardsTakenLocked(std::vector<std::pair<ShardId, Epoc
   for (auto& [epoch, shards] : byEpoch) {
     std::sort(shards.begin(), shards.end());
     for (const auto& listener : takenListeners_) {
-      out.push_back([listener, shards, epoch = epoch] { listener(shards, epoch); });
+      out.push_back([listener, shards = shards, epoch = epoch] { listener(shards, epoch); });
     }
   }
 }

@@ -496,16 +496,20 @@ class EntityRegistry {
   // Forgotten (if remembered), then stopped: the app asked.
   void beginPassivationLocked(Entity& e, Actions& out);
   void onForgotten(const EntityKey& key, std::uint64_t call, Status result);
-  // A recorder call for `key` begins: its id, and its deadline (recorderTimeout) armed, which
-  // answers it as failed. finishRecorderCallLocked: the call, when `id` is still the entity's
-  // current one (not answered yet, nor past its deadline); it is then over.
+  // A recorder call for the entity begins: it is busy, the call gets an id and its deadline
+  // (recorderTimeout) armed, which answers it as failed, and the call goes out with `out`.
+  // finishRecorderCallLocked: the call, when `id` is still the entity's current one (not answered
+  // yet, nor past its deadline); it is then over. recorderAnsweredLocked: the entity the answer
+  // is for, no longer busy, or null when it is gone.
   struct RecorderCall {
     std::uint64_t id = 0;
     Scheduler::TaskId deadline = 0;
     bool unpinned = false;  // unpin was called during it (the last of keepActive and unpin wins)
   };
-  std::uint64_t beginRecorderCallLocked(const EntityKey& key, bool forget);
+  enum class RecorderCallKind { kRecord, kForget };
+  void beginRecorderCallLocked(Entity& e, RecorderCallKind kind, Actions& out);
   std::optional<RecorderCall> finishRecorderCallLocked(const EntityKey& key, std::uint64_t id);
+  Entity* recorderAnsweredLocked(const EntityKey& key);
   // Starts the owed start turns of idle entities (a start that failed while its shard could not
   // run, and so was not retried).
   void resumeOwedStartsLocked(Actions& out);

@@ -220,16 +220,7 @@ void EntityRegistry::beginPassivationLocked(Entity& e, Actions& out) {
   // From now on the entity counts as not recorded: a tell that arrives while it is forgotten
   // and stopped restarts it, and is answered only once it is recorded again.
   e.needsRecord = true;
-  markBusyLocked(e);
-  const Epoch epoch = shards_.at(e.shard).epoch;
-  const std::uint64_t call = beginRecorderCallLocked(*e.key, true);
-  // The recorder gets a key of its own, and its answer finds the entity by key: an answer given
-  // at once may remove it before forgotten() returns, and a late one (past its deadline) may
-  // come after it is gone.
-  out.push_back([this, key = *e.key, shard = e.shard, epoch, call] {
-    recorder_->forgotten(key, shard, epoch,
-                         [this, key, call](Status s) { onForgotten(key, call, std::move(s)); });
-  });
+  beginRecorderCallLocked(e, RecorderCallKind::kForget, out);
 }
 
 void EntityRegistry::onForgotten(const EntityKey& key, std::uint64_t call, Status result) {
@@ -237,11 +228,9 @@ void EntityRegistry::onForgotten(const EntityKey& key, std::uint64_t call, Statu
   {
     std::lock_guard lock(mu_);
     const std::optional<RecorderCall> current = finishRecorderCallLocked(key, call);
-    auto it = entities_.find(key);
-    if (!current || it == entities_.end()) return;  // answered past its deadline
-    Entity& e = it->second;
-    e.busy = false;
-    e.lastActive = scheduler_.clock().now();
+    Entity* answered = current ? recorderAnsweredLocked(key) : nullptr;
+    if (answered == nullptr) return;  // answered past its deadline
+    Entity& e = *answered;
     if (result.ok()) {
       beginStopLocked(e, mustStopLocked(e.shard), actions);
     } else {
@@ -260,14 +249,7 @@ void EntityRegistry::onForgotten(const EntityKey& key, std::uint64_t call, Statu
 }
 
 void EntityRegistry::beginRecordLocked(Entity& e, Actions& out) {
-  markBusyLocked(e);
-  const Epoch epoch = shards_.at(e.shard).epoch;
-  const std::uint64_t call = beginRecorderCallLocked(*e.key, false);
-  // A key of its own, and an answer that finds the entity by key: see beginPassivationLocked.
-  out.push_back([this, key = *e.key, shard = e.shard, epoch, call] {
-    recorder_->started(key, shard, epoch,
-                       [this, key, call](Status s) { onRecorded(key, call, std::move(s)); });
-  });
+  beginRecorderCallLocked(e, RecorderCallKind::kRecord, out);
 }
 
 void EntityRegistry::onRecorded(const EntityKey& key, std::uint64_t call, Status result) {
@@ -277,11 +259,9 @@ void EntityRegistry::onRecorded(const EntityKey& key, std::uint64_t call, Status
   {
     std::lock_guard lock(mu_);
     const std::optional<RecorderCall> current = finishRecorderCallLocked(key, call);
-    auto it = entities_.find(key);
-    if (!current || it == entities_.end()) return;  // answered past its deadline
-    Entity& e = it->second;
-    e.busy = false;
-    e.lastActive = scheduler_.clock().now();
+    Entity* answered = current ? recorderAnsweredLocked(key) : nullptr;
+    if (answered == nullptr) return;  // answered past its deadline
+    Entity& e = *answered;
     // Kept active meanwhile (keepActive): recorded by whoever called it.
     if (result.ok() || e.pinned) {
       e.needsRecord = false;
@@ -345,24 +325,44 @@ void EntityRegistry::releaseHeldAcksLocked(Entity& e, Actions& out) {
   });
 }
 
-std::uint64_t EntityRegistry::beginRecorderCallLocked(const EntityKey& key, bool forget) {
+void EntityRegistry::beginRecorderCallLocked(Entity& e, RecorderCallKind kind, Actions& out) {
+  markBusyLocked(e);
   const std::uint64_t id = ++recorderCallSeq_;
+  // The call and its answer get a key of their own, and the answer finds the entity by key: an
+  // answer given at once may remove it before the recorder returns, and a late one (past its
+  // deadline) may come after it is gone.
+  const EntityKey key = *e.key;
+  auto answer = [this, key, id, kind](Status s) {
+    if (kind == RecorderCallKind::kForget) {
+      onForgotten(key, id, std::move(s));
+    } else {
+      onRecorded(key, id, std::move(s));
+    }
+  };
   RecorderCall& call = recorderCalls_[key];
   call = RecorderCall{id};
   // Past its deadline the call counts as failed (for a record, see the rule above), so that a
   // recorder that never answers does not keep the entity busy and its shard's handoff waiting.
   scheduleLocked(
       options_.recorderTimeout,
-      [this, key, id, forget] {
-        Status late = deadlineExceeded("the entity recorder did not answer in time");
-        if (forget) {
-          onForgotten(key, id, std::move(late));
-        } else {
-          onRecorded(key, id, std::move(late));
-        }
-      },
+      [answer] { answer(deadlineExceeded("the entity recorder did not answer in time")); },
       &call.deadline);
-  return id;
+  out.push_back([this, key, shard = e.shard, epoch = shards_.at(e.shard).epoch, kind, answer] {
+    if (kind == RecorderCallKind::kForget) {
+      recorder_->forgotten(key, shard, epoch, answer);
+    } else {
+      recorder_->started(key, shard, epoch, answer);
+    }
+  });
+}
+
+EntityRegistry::Entity* EntityRegistry::recorderAnsweredLocked(const EntityKey& key) {
+  auto it = entities_.find(key);
+  if (it == entities_.end()) return nullptr;
+  Entity& e = it->second;
+  e.busy = false;
+  e.lastActive = scheduler_.clock().now();
+  return &e;
 }
 
 std::optional<EntityRegistry::RecorderCall> EntityRegistry::finishRecorderCallLocked(

@@ -81,18 +81,8 @@ struct Outcomes {
 
 const std::string kNotOwned = "refused:" + std::to_string(static_cast<int>(Refusal::kNotOwned));
 
-Message msg(const std::string& id, ShardId shard, std::string body = "",
-            DeliveryMode mode = DeliveryMode::kAsk) {
-  Message m;
-  m.key = {"counter", id};
-  m.shard = shard;
-  m.mode = mode;
-  m.body = std::move(body);
-  return m;
-}
-Message tell(const std::string& id, ShardId shard, std::string body = "t") {
-  return msg(id, shard, std::move(body), DeliveryMode::kTell);
-}
+using testing::msg;
+using testing::tell;
 
 class EntityRegistryLimitTest : public ::testing::Test {
  protected:

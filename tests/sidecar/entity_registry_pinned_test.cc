@@ -53,21 +53,9 @@ class HeldRecorder final : public EntityRecorder {
   std::deque<Call> forgets;
 };
 
-struct Outcomes {
-  std::vector<DeliveryOutcome> got;
-  EntityRegistry::DeliveryCallback callback() {
-    return [this](DeliveryOutcome o) { got.push_back(std::move(o)); };
-  }
-};
-
-Message msg(const std::string& id, ShardId shard, DeliveryMode mode = DeliveryMode::kAsk) {
-  Message m;
-  m.key = {"counter", id};
-  m.shard = shard;
-  m.mode = mode;
-  m.body = "m";
-  return m;
-}
+using testing::msg;
+using testing::Outcomes;
+using testing::tell;
 
 const EntityKey kTicker{std::string(kSingletonEntityType), "ticker"};
 const EntityKey kA{"counter", "a"};
@@ -373,7 +361,7 @@ TEST_F(PinnedEntityTest, TheFirstTurnOfARememberedEntityWaitsForItsRecord) {
   registry_.setRecorder(&recorder);
   ASSERT_THAT(registry_.assign({7}, 4), IsEmpty());
   registry_.deliver(msg("a", 7), out_.callback());
-  registry_.deliver(msg("a", 7, DeliveryMode::kTell), out_.callback());
+  registry_.deliver(tell("a", 7), out_.callback());
   EXPECT_TRUE(host_.deliveries.empty()) << "delivered before it was recorded";
   EXPECT_TRUE(out_.got.empty()) << "a tell answered before its entity was recorded";
   ASSERT_EQ(recorder.starts.size(), 1u);
@@ -405,7 +393,7 @@ TEST_F(PinnedEntityTest, AFailedRecordRefusesTheWaitingMessages) {
   registry_.setRecorder(&recorder);
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   registry_.deliver(msg("a", 7), out_.callback());
-  registry_.deliver(msg("a", 7, DeliveryMode::kTell), out_.callback());
+  registry_.deliver(tell("a", 7), out_.callback());
   HeldRecorder::complete(recorder.starts, unavailable("store down"));
   ASSERT_EQ(out_.got.size(), 2u);
   EXPECT_EQ(out_.got[0].refusal, Refusal::kNotOwned);
@@ -451,7 +439,7 @@ TEST_F(PinnedEntityTest, PassivationAskedByTheAppForgetsThenStopsAfterTheTurn) {
   EXPECT_EQ(recorder.forgets[0].key, kA);
   EXPECT_TRUE(host_.stops.empty()) << "stopped before it was forgotten";
   // A tell arriving now restarts it after the stop, and is answered once it is recorded again.
-  registry_.deliver(msg("a", 7, DeliveryMode::kTell), out_.callback());
+  registry_.deliver(tell("a", 7), out_.callback());
   EXPECT_EQ(out_.got.size(), 1u);
   HeldRecorder::complete(recorder.forgets);
   ASSERT_EQ(host_.stops.size(), 1u);
@@ -508,10 +496,10 @@ TEST_F(PinnedEntityTest, AnAcknowledgedTellIsDeliveredBeforeTheEntityIsForgotten
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
   registry_.deliver(msg("a", 7), out_.callback());
   HeldRecorder::complete(recorder.starts);
-  Outcomes tell;
-  registry_.deliver(msg("a", 7, DeliveryMode::kTell), tell.callback());
-  ASSERT_EQ(tell.got.size(), 1u);
-  ASSERT_EQ(tell.got[0].response->status, 202) << "queued behind the ask";
+  Outcomes told;
+  registry_.deliver(tell("a", 7), told.callback());
+  ASSERT_EQ(told.got.size(), 1u);
+  ASSERT_EQ(told.got[0].response->status, 202) << "queued behind the ask";
   completeDeliveryAskingPassivation();
   ASSERT_EQ(host_.deliveries.size(), 1u) << "the tell answered 202 did not reach the app";
   EXPECT_TRUE(recorder.forgets.empty()) << "forgotten with an acknowledged tell waiting";
@@ -531,13 +519,13 @@ TEST_F(PinnedEntityTest, AHeldTellIsRefusedWhenItsRecordLandsAfterTheLeaseRanOut
   registry_.setLeaseDuration(seconds(30));
   registry_.renewLease(now());
   ASSERT_THAT(registry_.assign({7}, 1), IsEmpty());
-  Outcomes tell;
-  registry_.deliver(msg("a", 7, DeliveryMode::kTell), tell.callback());
-  EXPECT_TRUE(tell.got.empty()) << "held for the record";
+  Outcomes told;
+  registry_.deliver(tell("a", 7), told.callback());
+  EXPECT_TRUE(told.got.empty()) << "held for the record";
   scheduler_.advance(seconds(31));  // the fence began at 22.5 s, the lease ran out at 30 s
   HeldRecorder::complete(recorder.starts);
-  ASSERT_EQ(tell.got.size(), 1u);
-  EXPECT_EQ(tell.got[0].refusal, Refusal::kNotOwned) << "answered 202 after the lease ran out";
+  ASSERT_EQ(told.got.size(), 1u);
+  EXPECT_EQ(told.got[0].refusal, Refusal::kNotOwned) << "answered 202 after the lease ran out";
   EXPECT_TRUE(host_.deliveries.empty());
 }
 
@@ -550,13 +538,13 @@ TEST_F(PinnedEntityTest, AHeldTellIsRefusedWhenTheForgetFailsAfterTheLeaseRanOut
   registry_.deliver(msg("a", 7), out_.callback());
   HeldRecorder::complete(recorder.starts);
   completeDeliveryAskingPassivation();
-  Outcomes tell;
-  registry_.deliver(msg("a", 7, DeliveryMode::kTell), tell.callback());  // held: forgetting
-  EXPECT_TRUE(tell.got.empty());
+  Outcomes told;
+  registry_.deliver(tell("a", 7), told.callback());  // held: forgetting
+  EXPECT_TRUE(told.got.empty());
   scheduler_.advance(seconds(31));
   HeldRecorder::complete(recorder.forgets, unavailable("store down"));
-  ASSERT_EQ(tell.got.size(), 1u);
-  EXPECT_EQ(tell.got[0].refusal, Refusal::kNotOwned) << "answered 202 after the lease ran out";
+  ASSERT_EQ(told.got.size(), 1u);
+  EXPECT_EQ(told.got[0].refusal, Refusal::kNotOwned) << "answered 202 after the lease ran out";
 }
 
 // An entity whose stop failed may still hold state at the app: a failed record refuses its

@@ -19,22 +19,8 @@ using ::testing::UnorderedElementsAre;
 
 using testing::HeldHost;
 
-struct Outcomes {
-  std::vector<DeliveryOutcome> got;
-  EntityRegistry::DeliveryCallback callback() {
-    return [this](DeliveryOutcome o) { got.push_back(std::move(o)); };
-  }
-};
-
-Message msg(const std::string& id, ShardId shard, std::string body = "",
-            DeliveryMode mode = DeliveryMode::kAsk) {
-  Message m;
-  m.key = {"counter", id};
-  m.shard = shard;
-  m.mode = mode;
-  m.body = std::move(body);
-  return m;
-}
+using testing::msg;
+using testing::Outcomes;
 
 class EntityRegistryTest : public ::testing::Test {
  protected:

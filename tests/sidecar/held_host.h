@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <string>
+#include <vector>
 
 #include "sidecar/entity_registry.h"
 
@@ -79,6 +81,28 @@ class HeldHost : public EntityHost {
   std::deque<Delivery> deliveries;
   std::deque<Stop> stops;
   std::deque<Start> starts;
+};
+
+// A message to the counter `id` on `shard`: an ask unless said otherwise.
+inline Message msg(const std::string& id, ShardId shard, std::string body = "",
+                   DeliveryMode mode = DeliveryMode::kAsk) {
+  Message m;
+  m.key = {"counter", id};
+  m.shard = shard;
+  m.mode = mode;
+  m.body = std::move(body);
+  return m;
+}
+inline Message tell(const std::string& id, ShardId shard, std::string body = "t") {
+  return msg(id, shard, std::move(body), DeliveryMode::kTell);
+}
+
+// The outcomes of deliveries, in the order they were answered.
+struct Outcomes {
+  std::vector<DeliveryOutcome> got;
+  EntityRegistry::DeliveryCallback callback() {
+    return [this](DeliveryOutcome o) { got.push_back(std::move(o)); };
+  }
 };
 
 }  // namespace kshard::sidecar::testing

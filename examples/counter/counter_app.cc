@@ -169,8 +169,6 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
     return;
   }
   const std::string id(request.param("id"));
-  const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
-  const std::uint64_t epoch = headerNumber(request, "Kshard-Epoch");
   std::string op = "get";
   std::int64_t by = 1;
   if (!request.body.empty()) {
@@ -189,24 +187,13 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
   }
 
   std::unique_lock lock(mu_);
-  if (auto stale = staleSender(request)) {
+  auto opened = openTurnLocked(request);
+  if (auto* refused = std::get_if<http::Response>(&opened)) {
     lock.unlock();
-    responder.send(std::move(*stale));
+    responder.send(std::move(*refused));
     return;
   }
-  const std::uint64_t turn = headerNumber(request, kTurnHeader);
-  if (auto late = lateMessage(id, turn)) {
-    lock.unlock();
-    responder.send(std::move(*late));
-    return;
-  }
-  auto it = activate(id, shard, epoch);
-  if (!it.ok()) {
-    responder.send(storeFailure(it.status()));
-    return;
-  }
-  Active& a = (*it)->second;
-  a.turn = std::max(a.turn, turn);
+  Active& a = *std::get<Active*>(opened);
   if (op == "increment") {
     // Saved before answering, with the epoch as fencing token: an acknowledged increment
     // survives the pod, and a pod that lost the shard cannot overwrite the new owner's state.
@@ -220,6 +207,20 @@ void CounterApp::onMessage(http::Request request, http::Responder responder) {
   const json out = {{"id", id}, {"value", a.value}, {"pod", options_.pod}, {"epoch", a.epoch}};
   lock.unlock();
   responder.send(http::Response::json(200, out.dump()));
+}
+
+std::variant<CounterApp::Active*, http::Response> CounterApp::openTurnLocked(
+    const http::Request& request) {
+  if (auto stale = staleSender(request)) return std::move(*stale);
+  const std::string id(request.param("id"));
+  const std::uint64_t turn = headerNumber(request, kTurnHeader);
+  if (auto late = lateMessage(id, turn)) return std::move(*late);
+  auto it = activate(id, std::string(request.headers.get("Kshard-Shard").value_or("")),
+                     headerNumber(request, "Kshard-Epoch"));
+  if (!it.ok()) return storeFailure(it.status());
+  Active& a = (*it)->second;
+  a.turn = std::max(a.turn, turn);
+  return &a;
 }
 
 StatusOr<std::map<std::string, CounterApp::Active>::iterator> CounterApp::activate(
@@ -246,22 +247,11 @@ void CounterApp::onStart(http::Request request, http::Responder responder) {
     responder.send(error(404, "UnknownEntityType", "this app only has counters"));
     return;
   }
-  const std::string id(request.param("id"));
-  const std::string shard(request.headers.get("Kshard-Shard").value_or(""));
   std::unique_lock lock(mu_);
-  const std::uint64_t turn = headerNumber(request, kTurnHeader);
-  std::optional<http::Response> refused = staleSender(request);
-  if (!refused) refused = lateMessage(id, turn);
-  if (!refused) {
-    auto it = activate(id, shard, headerNumber(request, "Kshard-Epoch"));
-    if (!it.ok()) {
-      refused = storeFailure(it.status());
-    } else {
-      (*it)->second.turn = std::max((*it)->second.turn, turn);
-    }
-  }
+  auto opened = openTurnLocked(request);
   lock.unlock();
-  responder.send(refused ? std::move(*refused) : http::Response::json(200, "{}"));
+  auto* refused = std::get_if<http::Response>(&opened);
+  responder.send(refused != nullptr ? std::move(*refused) : http::Response::json(200, "{}"));
 }
 
 void CounterApp::onSingleton(const http::Request& request, http::Responder responder,

@@ -41,6 +41,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 
 #include "base/clock.h"
 #include "base/logger.h"
@@ -84,6 +85,10 @@ class CounterApp {
   void onStop(http::Request request, http::Responder responder);
   // A remembered counter started without a message: loaded as by its first message.
   void onStart(http::Request request, http::Responder responder);
+  // The counter a turn (a message or a start) is for: active, loaded as of the turn's epoch and
+  // at least at its turn number; or the answer that refuses the turn (a stale sender, a late
+  // turn, the store failing). Under mu_.
+  std::variant<Active*, http::Response> openTurnLocked(const http::Request& request);
   // The counter `id` of `epoch`, loaded (and its activation written) unless active at that
   // epoch; an error answer when the store failed or a newer owner has it. Under mu_.
   StatusOr<std::map<std::string, Active>::iterator> activate(const std::string& id,

@@ -165,6 +165,15 @@ void PeerApi::forwardedTo(EntityKey key, bool singleton, http::Request&& request
     responder.send(notReady());
     return;
   }
+  // As on the app API: only the spec's singletons exist. The sender checked its own copy of the
+  // spec; one that is newer than this one gets the same answer its app would have got a moment
+  // earlier.
+  const auto& declared = snapshot->spec.singletons;
+  if (singleton && std::find(declared.begin(), declared.end(), m.key.id) == declared.end()) {
+    responder.send(sidecarError(404, errors::kNotFound,
+                                "no singleton " + m.key.id + " in the ShardMap's spec.singletons"));
+    return;
+  }
   if (std::optional<http::Response> refusal =
           takeRouting(request.headers, snapshot->shardCount, m)) {
     responder.send(std::move(*refusal));

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A stand-in for the app behind the sidecar: answers every entity message 200 with a small JSON
-body naming the entity, and every stop, reset and topic callback 200.
+body naming the entity, and every start, stop, singleton, reset and topic callback 200.
 
 Usage: stub_app.py PORT
 """
@@ -15,7 +15,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        if (self.path.startswith("/kshard/entities/") or self.path.startswith("/kshard/topics/")
+        if (self.path.startswith(("/kshard/entities/", "/kshard/singletons/", "/kshard/topics/"))
                 or self.path == "/kshard/reset"):
             data = json.dumps({"path": self.path,
                                "shard": self.headers.get("Kshard-Shard"),

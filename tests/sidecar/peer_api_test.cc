@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,15 +55,13 @@ class RecordingAuthorizer final : public RequestAuthorizer {
   }
 };
 
-class PeerApiAdmitTest : public ::testing::Test {
+// The route's parts, for a pod p1 of a map that the tests fill in.
+class PeerApiTest : public ::testing::Test {
  protected:
-  std::optional<http::Response> admit(http::Method method, std::string target,
-                                      std::string token = "") {
-    http::Request head;
-    head.method = method;
-    head.target = std::move(target);
-    if (!token.empty()) head.headers.add("Authorization", token);
-    return api_.admit(head);
+  static Identity p1() {
+    Identity self;
+    self.pod = "p1";
+    return self;
   }
 
   Logger quiet_{"t", LogLevel::kError, [](std::string_view) {}};
@@ -73,8 +72,19 @@ class PeerApiAdmitTest : public ::testing::Test {
   metrics::PrometheusRegistry metricsRegistry_;
   SidecarMetrics metrics_{metricsRegistry_};
   RecordingAuthorizer authorizer_;
-  PeerApi api_{Identity{}, registry_, table_, authorizer_, metrics_, scheduler_.clock(), quiet_,
-               {}};
+  PeerApi api_{p1(), registry_, table_, authorizer_, metrics_, scheduler_.clock(), quiet_, {}};
+};
+
+class PeerApiAdmitTest : public PeerApiTest {
+ protected:
+  std::optional<http::Response> admit(http::Method method, std::string target,
+                                      std::string token = "") {
+    http::Request head;
+    head.method = method;
+    head.target = std::move(target);
+    if (!token.empty()) head.headers.add("Authorization", token);
+    return api_.admit(head);
+  }
 };
 
 TEST_F(PeerApiAdmitTest, EachPathNeedsTheCredentialOfItsCaller) {
@@ -116,46 +126,64 @@ TEST_F(PeerApiAdmitTest, ARefusalIsTheAnswerTheRoutesWouldGive) {
       << other->body;
 }
 
-// The singletons' entity type is reserved on the peer route too: a sidecar older than the
-// reservation (which its app API does not refuse) could forward a message of that type.
-TEST(PeerApiForwardTest, TheSingletonTypeIsRefused) {
-  Logger quiet{"t", LogLevel::kError, [](std::string_view) {}};
-  ManualScheduler scheduler;
-  testing::HeldHost host;
-  EntityRegistry registry{host, scheduler, {}, quiet};
-  RoutingTable table;
-  ASSERT_TRUE(table.update(testing::makeMap(4, 1, {{"p1", "1-4"}})));
-  metrics::PrometheusRegistry metricsRegistry;
-  SidecarMetrics metrics{metricsRegistry};
-  RecordingAuthorizer authorizer;
-  Identity self;
-  self.pod = "p1";
-  PeerApi api{self, registry, table, authorizer, metrics, scheduler.clock(), quiet, {}};
-  auto server = http::makeServer(http::Backend::kBeast, http::ServerOptions{});
-  api.addRoutes(*server);
-  ASSERT_TRUE(server->start().ok());
-  http::ClientOptions o;
-  o.baseUrl = "http://127.0.0.1:" + std::to_string(server->port());
-  auto client = std::move(*http::makeClient(http::Backend::kBeast, o));
-  const ShardId shard = *sharding::shardIdOf("ticker", 4);
-  ASSERT_TRUE(registry.assign({shard}, 1).empty());
-  const auto tell = [&client, shard](std::string type) {
+// A forwarded message reaching the route, through a real server: the map has shards 1-4, all
+// this pod's, and declares the singleton "ticker".
+class PeerApiForwardTest : public PeerApiTest {
+ protected:
+  void SetUp() override {
+    sharding::ShardMap map = testing::makeMap(4, 1, {{"p1", "1-4"}});
+    map.spec.singletons = {"ticker"};
+    ASSERT_TRUE(table_.update(map));
+    api_.addRoutes(*server_);
+    ASSERT_TRUE(server_->start().ok());
+    http::ClientOptions o;
+    o.baseUrl = "http://127.0.0.1:" + std::to_string(server_->port());
+    client_ = std::move(*http::makeClient(http::Backend::kBeast, o));
+    ASSERT_TRUE(registry_.assign({1, 2, 3, 4}, 1).empty());
+  }
+  void TearDown() override { server_->stop(); }
+
+  // A tell to `path` (below /v1/peer/), with the shard of "ticker".
+  StatusOr<http::Response> tell(const std::string& path) {
     http::Request r;
     r.method = http::Method::kPost;
-    r.target = "/v1/peer/entities/" + type + "/ticker";
+    r.target = "/v1/peer/" + path;
     r.headers.add("Authorization", "Bearer peer");
-    r.headers.add(std::string(protocol::kShardHeader), std::to_string(shard));
+    r.headers.add(std::string(protocol::kShardHeader),
+                  std::to_string(*sharding::shardIdOf("ticker", 4)));
     r.headers.add(std::string(protocol::kModeHeader), "tell");
-    return client->sendSync(std::move(r));
-  };
-  auto singleton = tell("kshard.io%2Fsingleton");
+    return client_->sendSync(std::move(r));
+  }
+
+  std::unique_ptr<http::Server> server_ = http::makeServer(http::Backend::kBeast, {});
+  std::unique_ptr<http::Client> client_;
+};
+
+// The singletons' entity type is reserved on the peer route too: a sidecar older than the
+// reservation (which its app API does not refuse) could forward a message of that type.
+TEST_F(PeerApiForwardTest, TheSingletonTypeIsRefusedOnTheEntityRoute) {
+  auto singleton = tell("entities/kshard.io%2Fsingleton/ticker");
   ASSERT_TRUE(singleton.ok()) << singleton.status().toString();
   EXPECT_EQ(singleton->status, 400) << singleton->body;
-  EXPECT_EQ(registry.activeEntities(), 0u) << "a singleton was started by a forwarded message";
-  auto counter = tell("counter");
+  EXPECT_EQ(registry_.activeEntities(), 0u) << "a singleton was started by a forwarded message";
+  auto counter = tell("entities/counter/ticker");
   ASSERT_TRUE(counter.ok()) << counter.status().toString();
   EXPECT_EQ(counter->status, 202) << counter->body;
-  server->stop();
+}
+
+// Only the spec's singletons exist on this pod, whatever the sender believes.
+TEST_F(PeerApiForwardTest, ASingletonNotInTheSpecIsNotStarted) {
+  auto other = tell("singletons/other");
+  ASSERT_TRUE(other.ok()) << other.status().toString();
+  EXPECT_EQ(other->status, 404) << other->body;
+  EXPECT_NE(other->body.find("no singleton other in the ShardMap's spec.singletons"),
+            std::string::npos)
+      << other->body;
+  EXPECT_EQ(registry_.activeEntities(), 0u) << "an undeclared singleton was started";
+  auto ticker = tell("singletons/ticker");
+  ASSERT_TRUE(ticker.ok()) << ticker.status().toString();
+  EXPECT_EQ(ticker->status, 202) << ticker->body;
+  EXPECT_EQ(registry_.activeEntities(), 1u);
 }
 
 }  // namespace

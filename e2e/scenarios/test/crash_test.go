@@ -1,16 +1,11 @@
 package scenariotest
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"kshard.local/e2e/scenarios/kube"
 	"kshard.local/e2e/scenarios/load"
 	"kshard.local/e2e/support/wait"
 )
@@ -25,77 +20,14 @@ import (
 // legitimately fail requests that were inside the crashed pod, so these are measured, not
 // asserted.
 func scenarioCrash(c sc, s *suite) {
-	ns := s.cfg.counterNS
 	s.waitSteady(c, 3)
 	before := s.latest()
 	victim := before.Registered()[0]
 	victimShards := shardsOf(before, victim)
-	pod, killer := s.killerOf(c, victim)
 	c.r.figure("crashed pod", fmt.Sprintf("%s with %d shards", victim, len(victimShards)))
-
-	// Requests stop entering through the victim (a load balancer would notice later; requests
-	// that entered through it before the kill are reported apart).
-	s.pods.Exclude(victim)
-	t0 := time.Now()
-	n, err := killer.kill()
-	if err != nil || n == 0 {
-		c.fatalf("killing the processes of pod %s: %d containers, %v", victim, n, err)
-	}
-	// The processes are dead once every container's cgroup.kill was written, not when the first
-	// was: the containers die one after the other, and the app may still log an activation for a
-	// message its sidecar handed it before the sidecar died. Intervals of the victim close at
-	// this moment, which no other pod's activation can precede (its shards move later).
-	s.recordDeath(victim, time.Now())
-	var restartsMu sync.Mutex
-	restarts := 0
-	stopKilling := make(chan struct{})
-	killing := killer.keepDead(stopKilling, func(at time.Time, _ int) {
-		s.recordDeath(victim, at)
-		restartsMu.Lock()
-		restarts++
-		restartsMu.Unlock()
-	})
-	c.logf("SIGKILLed the %d containers of pod %s", n, victim)
-
-	// The pod is deleted (its uid as precondition); the kubelet confirms its end in the pod's
-	// status, and the object goes. unconfirmed: the last time the object was seen without that
-	// confirmation (at first, the deletion's start: until then it was not even deleting). A
-	// confirmation stays once given (a deleting pod's containers are not restarted).
-	uid := pod.UID
-	unconfirmed := time.Now()
-	ctx, cancel := context.WithTimeout(bg(), 30*time.Second)
-	err = s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid}})
-	cancel()
-	// A deleting pod's containers are not restarted: stop killing, so that the kills do not race
-	// the kubelet's own stop of the containers (containerd then loses the shim: "ttrpc: closed").
-	close(stopKilling)
-	<-killing
-	if err != nil {
-		c.fatalf("deleting pod %s: %v", victim, err)
-	}
-	// Usually seconds. But containerd 1.6 can lose the kubelet's stop of a container whose
-	// process it has not yet seen die (the shim exits under the call: "ttrpc: closed"); the
-	// kubelet then kills it again only once the grace period has run out. Meanwhile the pod is
-	// unconfirmed, and its shards rightly stay where they are.
-	goneWithin := time.Minute
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		goneWithin += time.Duration(*g) * time.Second
-	}
-	c.waitUntil(goneWithin, "pod "+victim+"'s object is gone", func() (bool, string) {
-		asked := time.Now()
-		ctx, cancel := apiCtx()
-		defer cancel()
-		p, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && p.UID != uid) {
-			return true, ""
-		}
-		if err == nil && !kube.TerminationConfirmed(p) {
-			unconfirmed = asked
-		}
-		return false, fmt.Sprintf("still there (%v)", err)
-	})
-	gone := time.Now()
+	// Shards of the victim must not move while `unconfirmed` (checked below).
+	killed := s.killAndDelete(c, victim)
+	t0, unconfirmed, gone := killed.at, killed.unconfirmed, killed.gone
 
 	c.waitUntil(2*time.Minute, "the crashed pod's shards are reassigned", func() (bool, string) {
 		m := s.latest()
@@ -141,9 +73,7 @@ func scenarioCrash(c sc, s *suite) {
 	c.r.figure("kill → pod object deleted", ms(gone.Sub(t0)))
 	c.r.figure("kill → shards reassigned (seen in the ShardMap)", ms(reassigned))
 	c.r.figure("kill → full service (every shard of the crashed pod answers)", ms(full))
-	restartsMu.Lock()
-	c.r.figure("restarts of the crashed containers killed again", restarts)
-	restartsMu.Unlock()
+	c.r.figure("restarts of the crashed containers killed again", killed.restarts)
 	c.r.figure("probe passes until full service", passes)
 
 	// The requests in flight from the kill to full service.

@@ -1,14 +1,12 @@
 package scenariotest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -244,37 +242,4 @@ func movedIDs(before, after *shardmap.ShardMap, ids []string) []string {
 		}
 	}
 	return out
-}
-
-// killAndDelete SIGKILLs every process of `victim` and keeps them dead, deletes the pod, and
-// waits until its object is gone. Deaths are recorded.
-func (s *suite) killAndDelete(c sc, victim string) {
-	ns := s.cfg.counterNS
-	pod, killer := s.killerOf(c, victim)
-	s.pods.Exclude(victim)
-	if n, err := killer.kill(); err != nil || n == 0 {
-		c.fatalf("killing the processes of pod %s: %d containers, %v", victim, n, err)
-	}
-	s.recordDeath(victim, time.Now())
-	stop := make(chan struct{})
-	killing := killer.keepDead(stop, func(at time.Time, _ int) { s.recordDeath(victim, at) })
-	uid := pod.UID
-	ctx, cancel := context.WithTimeout(bg(), 30*time.Second)
-	err := s.cs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	cancel()
-	close(stop) // a deleting pod's containers are not restarted (see scenarioCrash)
-	<-killing
-	if err != nil {
-		c.fatalf("deleting pod %s: %v", victim, err)
-	}
-	within := time.Minute
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		within += time.Duration(*g) * time.Second
-	}
-	c.waitUntil(within, "pod "+victim+"'s object is gone", func() (bool, string) {
-		ctx, cancel := apiCtx()
-		defer cancel()
-		p, err := s.cs.CoreV1().Pods(ns).Get(ctx, victim, metav1.GetOptions{})
-		return apierrors.IsNotFound(err) || (err == nil && p.UID != uid), fmt.Sprintf("still there (%v)", err)
-	})
 }
